@@ -1,0 +1,113 @@
+"""The `raykafka` command line, with kcat's habits.
+
+    raykafka broker [--port 9092]
+    raykafka topic create|delete|list -b HOST:PORT ...
+    raykafka produce -b HOST:PORT -t TOPIC [-K SEP] [-X key=value]...
+    raykafka consume -b HOST:PORT -t TOPIC [-g GROUP] [-o beginning|end|OFFSET] [-c N] [-e] [-f value|json]
+    raykafka bench ...
+    raykafka demo
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def _properties(pairs: list[str] | None) -> dict[str, str]:
+    out = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"raykafka: -X takes key=value, got {pair!r}")
+        out[key.strip()] = value
+    return out
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from .embedded_broker import EmbeddedBroker
+
+    broker = EmbeddedBroker(port=args.port, host=args.host)
+    print(f"tansu listening on {broker.bootstrap} (in-memory storage; Ctrl-C stops it)", file=sys.stderr)
+    return broker.run_foreground()
+
+
+def cmd_topic(args: argparse.Namespace) -> int:
+    from .admin import Admin
+
+    with Admin({"bootstrap.servers": args.brokers, **_properties(args.X)}) as admin:
+        if args.action == "create":
+            admin.create_topics(args.topics, num_partitions=args.partitions,
+                                replication_factor=args.replication_factor, exist_ok=args.if_not_exists)
+            print(f"created {', '.join(args.topics)}", file=sys.stderr)
+        elif args.action == "delete":
+            admin.delete_topics(args.topics, missing_ok=args.if_exists)
+            print(f"deleted {', '.join(args.topics)}", file=sys.stderr)
+        else:
+            for name, partitions in admin.list_topics().items():
+                print(f"{name}\t{partitions}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="raykafka", description="A Kafka client for Ray.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    broker = sub.add_parser("broker", help="run the embedded tansu broker in the foreground")
+    broker.add_argument("--port", type=int, default=9092)
+    broker.add_argument("--host", default="127.0.0.1")
+    broker.set_defaults(func=cmd_broker)
+
+    topic = sub.add_parser("topic", help="create, delete or list topics")
+    topic.add_argument("action", choices=["create", "delete", "list"])
+    topic.add_argument("topics", nargs="*")
+    topic.add_argument("-b", "--brokers", required=True, help="bootstrap servers, host:port[,host:port]")
+    topic.add_argument("-p", "--partitions", type=int, default=1)
+    topic.add_argument("-r", "--replication-factor", type=int, default=1)
+    topic.add_argument("--if-not-exists", action="store_true")
+    topic.add_argument("--if-exists", action="store_true")
+    topic.add_argument("-X", action="append", metavar="key=value", help="client property")
+    topic.set_defaults(func=cmd_topic)
+
+    _add_more_commands(sub)
+    return parser
+
+
+def _add_more_commands(sub: Any) -> None:
+    """The commands that live in their own modules (they import Ray)."""
+    import importlib
+
+    for name in ("produce", "consume", "bench", "demo"):
+        try:
+            module = importlib.import_module(f"raykafka.driver.cli_{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"raykafka.driver.cli_{name}":
+                raise
+            continue
+        module.add_parser(sub)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "action", None) in ("create", "delete") and not args.topics:
+        parser.error(f"topic {args.action} needs at least one topic name")
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, OSError) as exc:
+        print(f"raykafka: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a KafkaError or anything else: one clear line, non-zero status
+        from ..wire.errors import KafkaError
+
+        if isinstance(exc, KafkaError):
+            print(f"raykafka: {exc}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The Kafka driver without Ray: protocol, record batches, compression, connections, cluster metadata."""

@@ -1,0 +1,298 @@
+"""One connection to one broker: asyncio, many requests in flight, matched by correlation id.
+
+`BrokerConnection.connect` opens the socket (TLS if configured), negotiates versions with
+ApiVersions, then authenticates with SASL if configured. `request` writes a frame and waits
+for the response with the same correlation id, up to `request.timeout.ms`. When the
+connection drops, every pending request fails with `BrokerConnectionError`; a request that
+times out fails with `RequestTimedOutError` and closes the connection (as the Java client
+does: the responses behind it can no longer be trusted to come).
+
+A response whose correlation id is not pending (tansu answers acks=0 Produce requests,
+which Kafka does not) is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import logging
+import os
+import ssl
+import struct
+from typing import Any
+
+from . import messages
+from .errors import (
+    AuthenticationError,
+    BrokerConnectionError,
+    BrokerError,
+    DecodeError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+)
+from .protocol import Api, Struct, decode_response_header, encode_request
+
+log = logging.getLogger("raykafka.wire.connection")
+
+_SIZE = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+
+
+class BrokerConnection:
+    """The connection to broker `node_id` at `host:port`."""
+
+    def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str = "raykafka",
+                 request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
+                 ssl_context: ssl.SSLContext | None = None, sasl: SaslCredentials | None = None):
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout = request_timeout_ms / 1000
+        self.connect_timeout = connect_timeout_ms / 1000
+        self.ssl_context = ssl_context
+        self.sasl = sasl
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task[None] | None = None
+        self._pending: dict[int, tuple[asyncio.Future[Struct], Api, int]] = {}
+        self._next_correlation_id = 0
+        self._closed_error: Exception | None = None
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection(node={self.node_id}, {self.host}:{self.port})"
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and self._closed_error is None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def connect(self) -> BrokerConnection:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port, ssl=self.ssl_context,
+                                        server_hostname=self.host if self.ssl_context else None,
+                                        limit=1 << 20),
+                self.connect_timeout)
+        except (OSError, asyncio.TimeoutError, ssl.SSLError) as exc:
+            if isinstance(exc, ssl.SSLError):
+                raise AuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: {exc}") from exc
+            raise BrokerConnectionError(f"cannot connect to {self.host}:{self.port}: {exc or 'timed out'}") from exc
+        self._closed_error = None
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        try:
+            await self._negotiate_versions()
+            if self.sasl is not None:
+                await self._authenticate(self.sasl)
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def close(self, error: Exception | None = None) -> None:
+        """Close the socket and fail every pending request with `error`."""
+        self._fail_pending(error or BrokerConnectionError(f"connection to {self.host}:{self.port} closed"))
+        writer, self._writer = self._writer, None
+        task, self._read_task = self._read_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        if writer is not None:
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except (OSError, ssl.SSLError, asyncio.CancelledError):
+                pass
+
+    def _fail_pending(self, error: Exception) -> None:
+        self._closed_error = error
+        pending, self._pending = self._pending, {}
+        for future, _api, _version in pending.values():
+            if not future.done():
+                future.set_exception(error)
+
+    # -- requests ----------------------------------------------------------
+
+    def version_for(self, api: Api, wanted: int | None = None) -> int:
+        """The highest version of `api` that both sides speak (or `wanted`, if both speak it)."""
+        broker = self.versions.get(api.key)
+        if broker is None:
+            raise UnsupportedVersionError(f"broker {self.node_id} does not support {api.name}")
+        low, high = max(broker[0], api.min_version), min(broker[1], api.max_version)
+        if low > high:
+            raise UnsupportedVersionError(
+                f"{api.name}: broker {self.node_id} speaks v{broker[0]}-{broker[1]}, we speak v{api.min_version}-{api.max_version}")
+        if wanted is not None:
+            if not low <= wanted <= high:
+                raise UnsupportedVersionError(f"{api.name} v{wanted} is not spoken by broker {self.node_id}")
+            return wanted
+        return high
+
+    def send_nowait(self, api: Api, body: Any, version: int | None = None,
+                    expect_response: bool = True) -> asyncio.Future[Struct] | None:
+        """Write a request now; return the future of its response (None when none is expected).
+
+        Writing synchronously keeps requests on the wire in the order they were sent.
+        """
+        if self._writer is None or self._closed_error is not None:
+            raise BrokerConnectionError(f"not connected to {self.host}:{self.port}"
+                                        + (f" ({self._closed_error})" if self._closed_error else ""))
+        if version is None:
+            version = self.version_for(api)
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(api, version, correlation_id, self.client_id, body)
+        future: asyncio.Future[Struct] | None = None
+        if expect_response:
+            future = asyncio.get_running_loop().create_future()
+            self._pending[correlation_id] = (future, api, version)
+        self._writer.write(frame)
+        return future
+
+    async def request(self, api: Api, body: Any, version: int | None = None,
+                      timeout: float | None = None) -> Struct:
+        """Send one request and wait for its response."""
+        future = self.send_nowait(api, body, version)
+        assert future is not None
+        return await self.wait(future, api, timeout)
+
+    async def wait(self, future: asyncio.Future[Struct], api: Api, timeout: float | None = None) -> Struct:
+        if self._writer is not None:
+            try:
+                await self._writer.drain()
+            except (OSError, ssl.SSLError) as exc:
+                await self.close(BrokerConnectionError(f"write to {self.host}:{self.port} failed: {exc}"))
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout or self.request_timeout)
+        except asyncio.TimeoutError:
+            error = RequestTimedOutError(
+                f"{api.name} to broker {self.node_id} ({self.host}:{self.port}) got no response in "
+                f"{timeout or self.request_timeout:.1f}s")
+            await self.close(error)
+            raise error from None
+
+    async def _read_loop(self) -> None:
+        reader = self._reader
+        assert reader is not None
+        try:
+            while True:
+                size = _SIZE.unpack(await reader.readexactly(4))[0]
+                if size < 4 or size > MAX_RESPONSE_BYTES:
+                    raise DecodeError(f"response size {size} out of range")
+                frame = await reader.readexactly(size)
+                correlation_id = _SIZE.unpack_from(frame, 0)[0]
+                entry = self._pending.pop(correlation_id, None)
+                if entry is None:
+                    log.debug("%s: dropping response to unknown correlation id %d", self, correlation_id)
+                    continue
+                future, api, version = entry
+                if future.done():
+                    continue
+                try:
+                    _, pos = decode_response_header(api, version, frame)
+                    future.set_result(api.response.decode(version, frame, pos))
+                except DecodeError as exc:
+                    future.set_exception(exc)
+        except asyncio.CancelledError:
+            raise
+        except (asyncio.IncompleteReadError, OSError, ssl.SSLError, DecodeError) as exc:
+            text = "closed by the broker" if isinstance(exc, asyncio.IncompleteReadError) else str(exc)
+            self._fail_pending(BrokerConnectionError(
+                f"connection to broker {self.node_id} ({self.host}:{self.port}) lost: {text}"))
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+    # -- handshakes --------------------------------------------------------
+
+    async def _negotiate_versions(self) -> None:
+        api = messages.API_VERSIONS
+        body = {"client_software_name": "raykafka", "client_software_version": "0.1.0"}
+        response = await self.request(api, body, version=api.max_version)
+        if response.error_code == 35:  # UNSUPPORTED_VERSION: the answer lists what it speaks, in v0
+            spoken = {k.api_key: k.max_version for k in response.api_keys}
+            version = min(spoken.get(api.key, 0), api.max_version)
+            response = await self.request(api, body, version=version)
+        if response.error_code:
+            raise BrokerError(response.error_code, f"ApiVersions to {self.host}:{self.port}")
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    async def _authenticate(self, sasl: SaslCredentials) -> None:
+        handshake = await self.request(messages.SASL_HANDSHAKE, {"mechanism": sasl.mechanism})
+        if handshake.error_code:
+            raise AuthenticationError(
+                f"broker {self.host}:{self.port} refuses SASL mechanism {sasl.mechanism} "
+                f"(it offers {', '.join(handshake.mechanisms) or 'none'})")
+        exchange = sasl.exchange()
+        token = next(exchange)
+        while True:
+            response = await self.request(messages.SASL_AUTHENTICATE, {"auth_bytes": token})
+            if response.error_code:
+                raise AuthenticationError(
+                    f"SASL {sasl.mechanism} authentication as {sasl.username!r} failed: "
+                    f"{response.error_message or BrokerError(response.error_code)}")
+            try:
+                token = exchange.send(response.auth_bytes)
+            except StopIteration:
+                return
+
+
+class SaslCredentials:
+    """SASL PLAIN or SCRAM-SHA-256/512 credentials, and the client side of their exchange."""
+
+    def __init__(self, mechanism: str, username: str, password: str):
+        self.mechanism = mechanism.upper()
+        if self.mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ValueError(f"sasl.mechanism: {mechanism} is not supported")
+        self.username = username
+        self.password = password
+
+    def exchange(self):  # a generator: yields tokens to send, receives the broker's answers
+        if self.mechanism == "PLAIN":
+            yield b"\0" + self.username.encode() + b"\0" + self.password.encode()
+            return
+        digest = hashlib.sha256 if self.mechanism == "SCRAM-SHA-256" else hashlib.sha512
+        nonce = base64.b64encode(os.urandom(24)).decode()
+        user = self.username.replace("=", "=3D").replace(",", "=2C")
+        client_first_bare = f"n={user},r={nonce}"
+        server_first = (yield ("n,," + client_first_bare).encode()).decode()
+        fields = dict(item.split("=", 1) for item in server_first.split(","))
+        if not fields.get("r", "").startswith(nonce):
+            raise AuthenticationError("SCRAM: the broker's nonce does not extend ours")
+        salted = hashlib.pbkdf2_hmac(digest().name, self.password.encode(), base64.b64decode(fields["s"]),
+                                     int(fields["i"]))
+        client_key = hmac.new(salted, b"Client Key", digest).digest()
+        stored_key = digest(client_key).digest()
+        without_proof = f"c=biws,r={fields['r']}"
+        auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
+        signature = hmac.new(stored_key, auth_message, digest).digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_final = (yield f"{without_proof},p={base64.b64encode(proof).decode()}".encode()).decode()
+        server_key = hmac.new(salted, b"Server Key", digest).digest()
+        expected = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
+        if server_final.startswith("e="):
+            raise AuthenticationError(f"SCRAM: {server_final[2:]}")
+        if server_final != f"v={expected}":
+            raise AuthenticationError("SCRAM: the broker's signature does not verify")
+
+
+def security_from_config(config: dict[str, Any]) -> tuple[ssl.SSLContext | None, SaslCredentials | None]:
+    """The TLS context and SASL credentials that `security.protocol` and friends ask for."""
+    protocol = config.get("security.protocol", "plaintext")
+    context = None
+    if protocol in ("ssl", "sasl_ssl"):
+        context = ssl.create_default_context(cafile=config.get("ssl.ca.location"))
+        if config.get("ssl.endpoint.identification.algorithm") in ("none", ""):
+            context.check_hostname = False
+        if config.get("ssl.certificate.location"):
+            context.load_cert_chain(config["ssl.certificate.location"], config.get("ssl.key.location"),
+                                    config.get("ssl.key.password"))
+    sasl = None
+    if protocol in ("sasl_plaintext", "sasl_ssl"):
+        if config.get("sasl.username") is None or config.get("sasl.password") is None:
+            raise ValueError("sasl.username: SASL needs sasl.username and sasl.password")
+        sasl = SaslCredentials(config.get("sasl.mechanism", "PLAIN"), config["sasl.username"], config["sasl.password"])
+    return context, sasl
