@@ -156,7 +156,6 @@ PROPERTIES: dict[str, Property] = {
     "socket.connection.setup.timeout.ms": Property(10000, POSITIVE, "TCP connect timeout"),
     "security.protocol": Property("plaintext", _choice("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"), ""),
     "sasl.mechanism": Property("PLAIN", lambda k, v: _choice("plain", "scram-sha-256", "scram-sha-512")(k, v).upper(), ""),
-    "sasl.mechanisms": Property(None, _optional_str, "librdkafka's spelling of sasl.mechanism"),
     "sasl.username": Property(None, _optional_str, ""),
     "sasl.password": Property(None, _optional_str, ""),
     "ssl.ca.location": Property(None, _optional_str, "CA bundle to verify the broker with"),
@@ -190,7 +189,6 @@ PROPERTIES: dict[str, Property] = {
     "session.timeout.ms": Property(45000, POSITIVE, ""),
     "heartbeat.interval.ms": Property(3000, POSITIVE, ""),
     "rebalance.timeout.ms": Property(300000, POSITIVE, "Java: max.poll.interval.ms"),
-    "max.poll.interval.ms": Property(None, lambda k, v: None if v is None else POSITIVE(k, v), "alias of rebalance.timeout.ms"),
     "partition.assignment.strategy": Property("range,roundrobin", _strategies, ""),
     "enable.auto.commit": Property(True, _bool, ""),
     "auto.commit.interval.ms": Property(5000, POSITIVE, ""),
@@ -235,8 +233,6 @@ def parse_config(user: Mapping[str, Any] | None, *, require_bootstrap: bool = Tr
                 raise ConfigError(f"{key}: unknown configuration property")
             prop, key = PROPERTIES[target], target
         config[key] = prop.check(key, value)
-    for key in ("max.poll.interval.ms", "sasl.mechanisms"):
-        config.pop(key, None)
     if require_bootstrap and not config["bootstrap.servers"]:
         raise ConfigError("bootstrap.servers: required")
     if config["auto.offset.reset"] in ("smallest", "beginning"):
