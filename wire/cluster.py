@@ -46,6 +46,7 @@ class TopicInfo:
     error_code: int
     partitions: dict[int, PartitionInfo]
     is_internal: bool = False
+    topic_id: Any = None  # a uuid.UUID from Metadata v10+; Fetch v13+ names topics by it
 
 
 @dataclass
@@ -253,6 +254,6 @@ def _metadata_from(response: Any) -> Metadata:
                                              tuple(p.replica_nodes), tuple(p.isr_nodes), p.error_code)
             for p in t.partitions
         }
-        topics[t.name] = TopicInfo(t.name, t.error_code, partitions, t.get("is_internal", False))
+        topics[t.name] = TopicInfo(t.name, t.error_code, partitions, t.get("is_internal", False), t.get("topic_id"))
     return Metadata(brokers, topics, response.get("controller_id", -1), response.get("cluster_id"),
                     time.monotonic())
