@@ -1,0 +1,373 @@
+"""Partitioners: which partition a message goes to, by the same formulas as librdkafka and Java.
+
+Keyed formulas (n = partition count):
+    murmur2, murmur2_random   (murmur2(key) & 0x7fffffff) % n   Java's default, librdkafka's murmur2*
+    fnv1a, fnv1a_random       abs(int32(fnv1a_32(key))) % n      librdkafka's rd_fnv1a, which takes the
+                              absolute value to match Sarama's NewHashPartitioner
+                              (`int32(hash) % n`, negated if negative: the same partitions)
+    consistent, consistent_random   crc32(key) % n               librdkafka's rd_crc32 (zlib's crc32)
+Null keys: `murmur2`, `fnv1a` and `consistent` hash them as the empty key; the `*_random` ones
+pick a random partition (`consistent_random` also for an empty key, as librdkafka does).
+
+`partition_many` is on the producer's hot path: for many keys it hashes all keys of one length
+at once with numpy, column by column, instead of byte by byte per key.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import zlib
+
+import numpy as np
+
+from .errors import ConfigError
+
+__all__ = [
+    "murmur2",
+    "fnv1a",
+    "Partitioner",
+    "Murmur2RandomPartitioner",
+    "Murmur2Partitioner",
+    "Fnv1aPartitioner",
+    "Fnv1aRandomPartitioner",
+    "ConsistentPartitioner",
+    "ConsistentRandomPartitioner",
+    "RoundRobinPartitioner",
+    "RandomPartitioner",
+    "StickyPartitioner",
+    "get_partitioner",
+    "PARTITIONERS",
+]
+
+_M32 = 0xFFFFFFFF
+_MURMUR_SEED = 0x9747B28C
+_MURMUR_M = 0x5BD1E995
+_FNV_OFFSET = 0x811C9DC5
+_FNV_PRIME = 0x01000193
+_VECTOR_MIN = 64  # below this many keys the per-key loop is faster than numpy's set-up
+
+
+# ---------------------------------------------------------------------------- hashes
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's `Utils.murmur2` (seed 0x9747b28c) as a signed 32-bit int."""
+    return _signed(_murmur2_u32(data))
+
+
+def _murmur2_u32(data: bytes) -> int:
+    m = _MURMUR_M
+    length = len(data)
+    h = (_MURMUR_SEED ^ length) & _M32
+    n4 = length >> 2
+    if n4:
+        for k in struct.unpack_from(f"<{n4}I", data):
+            k = (k * m) & _M32
+            k ^= k >> 24
+            h = ((h * m) & _M32) ^ ((k * m) & _M32)
+    rem = length & 3
+    if rem:
+        i = n4 << 2
+        if rem == 3:
+            h ^= data[i + 2] << 16
+        if rem >= 2:
+            h ^= data[i + 1] << 8
+        h = ((h ^ data[i]) * m) & _M32
+    h ^= h >> 13
+    h = (h * m) & _M32
+    return h ^ (h >> 15)
+
+
+def fnv1a(data: bytes) -> int:
+    """The 32-bit FNV-1a hash of `data`, unsigned."""
+    h = _FNV_OFFSET
+    for b in data:
+        h = ((h ^ b) * _FNV_PRIME) & _M32
+    return h
+
+
+def _signed(u: int) -> int:
+    return u - 0x100000000 if u & 0x80000000 else u
+
+
+def _fnv1a_abs(u: int) -> int:
+    """librdkafka's rd_fnv1a result: abs of the signed hash, with -2**31 staying 2**31 as unsigned."""
+    return 0x100000000 - u if u & 0x80000000 else u
+
+
+# ---------------------------------------------------------------------------- vectorised hashing
+
+
+def _by_length(keys: list[bytes], idx: list[int]) -> dict[int, tuple[list[int], list[bytes]]]:
+    groups: dict[int, tuple[list[int], list[bytes]]] = {}
+    for i in idx:
+        k = keys[i]
+        g = groups.get(len(k))
+        if g is None:
+            groups[len(k)] = g = ([], [])
+        g[0].append(i)
+        g[1].append(k)
+    return groups
+
+
+def _murmur2_rows(rows: np.ndarray, length: int) -> np.ndarray:
+    """murmur2 (unsigned) of every row of a (count, length) uint8 array."""
+    m = np.uint32(_MURMUR_M)
+    h = np.full(rows.shape[0], (_MURMUR_SEED ^ length) & _M32, dtype=np.uint32)
+    n4 = length >> 2
+    if n4:
+        words = np.ascontiguousarray(rows[:, : n4 * 4]).view("<u4")
+        for j in range(n4):
+            k = words[:, j] * m
+            k ^= k >> np.uint32(24)
+            k *= m
+            h *= m
+            h ^= k
+    rem = length & 3
+    if rem:
+        i = n4 << 2
+        if rem == 3:
+            h ^= rows[:, i + 2].astype(np.uint32) << np.uint32(16)
+        if rem >= 2:
+            h ^= rows[:, i + 1].astype(np.uint32) << np.uint32(8)
+        h ^= rows[:, i].astype(np.uint32)
+        h *= m
+    h ^= h >> np.uint32(13)
+    h *= m
+    h ^= h >> np.uint32(15)
+    return h
+
+
+def _fnv1a_rows(rows: np.ndarray, length: int) -> np.ndarray:
+    prime = np.uint32(_FNV_PRIME)
+    h = np.full(rows.shape[0], _FNV_OFFSET, dtype=np.uint32)
+    for j in range(length):
+        h ^= rows[:, j].astype(np.uint32)
+        h *= prime
+    return h
+
+
+def _hash_many(keys: list[bytes], idx: list[int], rows_fn, out: list[int]) -> None:
+    """out[i] = unsigned hash of keys[i] for i in idx, one numpy pass per distinct key length."""
+    with np.errstate(over="ignore"):
+        for length, (where, group) in _by_length(keys, idx).items():
+            rows = np.frombuffer(b"".join(group), dtype=np.uint8).reshape(len(group), length)
+            for i, h in zip(where, rows_fn(rows, length).tolist(), strict=True):
+                out[i] = h
+
+
+# ---------------------------------------------------------------------------- partitioners
+
+
+def _check(num_partitions: int) -> None:
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, not {num_partitions}")
+
+
+class Partitioner:
+    """Chooses a partition for a key; `partition_many` is the batched form the producer uses."""
+
+    name = ""
+
+    def partition(self, key: bytes | None, num_partitions: int) -> int:
+        return self.partition_many([key], num_partitions)[0]
+
+    def partition_many(self, keys: list[bytes | None], num_partitions: int) -> list[int]:
+        raise NotImplementedError
+
+
+class _HashPartitioner(Partitioner):
+    """A keyed hash modulo the partition count; subclasses say what a null key does."""
+
+    random_null = False  # null keys go to a random partition instead of the empty key's
+    random_empty = False  # empty keys too (consistent_random)
+
+    def __init__(self, seed: int | None = None):
+        self._random = random.Random(seed)
+
+    def _hash(self, key: bytes) -> int:
+        raise NotImplementedError
+
+    _rows = None  # vectorised form of _hash, if any
+
+    def _reduce(self, h: int, n: int) -> int:
+        return h % n
+
+    def partition(self, key: bytes | None, num_partitions: int) -> int:
+        _check(num_partitions)
+        if key is None or (not key and self.random_empty):
+            if self.random_null:
+                return self._random.randrange(num_partitions)
+            key = b""
+        return self._reduce(self._hash(key if type(key) is bytes else bytes(key)), num_partitions)
+
+    def partition_many(self, keys: list[bytes | None], num_partitions: int) -> list[int]:
+        _check(num_partitions)
+        n = num_partitions
+        if len(keys) < _VECTOR_MIN or self._rows is None:
+            return [self.partition(k, n) for k in keys]
+        out = [0] * len(keys)
+        hashed: list[int] = []
+        keys = list(keys)
+        randrange = self._random.randrange
+        for i, k in enumerate(keys):
+            if k is None or (not k and self.random_empty):
+                if self.random_null:
+                    out[i] = -1
+                    continue
+                keys[i] = b""
+            elif type(k) is not bytes:
+                keys[i] = bytes(k)
+            hashed.append(i)
+        _hash_many(keys, hashed, self._rows, out)
+        reduce = self._reduce
+        for i in hashed:
+            out[i] = reduce(out[i], n)
+        if self.random_null:
+            for i, p in enumerate(out):
+                if p < 0:
+                    out[i] = randrange(n)
+        return out
+
+
+class Murmur2Partitioner(_HashPartitioner):
+    """librdkafka `murmur2`: Java's formula; a null key hashes as the empty key."""
+
+    name = "murmur2"
+    _hash = staticmethod(_murmur2_u32)
+    _rows = staticmethod(_murmur2_rows)
+
+    def _reduce(self, h: int, n: int) -> int:
+        return (h & 0x7FFFFFFF) % n
+
+
+class Murmur2RandomPartitioner(Murmur2Partitioner):
+    """librdkafka `murmur2_random`, Java's default for keyed messages; null keys go to a random partition."""
+
+    name = "murmur2_random"
+    random_null = True
+
+
+class Fnv1aPartitioner(_HashPartitioner):
+    """librdkafka `fnv1a` (= Sarama's default hash partitioner); a null key hashes as the empty key."""
+
+    name = "fnv1a"
+    _hash = staticmethod(fnv1a)
+    _rows = staticmethod(_fnv1a_rows)
+
+    def _reduce(self, h: int, n: int) -> int:
+        return _fnv1a_abs(h) % n
+
+
+class Fnv1aRandomPartitioner(Fnv1aPartitioner):
+    """librdkafka `fnv1a_random`: null keys go to a random partition."""
+
+    name = "fnv1a_random"
+    random_null = True
+
+
+class ConsistentPartitioner(_HashPartitioner):
+    """librdkafka `consistent`: crc32 of the key; null and empty keys all land on one partition."""
+
+    name = "consistent"
+    _hash = staticmethod(zlib.crc32)
+
+
+class ConsistentRandomPartitioner(ConsistentPartitioner):
+    """librdkafka `consistent_random`: crc32 of the key; null and empty keys go to a random partition."""
+
+    name = "consistent_random"
+    random_null = True
+    random_empty = True
+
+
+class RoundRobinPartitioner(Partitioner):
+    """Every message (keyed or not) to the next partition in turn, as Java's RoundRobinPartitioner."""
+
+    name = "round_robin"
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def partition_many(self, keys: list[bytes | None], num_partitions: int) -> list[int]:
+        _check(num_partitions)
+        start = self._next
+        self._next = (start + len(keys)) % num_partitions
+        return [(start + i) % num_partitions for i in range(len(keys))]
+
+
+class RandomPartitioner(Partitioner):
+    """Every message to a random partition, ignoring its key."""
+
+    name = "random"
+
+    def __init__(self, seed: int | None = None):
+        self._random = random.Random(seed)
+
+    def partition_many(self, keys: list[bytes | None], num_partitions: int) -> list[int]:
+        _check(num_partitions)
+        randrange = self._random.randrange
+        return [randrange(num_partitions) for _ in keys]
+
+
+class StickyPartitioner(Partitioner):
+    """Null keys stay on one partition until `next_batch()`, so they fill whole batches; keyed ones use murmur2.
+
+    The producer calls `next_batch()` when the sticky partition's batch is sent (Java's KIP-480).
+    """
+
+    name = "sticky"
+
+    def __init__(self, seed: int | None = None):
+        self._random = random.Random(seed)
+        self._keyed = Murmur2Partitioner()
+        self._current: int | None = None
+        self._previous: int | None = None
+
+    def next_batch(self) -> None:
+        """Move null-keyed messages to a different partition from now on."""
+        self._previous = self._current
+        self._current = None
+
+    def _sticky(self, n: int) -> int:
+        if self._current is None or self._current >= n:
+            choice = self._random.randrange(n)
+            if n > 1 and choice == self._previous:
+                choice = (choice + 1 + self._random.randrange(n - 1)) % n
+            self._current = choice
+        return self._current
+
+    def partition_many(self, keys: list[bytes | None], num_partitions: int) -> list[int]:
+        _check(num_partitions)
+        out = self._keyed.partition_many(keys, num_partitions)
+        if None in keys:
+            sticky = self._sticky(num_partitions)
+            for i, k in enumerate(keys):
+                if k is None:
+                    out[i] = sticky
+        return out
+
+
+PARTITIONERS: dict[str, type[Partitioner]] = {
+    "murmur2_random": Murmur2RandomPartitioner,
+    "murmur2": Murmur2Partitioner,
+    "consistent": ConsistentPartitioner,
+    "consistent_random": ConsistentRandomPartitioner,
+    "fnv1a": Fnv1aPartitioner,
+    "fnv1a_random": Fnv1aRandomPartitioner,
+    "random": RandomPartitioner,
+    "round_robin": RoundRobinPartitioner,
+    "sticky": StickyPartitioner,
+}
+
+
+def get_partitioner(name: str = "murmur2_random") -> Partitioner:
+    """A new partitioner for a `partitioner` config value (default `murmur2_random`)."""
+    try:
+        cls = PARTITIONERS[name]
+    except (KeyError, TypeError):
+        raise ConfigError(
+            f"partitioner: unknown value {name!r}; expected one of {', '.join(PARTITIONERS)}"
+        ) from None
+    return cls()
