@@ -100,6 +100,10 @@ class BrokerConnection:
         task, self._read_task = self._read_task, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - already reported to waiters
+                pass
         if writer is not None:
             writer.close()
             try:

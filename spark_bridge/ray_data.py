@@ -1,0 +1,127 @@
+"""Ray Data without Spark: a Kafka datasource (one read task per partition range) and a datasink.
+
+    ds = ray.data.read_datasource(KafkaDatasource(["events"], {"bootstrap.servers": ...}))
+    ds.write_datasink(KafkaDatasink("events", {"bootstrap.servers": ...}))
+
+Ranges are fixed on the driver when the read is planned (`offsets.resolve_ranges`); each
+read task fetches its partition from the leader and yields Arrow batches with Spark's Kafka
+source schema. The datasink hands each block, whole, to the producer pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+from ray.data import Datasource, ReadTask
+from ray.data.block import BlockMetadata
+from ray.data.datasource import Datasink
+
+from ..wire import messages
+from ..wire.arrow_batches import SCHEMA, records_to_arrow
+from ..wire.cluster import Cluster
+from ..wire.config import parse_config
+from ..wire.errors import BrokerError, KafkaError
+from ..wire.fetch import LEADER_ERRORS, fetch_body, fetch_version
+from .offsets import PartitionRange, resolve_ranges
+
+READ_ATTEMPTS = 20
+
+
+def read_range(config: Mapping[str, Any], part: PartitionRange) -> Iterator[pa.Table]:
+    """The records of `part`, exactly [start, end), in order, as Arrow tables (Ray Data blocks)."""
+    if part.count == 0:
+        return iter(())
+    batches = asyncio.run(_read_range(parse_config(config), part))
+    return iter([pa.Table.from_batches(batches, schema=SCHEMA)])
+
+
+async def _read_range(config: Any, part: PartitionRange) -> list[pa.RecordBatch]:
+    cluster = Cluster(config)
+    batches: list[pa.RecordBatch] = []
+    offset, failures = part.start, 0
+    try:
+        while offset < part.end:
+            try:
+                conn = await cluster.leader_connection(part.topic, part.partition)
+                body = fetch_body(config, [(part.topic, part.partition, offset)])
+                response = await conn.request(messages.FETCH, body, fetch_version(conn))
+                data = response.responses[0].partitions[0]
+                if data.error_code:
+                    raise BrokerError(data.error_code, f"fetch {part.topic}/{part.partition} at {offset}")
+            except KafkaError as exc:
+                failures += 1
+                retriable = exc.retriable or getattr(exc, "code", None) in LEADER_ERRORS
+                if not retriable or failures >= READ_ATTEMPTS:
+                    raise
+                await asyncio.sleep(config["retry.backoff.ms"] / 1000)
+                await cluster.refresh_metadata([part.topic])
+                continue
+            batch, after = records_to_arrow(data.records, part.topic, part.partition, offset,
+                                            check_crc=config["check.crcs"])
+            if batch.num_rows:
+                if batch.column(4)[-1].as_py() >= part.end:
+                    batch = batch.slice(0, _rows_before(batch, part.end))
+                batches.append(batch)
+            if after <= offset:
+                if data.high_watermark <= offset:
+                    raise KafkaError(f"{part.topic}/{part.partition} ends at {data.high_watermark}, "
+                                     f"before the requested end {part.end}")
+                continue
+            offset = after
+        return batches
+    finally:
+        await cluster.close()
+
+
+def _rows_before(batch: pa.RecordBatch, end: int) -> int:
+    """How many leading rows of `batch` have an offset below `end` (offsets ascend)."""
+    import numpy as np
+
+    offsets = batch.column(4).to_numpy()
+    return int(np.searchsorted(offsets, end, side="left"))
+
+
+class KafkaDatasource(Datasource):
+    """A bounded read of topics: one read task per partition range."""
+
+    def __init__(self, topics: Iterable[str] | str, config: Mapping[str, Any],
+                 starting_offsets: Any = "earliest", ending_offsets: Any = "latest"):
+        self.config = dict(config)
+        parse_config(self.config)  # a bad key fails here, at the point of the mistake
+        self.ranges = resolve_ranges(self.config, topics, starting_offsets, ending_offsets)
+
+    def estimate_inmemory_data_size(self) -> int | None:
+        return sum(r.count for r in self.ranges) * 150
+
+    def get_read_tasks(self, parallelism: int, **_: Any) -> list[ReadTask]:
+        tasks = []
+        for part in self.ranges:
+            if part.count == 0:
+                continue
+            metadata = BlockMetadata(num_rows=part.count, size_bytes=None, input_files=None, exec_stats=None)
+            config = self.config
+            tasks.append(ReadTask(lambda part=part, config=config: read_range(config, part), metadata,
+                                  schema=SCHEMA))
+        return tasks
+
+
+class KafkaDatasink(Datasink):
+    """Writes each block through a producer pipeline; fails the write if any record failed."""
+
+    def __init__(self, topic: str | None, config: Mapping[str, Any]):
+        self.topic = topic
+        self.config = dict(config)
+        parse_config(self.config)
+
+    def write(self, blocks: Iterable[Any], ctx: Any) -> dict[str, int]:
+        from .writer import write_blocks
+
+        return write_blocks(blocks, self.topic, self.config)
+
+    def on_write_complete(self, write_result: Any) -> None:
+        results = getattr(write_result, "write_returns", write_result) or []
+        self.delivered = sum(r["delivered"] for r in results)
+        self.failed = sum(r["failed"] for r in results)

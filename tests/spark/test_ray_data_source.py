@@ -1,0 +1,68 @@
+"""The Ray Data datasource reads exactly the requested ranges, with Spark's Kafka source schema."""
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+import ray  # noqa: E402
+
+from raykafka.driver.admin import Admin  # noqa: E402
+from raykafka.spark_bridge.offsets import resolve_ranges  # noqa: E402
+from raykafka.spark_bridge.ray_data import KafkaDatasource  # noqa: E402
+from raykafka.wire.arrow_batches import SCHEMA  # noqa: E402
+
+pytestmark = [pytest.mark.broker, pytest.mark.ray]
+
+
+@pytest.fixture(scope="module")
+def filled_topic(bootstrap):
+    """3 partitions; message i goes to partition i % 3 with key k<i>, value v<i>, header n=<i>."""
+    topic = "rds-" + bootstrap.replace(":", "-").replace(".", "")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 3}, exist_ok=True)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(3000):
+        producer.produce(topic, value=b"v%d" % i, key=b"k%d" % i, partition=i % 3,
+                         headers=[("n", str(i).encode())], timestamp=1_700_000_000_000 + i)
+    assert producer.flush(30) == 0
+    return topic
+
+
+def test_reads_every_record_once_with_the_spark_schema(ray_for_spark, bootstrap, filled_topic):
+    ds = ray.data.read_datasource(KafkaDatasource(filled_topic, {"bootstrap.servers": bootstrap}))
+    table = ds.to_arrow_refs()
+    import pyarrow as pa
+
+    table = pa.concat_tables(ray.get(table))
+    assert table.schema == SCHEMA
+    assert table.num_rows == 3000
+    rows = table.to_pylist()
+    by_value = {r["value"]: r for r in rows}
+    assert len(by_value) == 3000
+    for i in (0, 1, 2, 1499, 2999):
+        row = by_value[b"v%d" % i]
+        assert row["key"] == b"k%d" % i
+        assert row["partition"] == i % 3
+        assert row["offset"] == i // 3
+        assert row["headers"] == [{"key": "n", "value": str(i).encode()}]
+        assert int(row["timestamp"].timestamp() * 1000) == 1_700_000_000_000 + i
+
+
+def test_per_partition_json_reads_exactly_that_range(ray_for_spark, bootstrap, filled_topic):
+    start = f'{{"{filled_topic}": {{"0": 5, "1": -2, "2": -1}}}}'
+    end = f'{{"{filled_topic}": {{"0": 10, "1": 3, "2": -1}}}}'
+    ds = ray.data.read_datasource(KafkaDatasource(filled_topic, {"bootstrap.servers": bootstrap}, start, end))
+    got = sorted((r["partition"], r["offset"]) for r in ds.take_all())
+    assert got == [(0, o) for o in range(5, 10)] + [(1, o) for o in range(3)]
+
+
+def test_bad_ranges_fail_at_the_point_of_the_mistake(bootstrap, filled_topic):
+    config = {"bootstrap.servers": bootstrap}
+    with pytest.raises(ValueError, match="endingOffsets: earliest"):
+        resolve_ranges(config, filled_topic, "earliest", "earliest")
+    with pytest.raises(ValueError, match="do not name partition 2"):
+        resolve_ranges(config, filled_topic, f'{{"{filled_topic}": {{"0": 0, "1": 0}}}}')
+    with pytest.raises(ValueError, match="outside the partition"):
+        resolve_ranges(config, filled_topic, "earliest", f'{{"{filled_topic}": {{"0": 99999, "1": -1, "2": -1}}}}')
+    with pytest.raises(ValueError, match="linger.msec"):
+        KafkaDatasource(filled_topic, {"bootstrap.servers": bootstrap, "linger.msec": 1})
