@@ -198,6 +198,7 @@ PROPERTIES: dict[str, Property] = {
     "max.partition.fetch.bytes": Property(1048576, POSITIVE, ""),
     "isolation.level": Property("read_uncommitted", _choice("read_uncommitted", "read_committed"), ""),
     "check.crcs": Property(True, _bool, "verify record batch CRCs on consume"),
+    "topic.metadata.refresh.interval.ms": Property(300000, POSITIVE, "a group member checks its topics' partition counts this often"),
     "max.processing.time.ms": Property(100, POSITIVE, "Sarama's MaxProcessingTime: a partition whose batch is not taken this long pauses"),
     "key.deserializer": Property("bytes", _serde, ""),
     "value.deserializer": Property("bytes", _serde, ""),

@@ -1,0 +1,215 @@
+"""BrokerConsumer: one per broker per consumer; one fetch loop for all its partitions.
+
+Called by: the `PartitionConsumer`s whose partition this broker leads (`subscribe`,
+`unsubscribe`). Calls: the broker (one Fetch request for every subscribed partition), and
+each partition consumer's `feed` with that partition's raw record bytes, or its `redispatch`
+/ `offset_out_of_range` / `fail` when the broker says the partition is no longer here.
+
+A partition just subscribed (a new assignment, a seek, a leader move) is fetched at once on a
+second connection instead of waiting behind the long poll in flight.
+
+Order kept: per partition, fetches follow one another in offset order, and a partition is
+fetched again only after its consumer acked the previous data (its `feed` returned). Acks are
+awaited for `max.processing.time.ms`; a partition whose consumer has not acked by then is left
+out of later fetches until it does: a slow partition pauses itself, not its neighbours
+(Sarama's brokerConsumer subscriptionManager/subscriptionConsumer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ..wire import messages
+from ..wire.arrow_batches import next_offset
+from ..wire.cluster import Cluster
+from ..wire.config import parse_config
+from ..wire.connection import BrokerConnection
+from ..wire.errors import BrokerConnectionError, KafkaError
+from ..wire.fetch import LEADER_ERRORS, fetch_body, fetch_version
+
+log = logging.getLogger("raykafka.actors.broker_consumer")
+
+
+@dataclass
+class Subscription:
+    offset: int
+    consumer: Any  # the PartitionConsumer actor handle
+    sub_id: int
+    acking: asyncio.Future | None = None  # the feed not yet acked
+    in_flight: bool = False  # part of a Fetch not yet answered
+    fresh: bool = True  # never fetched: gets a fetch of its own at once
+    reported_hw: int = -1
+
+
+class BrokerConsumer:
+    """The fetch loop for broker `node_id`."""
+
+    def __init__(self, config: dict[str, Any], node_id: int):
+        self.config = parse_config(config)
+        self.node_id = node_id
+        self.cluster = Cluster(self.config)
+        self.subscriptions: dict[tuple[str, int], Subscription] = {}
+        self.max_processing = self.config["max.processing.time.ms"] / 1000
+        self.paused_count = 0
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._in_flight = 0
+        self._side: BrokerConnection | None = None
+
+    async def ping(self) -> int:
+        return self.node_id
+
+    # -- the subscription manager -------------------------------------------
+
+    async def subscribe(self, topic: str, partition: int, offset: int, consumer: Any, sub_id: int) -> None:
+        self.subscriptions[(topic, partition)] = Subscription(offset, consumer, sub_id)
+        log.debug("consumer/broker/%d added subscription to %s/%d at %d", self.node_id, topic, partition, offset)
+        self._start()
+
+    async def unsubscribe(self, topic: str, partition: int, sub_id: int) -> None:
+        sub = self.subscriptions.get((topic, partition))
+        if sub is not None and sub.sub_id == sub_id:
+            del self.subscriptions[(topic, partition)]
+
+    async def stats(self) -> dict[str, Any]:
+        return {"subscriptions": {f"{t}/{p}": s.offset for (t, p), s in self.subscriptions.items()},
+                "paused": sorted(f"{t}/{p}" for (t, p), s in self.subscriptions.items() if s.acking),
+                "paused_count": self.paused_count}
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._side is not None:
+            await self._side.close()
+        await self.cluster.close()
+
+    def _start(self) -> None:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._fetch_loop())
+
+    # -- the subscription consumer: fetch, hand out, await acks ---------------
+
+    async def _fetch_loop(self) -> None:
+        """Start a Fetch for every partition that is neither in a fetch nor awaiting its ack.
+
+        Normally one fetch is in flight; a partition just subscribed (a new assignment, a seek, a
+        leader move) gets a fetch of its own at once instead of waiting out a long poll.
+        """
+        assert self._wake is not None
+        while True:
+            self._wake.clear()
+            ready = {tp: s for tp, s in self.subscriptions.items() if not s.in_flight and s.acking is None}
+            fresh = {tp: s for tp, s in ready.items() if s.fresh}
+            chosen = ready if self._in_flight == 0 else fresh
+            if chosen:
+                for sub in chosen.values():
+                    sub.in_flight, sub.fresh = True, False
+                side = self._in_flight > 0
+                self._in_flight += 1
+                asyncio.get_running_loop().create_task(self._fetch(chosen, side))
+            await self._wake.wait()
+
+    async def _side_connection(self) -> BrokerConnection:
+        """A second connection: a broker answers one request per connection at a time, so a
+        fetch for a fresh partition must not queue behind a long poll."""
+        if self._side is None or not self._side.connected:
+            main = await self.cluster.connection(self.node_id)
+            self._side = await BrokerConnection(
+                main.host, main.port, node_id=self.node_id, client_id=main.client_id,
+                request_timeout_ms=self.config["request.timeout.ms"],
+                connect_timeout_ms=self.config["socket.connection.setup.timeout.ms"],
+                ssl_context=self.cluster.ssl_context, sasl=self.cluster.sasl).connect()
+        return self._side
+
+    async def _fetch(self, asked: dict[tuple[str, int], Subscription], side: bool = False) -> None:
+        assert self._wake is not None
+        try:
+            try:
+                conn = await (self._side_connection() if side else self.cluster.connection(self.node_id))
+                body = fetch_body(self.config, [(t, p, s.offset) for (t, p), s in asked.items()])
+                response = await conn.request(messages.FETCH, body, fetch_version(conn))
+            except (KafkaError, OSError) as exc:
+                self._abandon(exc)
+                return
+            if response.get("error_code", 0):
+                self._abandon(KafkaError(f"Fetch from broker {self.node_id}: error {response.error_code}"))
+                return
+            acks = self._hand_out(asked, response)
+            for sub in asked.values():
+                sub.in_flight = False
+            if acks:
+                await self._await_acks(acks)
+        except Exception as exc:  # never die silently: hand every partition back
+            log.exception("consumer/broker/%d fetch failed", self.node_id)
+            self._abandon(exc)
+        finally:
+            for sub in asked.values():
+                sub.in_flight = False
+            self._in_flight -= 1
+            self._wake.set()
+
+    def _hand_out(self, asked: dict[tuple[str, int], Subscription], response: Any) -> list[asyncio.Future]:
+        acks = []
+        for t in response.responses:
+            for p in t.partitions:
+                tp = (t.topic, p.partition_index)
+                sub = self.subscriptions.get(tp)
+                if sub is None or asked.get(tp) is not sub:
+                    continue  # unsubscribed or resubscribed while the fetch was in flight
+                code = p.error_code
+                if code == 0:
+                    data = p.records or b""
+                    if not data and p.high_watermark == sub.reported_hw:
+                        continue
+                    fetched_at = sub.offset
+                    sub.offset = next_offset(data, sub.offset)
+                    sub.reported_hw = p.high_watermark
+                    ref = sub.consumer.feed.remote(sub.sub_id, data or None, fetched_at, p.high_watermark)
+                    sub.acking = asyncio.wrap_future(ref.future())
+                    acks.append(sub.acking)
+                    continue
+                del self.subscriptions[tp]
+                if code in LEADER_ERRORS:
+                    log.info("consumer/broker/%d %s/%d moved (error %d): redispatching", self.node_id, *tp, code)
+                    sub.consumer.redispatch.remote(sub.sub_id, sub.offset, f"broker {self.node_id} error {code}")
+                elif code == 1:
+                    sub.consumer.offset_out_of_range.remote(sub.sub_id, sub.offset)
+                else:
+                    sub.consumer.fail.remote(sub.sub_id, code, f"Fetch {tp[0]}/{tp[1]} at {sub.offset}")
+        return acks
+
+    async def _await_acks(self, acks: list[asyncio.Future]) -> None:
+        _done, pending = await asyncio.wait(acks, timeout=self.max_processing)
+        for tp, sub in list(self.subscriptions.items()):
+            if sub.acking is not None and sub.acking.done():
+                if sub.acking.exception() is not None:  # its consumer is gone: stop fetching for it
+                    log.warning("consumer/broker/%d %s/%d consumer failed: %s", self.node_id, *tp,
+                                sub.acking.exception())
+                    del self.subscriptions[tp]
+                sub.acking = None
+        for fut in pending:
+            self.paused_count += 1
+            fut.add_done_callback(self._acked_late)
+
+    def _acked_late(self, fut: asyncio.Future) -> None:
+        fut.exception()  # retrieved; a failed consumer is dropped at its next ack check
+        for sub in self.subscriptions.values():
+            if sub.acking is fut:
+                sub.acking = None
+        if self._wake is not None:
+            self._wake.set()
+
+    def _abandon(self, error: BaseException) -> None:
+        """The connection failed: every partition goes back to its dispatcher to find its leader."""
+        log.warning("consumer/broker/%d abandoned: %s", self.node_id, error)
+        subs, self.subscriptions = self.subscriptions, {}
+        for (_t, _p), sub in subs.items():
+            sub.consumer.redispatch.remote(sub.sub_id, sub.offset, f"broker {self.node_id}: {error}")
+        if isinstance(error, BrokerConnectionError):
+            self.cluster.metadata.fetched_at = 0.0

@@ -1,0 +1,234 @@
+"""PartitionConsumer: one per assigned partition; dispatcher and feeder of Sarama's partitionConsumer.
+
+Called by: the driver's `Consumer` (`start`, `poll`, `pause`, `resume`, `seek`, `close`) and
+the `BrokerConsumer` of its partition's leader (`feed`, `redispatch`, `offset_out_of_range`,
+`fail`). Calls: the cluster (metadata, ListOffsets) and the leader's `BrokerConsumer`, which
+it finds or creates by name, one per broker per consumer.
+
+The dispatcher finds the leader and subscribes to that broker's consumer at the next offset;
+when the broker says the partition moved, it looks the leader up again (after
+`retry.backoff.ms`) and resubscribes there, from the same offset, so nothing is lost or
+repeated. The feeder turns each fetched chunk into one Arrow batch, keeps at most
+`MAX_BUFFERED` of them, and acks the broker consumer only once the batch is buffered: a
+partition nobody polls stops being fetched. Every subscription has an id; data or errors from
+an older subscription (before a seek or a move) are ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Any
+
+import pyarrow as pa
+import ray
+
+from ..wire.arrow_batches import records_to_arrow
+from ..wire.cluster import Cluster
+from ..wire.config import parse_config
+from ..wire.errors import BrokerError, KafkaError
+from ..wire.fetch import resolve_offsets
+
+log = logging.getLogger("raykafka.actors.partition_consumer")
+
+MAX_BUFFERED = 8  # Arrow batches held per partition (Sarama's ChannelBufferSize, in batches)
+
+
+def broker_consumer_name(consumer_id: str, node_id: int) -> str:
+    return f"raykafka-bc-{consumer_id}-{node_id}"
+
+
+def new_broker_consumer(config: dict[str, Any], consumer_id: str, node_id: int) -> Any:
+    """Find or create the named `BrokerConsumer` of `consumer_id` for broker `node_id`."""
+    from .broker_consumer import BrokerConsumer
+
+    return ray.remote(BrokerConsumer).options(
+        name=broker_consumer_name(consumer_id, node_id), get_if_exists=True, num_cpus=0,
+        max_concurrency=1000).remote(config, node_id)
+
+
+class PartitionConsumer:
+    """Consumes `topic`/`partition` from `start` for consumer `consumer_id`."""
+
+    def __init__(self, config: dict[str, Any], consumer_id: str, topic: str, partition: int):
+        self.raw_config = dict(config)
+        self.config = parse_config(config)
+        self.consumer_id = consumer_id
+        self.topic = topic
+        self.partition = partition
+        self.cluster = Cluster(self.config)
+        self.offset = -1  # the next offset to hand out
+        self.high_watermark = -1
+        self.sub_id = 0
+        self.seeks = 0  # bumped by every seek: poll answers carry it, so stale ones can be told apart
+        self.leader = -1
+        self.paused = False
+        self.closed = False
+        self.error: str | None = None
+        self.buffer: deque[pa.RecordBatch] = deque()
+        self._changed: asyncio.Condition | None = None
+        self._check_crcs = self.config["check.crcs"]
+        self._brokers: dict[int, Any] = {}
+
+    def _cond(self) -> asyncio.Condition:
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        return self._changed
+
+    async def ping(self) -> str:
+        return f"{self.topic}/{self.partition}"
+
+    # -- the dispatcher ------------------------------------------------------
+
+    async def start(self, start: Any) -> int:
+        """Resolve `start` to an offset and subscribe at the leader; return the offset."""
+        offset = self.offset = (await resolve_offsets(self.cluster, self.topic, [self.partition], start))[self.partition]
+        await self.dispatch()
+        return offset  # not self.offset: data may already have been fed while subscribing
+
+    async def dispatch(self) -> None:
+        """Subscribe to the leader's broker consumer at `self.offset` (a new subscription id)."""
+        self.sub_id += 1
+        if self.paused or self.closed:
+            return
+        await self.cluster.refresh_metadata([self.topic])
+        leader = self.cluster.metadata.leader(self.topic, self.partition)
+        if leader < 0:
+            raise BrokerError(5, f"{self.topic}/{self.partition}")
+        if leader != self.leader:
+            log.info("consumer/%s/%d leader is broker %d", self.topic, self.partition, leader)
+        self.leader = leader
+        broker_consumer = self._broker_consumer(leader)
+        await broker_consumer.subscribe.remote(self.topic, self.partition, self.offset,
+                                               ray.get_runtime_context().current_actor, self.sub_id)
+
+    def _broker_consumer(self, node_id: int) -> Any:
+        """The broker consumer the driver made for `node_id`; one made here if the broker is new
+        (its handle is kept: a named actor lives as long as its creator holds it)."""
+        handle = self._brokers.get(node_id)
+        if handle is None:
+            handle = self._brokers[node_id] = new_broker_consumer(self.raw_config, self.consumer_id, node_id)
+        return handle
+
+    async def _unsubscribe(self) -> None:
+        if self.leader >= 0:
+            try:
+                await self._broker_consumer(self.leader).unsubscribe.remote(self.topic, self.partition, self.sub_id)
+            except Exception as exc:  # the broker consumer is gone: nothing to undo
+                log.debug("unsubscribe %s/%d: %s", self.topic, self.partition, exc)
+        self.sub_id += 1
+
+    async def redispatch(self, sub_id: int, offset: int, reason: str) -> None:
+        """The leader moved or its connection failed: find it again and resubscribe.
+
+        It resumes at its own position (what it has buffered or handed out), not at the broker
+        consumer's `offset`: data in flight from the old subscription is dropped and refetched.
+        """
+        if sub_id != self.sub_id:
+            return
+        log.info("consumer/%s/%d redispatching at %d (%s; broker consumer was at %d)", self.topic,
+                 self.partition, self.offset, reason, offset)
+        self.sub_id += 1  # nothing more from the old subscription counts
+        for attempt in range(1, 1000):
+            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000 * min(attempt, 10))
+            if self.closed or self.paused:
+                return
+            try:
+                await self.dispatch()
+                return
+            except (KafkaError, OSError) as exc:
+                log.info("consumer/%s/%d dispatch attempt %d failed: %s", self.topic, self.partition, attempt, exc)
+        await self.fail(self.sub_id, -1, "could not find a leader")
+
+    async def offset_out_of_range(self, sub_id: int, offset: int) -> None:
+        if sub_id != self.sub_id:
+            return
+        reset = self.config["auto.offset.reset"]
+        if reset not in ("earliest", "latest"):
+            await self.fail(sub_id, 1, f"{self.topic}/{self.partition} offset {offset} is out of range")
+            return
+        log.warning("consumer/%s/%d offset %d out of range: resetting to %s", self.topic, self.partition,
+                    offset, reset)
+        self.offset = (await resolve_offsets(self.cluster, self.topic, [self.partition], reset))[self.partition]
+        await self.dispatch()
+
+    async def fail(self, sub_id: int, code: int, context: str) -> None:
+        if sub_id != self.sub_id:
+            return
+        self.error = str(BrokerError(code, context)) if code >= 0 else context
+        log.error("consumer/%s/%d failed: %s", self.topic, self.partition, self.error)
+        async with self._cond():
+            self._cond().notify_all()
+
+    # -- the feeder ------------------------------------------------------------
+
+    async def feed(self, sub_id: int, data: bytes | None, fetch_offset: int, high_watermark: int) -> None:
+        """Data fetched at `fetch_offset`; returns (acks) once its batch is buffered."""
+        if sub_id != self.sub_id or self.closed:
+            return
+        self.high_watermark = max(self.high_watermark, high_watermark)
+        cond = self._cond()
+        if data:
+            batch, after = records_to_arrow(data, self.topic, self.partition, max(fetch_offset, self.offset),
+                                            check_crc=self._check_crcs)
+            async with cond:
+                await cond.wait_for(lambda: len(self.buffer) < MAX_BUFFERED or self.closed or sub_id != self.sub_id)
+                if sub_id != self.sub_id or self.closed:
+                    return
+                if batch.num_rows:
+                    self.buffer.append(batch)
+                self.offset = max(self.offset, after)
+                cond.notify_all()
+        else:
+            async with cond:
+                cond.notify_all()
+
+    async def poll(self, max_wait: float = 0.5) -> dict[str, Any]:
+        """What is buffered (waiting up to `max_wait` s for something), with position and end."""
+        cond = self._cond()
+        async with cond:
+            if not self.buffer and self.error is None and not self.closed:
+                try:
+                    await asyncio.wait_for(cond.wait_for(lambda: bool(self.buffer) or self.error is not None),
+                                           max_wait)
+                except asyncio.TimeoutError:
+                    pass
+            batches = list(self.buffer)
+            self.buffer.clear()
+            cond.notify_all()
+        # position: the offset after what was handed out (buffer is empty now)
+        return {"topic": self.topic, "partition": self.partition, "batches": batches, "position": self.offset,
+                "high_watermark": self.high_watermark, "error": self.error, "seeks": self.seeks}
+
+    # -- control ---------------------------------------------------------------
+
+    async def pause(self) -> None:
+        if not self.paused:
+            self.paused = True
+            await self._unsubscribe()
+
+    async def resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            await self.dispatch()
+
+    async def seek(self, offset: Any) -> tuple[int, int]:
+        """Drop what is buffered and continue from `offset` (anything `start` accepts); return the
+        offset and the seek count that later poll answers carry."""
+        await self._unsubscribe()
+        async with self._cond():
+            self.buffer.clear()
+            self.seeks += 1
+            self.offset = (await resolve_offsets(self.cluster, self.topic, [self.partition], offset))[self.partition]
+            self._cond().notify_all()
+            offset, seeks = self.offset, self.seeks
+        await self.dispatch()
+        return offset, seeks
+
+    async def close(self) -> None:
+        self.closed = True
+        await self._unsubscribe()
+        async with self._cond():
+            self._cond().notify_all()
+        await self.cluster.close()

@@ -1,0 +1,249 @@
+"""`Consumer`: partitions assigned by hand, read as Arrow batches from a driver program.
+
+    consumer = Consumer({"bootstrap.servers": "127.0.0.1:9092"})
+    consumer.assign("events", 0, "earliest")        # or consume_partition(...)
+    for batch in consumer.batches(timeout=5):        # pyarrow.RecordBatch, Spark's Kafka schema
+        ...
+    consumer.close()
+
+One `PartitionConsumer` actor per assigned partition, one `BrokerConsumer` actor per broker
+(created by the partition consumers, by name); this object polls the partition consumers
+and hands their batches out in the order each partition produced them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+import ray
+
+from ..actors.partition_consumer import PartitionConsumer, new_broker_consumer
+from ..wire.cluster import Cluster
+from ..wire.config import parse_config
+from ..wire.errors import KafkaError
+from ..wire.fetch import high_watermarks
+from ..wire.loop import LoopThread
+
+POLL_WAIT = 0.2  # seconds a poll waits on one partition consumer
+
+
+class ConsumerError(KafkaError):
+    """A partition consumer failed; the message names the partition and the cause."""
+
+
+class Consumer:
+    """Hand-assigned partitions, consumed by Ray actors."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        self.raw_config = dict(config)
+        self.config = parse_config(config)
+        if not ray.is_initialized():
+            ray.init(include_dashboard=False, log_to_driver=False)
+        self.id = uuid.uuid4().hex[:12]
+        self._loop: LoopThread | None = None
+        self._cluster: Cluster | None = None
+        self._children: dict[tuple[str, int], Any] = {}
+        self.positions: dict[tuple[str, int], int] = {}
+        self.ends: dict[tuple[str, int], int] = {}
+        self._polls: dict[Any, tuple[str, int]] = {}
+        self._seeks: dict[tuple[str, int], int] = {}
+        self._ready: deque[tuple[tuple[str, int], pa.RecordBatch, int]] = deque()
+        self._closed = False
+        self._brokers: dict[int, Any] = {}
+
+    # -- metadata from the driver ---------------------------------------------
+
+    def _run(self, coro: Any) -> Any:
+        if self._loop is None:
+            self._loop = LoopThread("raykafka-consumer")
+            self._cluster = Cluster(self.config)
+        return self._loop.run(coro, self.config["request.timeout.ms"] / 1000 * 2)
+
+    def partitions_for(self, topic: str) -> list[int]:
+        async def go() -> list[int]:
+            assert self._cluster is not None
+            return sorted((await self._cluster.topic(topic, refresh=True)).partitions)
+        return self._run(go())
+
+    def high_watermarks(self, topic: str, partitions: list[int] | None = None) -> dict[int, int]:
+        """Where each partition ends now (from a Fetch response's high watermark)."""
+        async def go() -> dict[int, int]:
+            assert self._cluster is not None
+            return await high_watermarks(self._cluster, topic, partitions)
+        return self._run(go())
+
+    end_offsets = high_watermarks
+
+    # -- assignment ----------------------------------------------------------
+
+    def assign(self, topic: str, partition: int, start: Any = "earliest") -> int:
+        """Consume `topic`/`partition` from `start` (earliest/oldest, latest/newest, an offset, or
+        {"timestamp": ms}); return the offset it starts at."""
+        self._check_open()
+        key = (topic, partition)
+        if key in self._children:
+            raise ValueError(f"{topic}/{partition} is already assigned")
+        self._ensure_broker_consumers()
+        child = ray.remote(PartitionConsumer).options(num_cpus=0, max_concurrency=1000).remote(
+            self.raw_config, self.id, topic, partition)
+        try:
+            offset = ray.get(child.start.remote(start))
+        except Exception:
+            ray.kill(child)
+            raise
+        self._children[key] = child
+        self.positions[key] = offset
+        return offset
+
+    consume_partition = assign
+
+    def assign_topic(self, topic: str, start: Any = "earliest") -> dict[int, int]:
+        """Every partition of `topic`; starts in parallel."""
+        self._check_open()
+        partitions = self.partitions_for(topic)
+        self._ensure_broker_consumers()
+        children = {p: ray.remote(PartitionConsumer).options(num_cpus=0, max_concurrency=1000).remote(
+            self.raw_config, self.id, topic, p) for p in partitions}
+        offsets = ray.get([c.start.remote(start) for c in children.values()])
+        out = {}
+        for (p, child), offset in zip(children.items(), offsets, strict=True):
+            self._children[(topic, p)] = child
+            self.positions[(topic, p)] = offset
+            out[p] = offset
+        return out
+
+    def assignment(self) -> list[tuple[str, int]]:
+        return sorted(self._children)
+
+    # -- consuming -----------------------------------------------------------
+
+    def batches(self, timeout: float | None = None, *, until_end: bool = False) -> Iterator[pa.RecordBatch]:
+        """Arrow batches as they arrive. Stops after `timeout` s without data (None: never), or,
+        with `until_end`, once every partition has reached the end it had when this call began."""
+        self._check_open()
+        last_data = time.monotonic()
+        if until_end:
+            for topic in {t for t, _ in self._children}:
+                ps = [p for t, p in self._children if t == topic]
+                for p, end in self.high_watermarks(topic, ps).items():
+                    self.ends[(topic, p)] = end
+        while self._children or self._ready:
+            while self._ready:
+                key, batch, position = self._ready.popleft()
+                if key in self._children:
+                    self.positions[key] = position
+                    yield batch
+            if not self._children:
+                return
+            if until_end and self.at_end():
+                return
+            polling = set(self._polls.values())
+            for key, child in self._children.items():
+                if key not in polling:
+                    self._polls[child.poll.remote(POLL_WAIT)] = key
+            ready, _ = ray.wait(list(self._polls), num_returns=1, timeout=POLL_WAIT * 2)
+            for ref in ready:
+                key = self._polls.pop(ref)
+                if key not in self._children:
+                    continue
+                result = ray.get(ref)
+                if result["seeks"] < self._seeks.get(key, 0):
+                    continue  # answered before a seek: its batches are from the old position
+                if result["error"]:
+                    raise ConsumerError(f"{key[0]}/{key[1]}: {result['error']}")
+                if not until_end:
+                    self.ends[key] = max(self.ends.get(key, -1), result["high_watermark"])
+                batches = result["batches"]
+                for i, batch in enumerate(batches):
+                    after = result["position"] if i == len(batches) - 1 else batch.column("offset")[-1].as_py() + 1
+                    self._ready.append((key, batch, after))
+                if not batches:
+                    self.positions[key] = result["position"]
+            if self._ready:
+                last_data = time.monotonic()
+            elif timeout is not None and time.monotonic() - last_data > timeout:
+                return
+
+    def at_end(self) -> bool:
+        """Every partition has reached the end last seen (by a poll, or when `batches` began)."""
+        return all(self.ends.get(k, -1) >= 0 and self.positions[k] >= self.ends[k] for k in self._children)
+
+    def read_all(self, timeout: float = 30.0) -> pa.Table:
+        """Everything up to the current end of every assigned partition, as one table."""
+        from ..wire.arrow_batches import SCHEMA
+
+        return pa.Table.from_batches(list(self.batches(timeout=timeout, until_end=True)), schema=SCHEMA)
+
+    # -- control -------------------------------------------------------------
+
+    def _child(self, topic: str, partition: int) -> Any:
+        try:
+            return self._children[(topic, partition)]
+        except KeyError:
+            raise ValueError(f"{topic}/{partition} is not assigned") from None
+
+    def pause(self, topic: str, partition: int) -> None:
+        ray.get(self._child(topic, partition).pause.remote())
+
+    def resume(self, topic: str, partition: int) -> None:
+        ray.get(self._child(topic, partition).resume.remote())
+
+    def seek(self, topic: str, partition: int, offset: Any) -> int:
+        child = self._child(topic, partition)
+        self._ready = deque(item for item in self._ready if item[0] != (topic, partition))
+        offset, seeks = ray.get(child.seek.remote(offset))
+        self._seeks[(topic, partition)] = seeks  # a poll answered before the seek is dropped when it lands
+        self.positions[(topic, partition)] = offset
+        return offset
+
+    def unassign(self, topic: str, partition: int) -> None:
+        child = self._children.pop((topic, partition))
+        ray.get(child.close.remote())
+        ray.kill(child)
+
+    def _ensure_broker_consumers(self) -> None:
+        """One broker consumer per broker, owned by this driver so they outlive any partition."""
+        async def go() -> list[int]:
+            assert self._cluster is not None
+            return list((await self._cluster.refresh_metadata()).brokers)
+        for node in self._run(go()):
+            if node not in self._brokers:
+                self._brokers[node] = new_broker_consumer(self.raw_config, self.id, node)
+
+    def broker_consumer_stats(self) -> dict[int, Any]:
+        return {node: ray.get(handle.stats.remote()) for node, handle in self._brokers.items()}
+
+    def close(self) -> None:
+        """Stop every partition consumer and broker consumer of this consumer."""
+        if self._closed:
+            return
+        self._closed = True
+        children, self._children = self._children, {}
+        self._polls.clear()
+        if children:
+            ray.get([c.close.remote() for c in children.values()], timeout=30)
+            for c in children.values():
+                ray.kill(c)
+        brokers, self._brokers = self._brokers, {}
+        for handle in brokers.values():
+            ray.kill(handle)
+        if self._loop is not None:
+            assert self._cluster is not None
+            self._loop.run(self._cluster.close(), 10)
+            self._loop.stop()
+            self._loop = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConsumerError("the consumer is closed")
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

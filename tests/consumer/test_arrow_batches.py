@@ -1,0 +1,89 @@
+"""Fetched record batches to Arrow: the exact schema, nulls, headers, skipping."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raykafka.wire.arrow_batches import SCHEMA, batches_to_arrow, next_offset, records_to_arrow
+from raykafka.wire.errors import CorruptRecordError
+from raykafka.wire.records import decode_record_batches, encode_record_batch
+
+
+def test_schema_is_sparks_kafka_source_schema():
+    assert SCHEMA.names == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+    assert SCHEMA.types == [pa.binary(), pa.binary(), pa.string(), pa.int32(), pa.int64(),
+                            pa.timestamp("ms", tz="UTC"), pa.int32(),
+                            pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))]
+
+
+def test_nulls_headers_and_timestamps():
+    data = encode_record_batch([b"v0", None, b""], keys=[None, b"k1", b"k2"], timestamps=[1000, 2000, 3000],
+                               headers=[[("h", b"x"), ("n", None)], [], [("e", b"")]], base_offset=10)
+    batch, after = records_to_arrow(data, "topic-a", 4)
+    assert batch.schema == SCHEMA
+    assert after == 13
+    rows = batch.to_pylist()
+    assert [r["key"] for r in rows] == [None, b"k1", b"k2"]
+    assert [r["value"] for r in rows] == [b"v0", None, b""]
+    assert [r["offset"] for r in rows] == [10, 11, 12]
+    assert [r["timestamp"].timestamp() * 1000 for r in rows] == [1000, 2000, 3000]
+    assert [r["headers"] for r in rows] == [[{"key": "h", "value": b"x"}, {"key": "n", "value": None}], [],
+                                          [{"key": "e", "value": b""}]]
+    assert {(r["topic"], r["partition"], r["timestampType"]) for r in rows} == {("topic-a", 4, 0)}
+
+
+def test_records_before_the_requested_offset_and_control_batches_are_skipped():
+    first = encode_record_batch([b"a", b"b", b"c"], base_offset=0)
+    control = bytearray(encode_record_batch([b"\x00\x00\x00\x00"], keys=[b"\x00\x00\x00\x00"], base_offset=3))
+    control[22] |= 0x20  # attributes low byte: control bit (crc is not checked below)
+    last = encode_record_batch([b"d"], base_offset=4, compression=3)
+    batch, after = records_to_arrow(first + bytes(control) + last, "t", 0, start_offset=1, check_crc=False)
+    assert batch.column("value").to_pylist() == [b"b", b"c", b"d"]
+    assert batch.column("offset").to_pylist() == [1, 2, 4]
+    assert after == 5
+
+
+def test_truncated_trailing_batch_is_left_for_the_next_fetch():
+    a, b = encode_record_batch([b"a"], base_offset=0), encode_record_batch([b"b"], base_offset=1)
+    batch, after = records_to_arrow(a + b[:-3], "t", 0)
+    assert batch.column("value").to_pylist() == [b"a"] and after == 1
+    assert next_offset(a + b[:-3], 0) == 1 and next_offset(a + b, 0) == 2
+
+
+def test_bad_crc_is_an_error_naming_the_partition():
+    data = bytearray(encode_record_batch([b"abc"], base_offset=0))
+    data[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="t/2"):
+        records_to_arrow(bytes(data), "t", 2)
+
+
+def test_log_append_time_uses_the_batch_max_timestamp():
+    data = bytearray(encode_record_batch([b"x", b"y"], timestamps=[5, 6], base_offset=0))
+    data[22] |= 0x08  # timestamp type: log append time
+    batch, _ = records_to_arrow(bytes(data), "t", 0, check_crc=False)
+    assert batch.column("timestampType").to_pylist() == [1, 1]
+    assert [t.value for t in batch.column("timestamp")] == [6, 6]
+
+
+records = st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=300)),
+                             st.one_of(st.none(), st.binary(max_size=40)),
+                             st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))),
+                                      max_size=3)), min_size=1, max_size=40)
+
+
+@settings(max_examples=80, deadline=None)
+@given(batches=st.lists(records, min_size=1, max_size=3), codec=st.sampled_from([0, 1, 2, 3, 4]),
+       start=st.integers(0, 60))
+def test_matches_the_reference_decoder(batches, codec, start):
+    data, base = b"", 0
+    for recs in batches:
+        data += encode_record_batch([v for v, _, _ in recs], keys=[k for _, k, _ in recs],
+                                    headers=[h for _, _, h in recs], timestamps=list(range(len(recs))),
+                                    base_offset=base, compression=codec)
+        base += len(recs)
+    fast, after = records_to_arrow(data, "t", 1, start)
+    assert after == max(base, start)
+    assert fast.equals(batches_to_arrow(decode_record_batches(data), "t", 1, start))

@@ -1,0 +1,141 @@
+"""On the mock cluster: faults one tansu cannot produce — a leader moving, a slow partition,
+a subscribed topic growing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import ray
+
+from raykafka.driver.consumer import Consumer
+from raykafka.driver.consumer_group import ConsumerGroup
+from raykafka.wire import messages
+from raykafka.wire.connection import BrokerConnection
+from raykafka.wire.mock_broker import MockCluster, PartitionState
+from raykafka.wire.records import encode_record_batch
+
+pytestmark = [pytest.mark.ray]
+
+
+def produce(cluster: MockCluster, topic: str, partition: int, values: list[bytes], per_batch: int = 0) -> None:
+    """Wire-level Produce (acks=1) to the partition's current leader; one batch per `per_batch` values."""
+    host, port = cluster.brokers[cluster.leader(topic, partition)].address.rsplit(":", 1)
+    chunks = [values[i:i + per_batch] for i in range(0, len(values), per_batch)] if per_batch else [values]
+
+    async def go():
+        conn = await BrokerConnection(host, int(port)).connect()
+        try:
+            for chunk in chunks:
+                body = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [
+                    {"index": partition, "records": encode_record_batch(chunk)}]}]}
+                response = await conn.request(messages.PRODUCE, body)
+                assert response.responses[0].partition_responses[0].error_code == 0
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
+
+
+def test_leader_moves_and_the_consumer_follows_without_loss_or_repeat(ray_session):
+    with MockCluster(n_brokers=2, topics={"t": 1}) as cluster, \
+            Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 100}) as consumer:
+        produce(cluster, "t", 0, [b"a%d" % i for i in range(50)], per_batch=10)
+        first = cluster.leader("t", 0)
+        consumer.assign("t", 0, "earliest")
+        before = consumer.read_all(timeout=20).column("offset").to_pylist()
+        other = 2 if first == 1 else 1
+        cluster.move_leader("t", 0, other)
+        produce(cluster, "t", 0, [b"b%d" % i for i in range(50)], per_batch=10)
+        after = consumer.read_all(timeout=20).column("offset").to_pylist()
+        assert before + after == list(range(100)), "every offset once, in order"
+        assert cluster.requests(messages.FETCH, node_id=other), "it fetched from the new leader"
+        assert cluster.faults["leader_move"] == 1
+
+
+def test_a_slow_partition_pauses_only_itself(ray_session):
+    with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, \
+            Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 50,
+                      "max.partition.fetch.bytes": 1, "max.processing.time.ms": 100}) as consumer:
+        produce(cluster, "t", 0, [b"x%d" % i for i in range(30)], per_batch=1)  # 30 one-record batches
+        consumer.assign("t", 0, "earliest")
+        consumer.assign("t", 1, "earliest")
+        slow, fast = consumer._children[("t", 0)], consumer._children[("t", 1)]
+        (broker,) = consumer._brokers.values()
+
+        def stats():
+            return ray.get(broker.stats.remote())
+
+        from raykafka.actors.partition_consumer import MAX_BUFFERED
+
+        # nobody takes t/0's batches: its buffer fills and its fetching pauses
+        deadline = 0
+        while "t/0" not in stats()["paused"]:
+            deadline += 1
+            assert deadline < 200, stats()
+            ray.get(fast.poll.remote(0.05))
+        assert stats()["subscriptions"]["t/0"] == MAX_BUFFERED + 1, "fetched up to a full buffer plus the unacked one"
+        # t/1 keeps flowing meanwhile
+        produce(cluster, "t", 1, [b"y%d" % i for i in range(5)])
+        got = []
+        for _ in range(100):
+            got += [o for b in ray.get(fast.poll.remote(0.1))["batches"] for o in b.column("offset").to_pylist()]
+            if len(got) == 5:
+                break
+        assert got == [0, 1, 2, 3, 4]
+        assert "t/0" in stats()["paused"], "t/0 is still paused while t/1 flowed"
+        # once t/0 is taken it resumes and nothing is lost
+        offsets = []
+        for _ in range(200):
+            offsets += [o for b in ray.get(slow.poll.remote(0.1))["batches"] for o in b.column("offset").to_pylist()]
+            if len(offsets) >= 30:
+                break
+        assert offsets == list(range(30))
+
+
+def test_a_new_partition_triggers_a_rebalance_that_picks_it_up(ray_session):
+    @ray.remote(num_cpus=0)
+    class Seen:
+        def __init__(self):
+            self.items = []
+
+        def add(self, items):
+            self.items += items
+
+        def get(self):
+            return self.items
+
+    seen = Seen.remote()
+
+    def handle(batch):
+        ray.get(seen.add.remote(list(zip(batch.column("partition").to_pylist(), batch.column("value").to_pylist(),
+                                         strict=True))))
+
+    with MockCluster(n_brokers=1, topics={"g": 2}) as cluster:
+        config = {"bootstrap.servers": cluster.bootstrap, "group.id": "grow", "auto.offset.reset": "earliest",
+                  "topic.metadata.refresh.interval.ms": 300, "heartbeat.interval.ms": 200,
+                  "session.timeout.ms": 6000, "fetch.max.wait.ms": 100}
+        group = ConsumerGroup(config, ["g"], handle, members=2)
+        try:
+            def claims():
+                return sorted(p for s in group.status() for p in s["claims"].get("g", []))
+
+            _wait(lambda: claims() == [0, 1], "the first split")
+            generation = group.status()[0]["generation_id"]
+            with cluster.lock:  # the mock has no CreatePartitions: grow the topic in its state
+                cluster.topics["g"].partitions.append(PartitionState(leader=1))
+            _wait(lambda: claims() == [0, 1, 2], "a rebalance that claims partition 2")
+            assert group.status()[0]["generation_id"] > generation
+            produce(cluster, "g", 2, [b"new"])
+            _wait(lambda: (2, b"new") in ray.get(seen.get.remote()), "the message in partition 2 processed")
+        finally:
+            group.close()
+
+
+def _wait(predicate, what, timeout=60):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)

@@ -1,0 +1,186 @@
+"""On tansu: our group members share partitions with confluent-kafka, survive members joining,
+leaving and being killed, and resume from committed offsets."""
+
+from __future__ import annotations
+
+import pytest
+import ray
+
+from raykafka.driver.consumer_group import ConsumerGroup
+from raykafka.wire.assignors import group_members
+
+pytestmark = [pytest.mark.broker, pytest.mark.ray]
+
+FAST = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "auto.commit.interval.ms": 300,
+        "auto.offset.reset": "earliest", "retry.backoff.ms": 200}
+
+
+@ray.remote(num_cpus=0)
+class Collector:
+    def __init__(self):
+        self.seen: list[tuple[int, int]] = []
+
+    def add(self, items):
+        self.seen.extend(items)
+
+    def get(self):
+        return self.seen
+
+
+def recorder(collector):
+    def handle(batch):
+        ray.get(collector.add.remote(list(zip(batch.column("partition").to_pylist(),
+                                              batch.column("offset").to_pylist(), strict=True))))
+    return handle
+
+
+def committed_offsets(bootstrap, group_id, topic, partitions):
+    """The group's committed offsets, read by confluent-kafka (OffsetFetch, without joining)."""
+    from confluent_kafka import Consumer as CKConsumer
+    from confluent_kafka import TopicPartition
+
+    ck = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group_id})
+    try:
+        return {tp.partition: tp.offset for tp in ck.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                                               timeout=10)}
+    finally:
+        ck.close()
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+def test_partitions_split_with_a_confluent_member(bootstrap, ray_session, topic_name, kit, strategy):
+    from confluent_kafka import Consumer as CKConsumer
+
+    topic, group_id = topic_name("mix"), topic_name("g")
+    kit.create_topic(bootstrap, topic, 6)
+    config = {"bootstrap.servers": bootstrap, "group.id": group_id, "partition.assignment.strategy": strategy, **FAST}
+    group = ConsumerGroup(config, [topic], lambda batch: None, members=2)
+    ck = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group_id, "partition.assignment.strategy": strategy,
+                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest"})
+    ck.subscribe([topic])
+    plan = {}
+    try:
+        def split():
+            ck.poll(0.2)
+            theirs = {(tp.topic, tp.partition) for tp in ck.assignment()}
+            ours = group.status()
+            if not theirs or len({s["generation_id"] for s in ours}) != 1 or not all(s["claims"] for s in ours):
+                return False
+            plan.clear()
+            plan.update({s["member_id"]: s["claims"] for s in ours})
+            plan["confluent"] = {topic: sorted(p for _, p in theirs)}
+            holders = group_members(plan)
+            return set(holders) == {(topic, p) for p in range(6)} and all(len(h) == 1 for h in holders.values())
+
+        kit.wait_for(split, timeout=60, what="a complete split over 3 members")
+        assert sorted(len(c[topic]) for c in plan.values()) == [2, 2, 2]
+    finally:
+        ck.close()
+        group.close()
+
+
+def test_members_come_and_go_nothing_skipped_resume_from_commits(bootstrap, ray_session, topic_name, kit):
+    topic, group_id = topic_name("churn"), topic_name("g")
+    kit.create_topic(bootstrap, topic, 4)
+    config = {"bootstrap.servers": bootstrap, "group.id": group_id, **FAST}
+    collector = Collector.remote()
+    sent = []
+
+    def write(n):
+        sent.extend(kit.produce(bootstrap, topic, [{"value": b"m%d" % len(sent), "partition": i % 4} for i in range(n)]))
+
+    def all_seen():
+        return set(sent) <= set(ray.get(collector.get.remote()))
+
+    write(400)
+    group = ConsumerGroup(config, [topic], recorder(collector), members=1)
+    try:
+        kit.wait_for(all_seen, timeout=60, what="the first 400 messages")
+        group.scale(3)  # two join mid-stream
+        write(400)
+        kit.wait_for(lambda: len({s["generation_id"] for s in group.status()}) == 1
+                     and all(s["claims"] for s in group.status()), timeout=60, what="3 members with claims")
+        kit.wait_for(all_seen, timeout=60, what="messages after the join")
+        group.scale(2)  # one leaves gracefully
+        write(400)
+        kit.wait_for(all_seen, timeout=60, what="messages after a leave")
+        victim = group.members[0]
+        ray.kill(victim)  # one dies without leaving: the coordinator expires it after session.timeout.ms
+        group.forget(victim)
+        write(400)
+        kit.wait_for(all_seen, timeout=90, what="messages after a member was killed")
+        statuses = group.status()
+        assert len(statuses) == 1 and statuses[0]["claims"] == {topic: [0, 1, 2, 3]}
+        ends = {p: 1 + max(o for pp, o in sent if pp == p) for p in range(4)}
+        kit.wait_for(lambda: committed_offsets(bootstrap, group_id, topic, 4) == ends, timeout=30,
+                     what="the survivor commits everything")
+    finally:
+        group.close()
+    seen = ray.get(collector.get.remote())
+    assert set(seen) == set(sent), "every message processed at least once, none skipped"
+    before = len(seen)
+    # a new member of the same group resumes from the committed offsets: only new messages arrive
+    write(20)
+    again = ConsumerGroup(config, [topic], recorder(collector), members=1)
+    try:
+        kit.wait_for(all_seen, timeout=60, what="the 20 new messages")
+    finally:
+        again.close()
+    new = ray.get(collector.get.remote())[before:]
+    assert sorted(new) == sorted(sent[-20:])
+
+
+def test_handler_object_with_setup_claims_cleanup_and_manual_commit(bootstrap, ray_session, topic_name, kit):
+    topic, group_id = topic_name("obj"), topic_name("g")
+    kit.create_topic(bootstrap, topic, 2)
+    sent = kit.produce(bootstrap, topic, [{"value": b"x%d" % i, "partition": i % 2} for i in range(50)])
+    collector = Collector.remote()
+
+    class Handler:
+        def setup(self, session):
+            ray.get(collector.add.remote([("setup", session.generation_id)]))
+
+        def consume_claim(self, session, claim):
+            for batch in claim.batches():
+                offsets = batch.column("offset").to_pylist()
+                ray.get(collector.add.remote([(claim.partition, o) for o in offsets]))
+                session.mark(claim.topic, claim.partition, offsets[-1] + 1)
+                session.commit()
+
+        def cleanup(self, session):
+            ray.get(collector.add.remote([("cleanup", session.generation_id)]))
+
+    config = {"bootstrap.servers": bootstrap, "group.id": group_id, **FAST, "enable.auto.commit": False}
+    group = ConsumerGroup(config, topic, Handler(), members=1)
+    try:
+        kit.wait_for(lambda: set(sent) <= set(ray.get(collector.get.remote())), timeout=60, what="50 messages")
+        kit.wait_for(lambda: group.status()[0]["committed"] == {(topic, 0): 25, (topic, 1): 25}, timeout=10,
+                     what="the handler's own commits")
+        assert committed_offsets(bootstrap, group_id, topic, 2) == {0: 25, 1: 25}
+    finally:
+        group.close()
+    seen = ray.get(collector.get.remote())
+    assert seen[0][0] == "setup" and seen[-1][0] == "cleanup"
+
+
+def test_a_failing_handler_ends_its_session_and_the_batch_is_processed_again(bootstrap, ray_session, topic_name, kit):
+    topic, group_id = topic_name("fail"), topic_name("g")
+    kit.create_topic(bootstrap, topic, 1)
+    sent = kit.produce(bootstrap, topic, [{"value": b"f%d" % i} for i in range(20)])
+    collector = Collector.remote()
+
+    def handle(batch):
+        items = list(zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(), strict=True))
+        if not ray.get(collector.get.remote()):
+            ray.get(collector.add.remote([("failed", -1)]))
+            raise RuntimeError("first batch fails")
+        ray.get(collector.add.remote(items))
+
+    group = ConsumerGroup({"bootstrap.servers": bootstrap, "group.id": group_id, **FAST}, [topic], handle)
+    try:
+        kit.wait_for(lambda: set(sent) <= set(ray.get(collector.get.remote())), timeout=60,
+                     what="the batch processed after the failure")
+        status = group.status()[0]
+        assert "first batch fails" in status["error"] and status["generations"] >= 2
+    finally:
+        group.close()

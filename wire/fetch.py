@@ -1,0 +1,161 @@
+"""Fetch and ListOffsets requests for consumers: request bodies and offset look-ups.
+
+Fetch is spoken at v12 at most: v13+ names topics by id, which our metadata does not keep.
+Where a partition ends comes from a Fetch response's high watermark, not from
+ListOffsets(latest), which some brokers (tansu 0.6) under-report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from . import messages
+from .config import Config
+from .errors import BrokerError
+
+FETCH_MAX_VERSION = 12
+EARLIEST, LATEST = -2, -1
+# errors after which a partition's leader must be looked up again
+LEADER_ERRORS = frozenset({3, 5, 6, 9, 74, 75, 103})
+
+
+def fetch_version(conn: Any) -> int:
+    return min(conn.version_for(messages.FETCH), FETCH_MAX_VERSION)
+
+
+def fetch_body(config: Config, wanted: Iterable[tuple[str, int, int]], *, max_wait_ms: int | None = None,
+               partition_max_bytes: int | None = None) -> dict[str, Any]:
+    """A full (sessionless) Fetch for (topic, partition, offset) triples."""
+    topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    pmax = partition_max_bytes or config["max.partition.fetch.bytes"]
+    for topic, partition, offset in wanted:
+        topics[topic].append({"partition": partition, "fetch_offset": offset, "partition_max_bytes": pmax,
+                              "current_leader_epoch": -1, "log_start_offset": -1})
+    return {
+        "replica_id": -1,
+        "max_wait_ms": config["fetch.max.wait.ms"] if max_wait_ms is None else max_wait_ms,
+        "min_bytes": config["fetch.min.bytes"],
+        "max_bytes": config["fetch.max.bytes"],
+        "isolation_level": 1 if config["isolation.level"] == "read_committed" else 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+async def list_offsets(cluster: Any, topic: str, partitions: Iterable[int], timestamp: int) -> dict[int, int]:
+    """ListOffsets per leader: -2 earliest, -1 latest, else the first offset at or after `timestamp` ms.
+
+    A timestamp after the last record answers -1; the caller decides what that means.
+    """
+    await cluster.topic(topic)
+    by_leader: dict[int, list[int]] = defaultdict(list)
+    for p in partitions:
+        by_leader[cluster.metadata.leader(topic, p)].append(p)
+    out: dict[int, int] = {}
+
+    async def ask(leader: int, ps: list[int]) -> None:
+        conn = await cluster.connection(leader) if leader >= 0 else await cluster.leader_connection(topic, ps[0])
+        body = {"replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": topic, "partitions": [
+                    {"partition_index": p, "timestamp": timestamp, "current_leader_epoch": -1} for p in ps]}]}
+        response = await conn.request(messages.LIST_OFFSETS, body)
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise BrokerError(p.error_code, f"ListOffsets {topic}/{p.partition_index}")
+                offset = p.offset
+                if conn.version_for(messages.LIST_OFFSETS) == 0:
+                    offset = p.old_style_offsets[0] if p.old_style_offsets else -1
+                out[p.partition_index] = offset
+
+    await asyncio.gather(*(ask(leader, ps) for leader, ps in by_leader.items()))
+    return out
+
+
+async def high_watermarks(cluster: Any, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
+    """Where each partition ends (the offset the next record will get), from a Fetch response."""
+    info = await cluster.topic(topic, refresh=True)
+    ps = sorted(info.partitions) if partitions is None else list(partitions)
+    start = await list_offsets(cluster, topic, ps, EARLIEST)
+    by_leader: dict[int, list[int]] = defaultdict(list)
+    for p in ps:
+        by_leader[cluster.metadata.leader(topic, p)].append(p)
+    out: dict[int, int] = {}
+
+    async def probe(leader: int, lps: list[int]) -> None:
+        conn = await cluster.connection(leader)
+        body = fetch_body(cluster.config, [(topic, p, max(start.get(p, 0), 0)) for p in lps],
+                          max_wait_ms=10, partition_max_bytes=1)  # tansu answers max_wait_ms=0 with nothing
+        response = await conn.request(messages.FETCH, body, fetch_version(conn))
+        for t in response.responses:
+            for p in t.partitions:
+                if p.error_code and p.error_code != 1:
+                    raise BrokerError(p.error_code, f"Fetch {topic}/{p.partition_index}")
+                out[p.partition_index] = p.high_watermark
+
+    await asyncio.gather(*(probe(leader, lps) for leader, lps in by_leader.items()))
+    return out
+
+
+async def _first_at_or_after(cluster: Any, topic: str, partition: int, offset: int, stamp: int) -> int:
+    """Read forward from `offset` to the first record stamped at or after `stamp`.
+
+    Some brokers (tansu 0.6) answer ListOffsets(timestamp) with the base offset of the batch
+    holding that time, not the record's own offset.
+    """
+    from .arrow_batches import records_to_arrow
+
+    for _ in range(100):
+        conn = await cluster.leader_connection(topic, partition)
+        response = await conn.request(messages.FETCH, fetch_body(cluster.config, [(topic, partition, offset)],
+                                                                 max_wait_ms=10), fetch_version(conn))
+        part = response.responses[0].partitions[0] if response.responses else None
+        if part is None or part.error_code or not part.records:
+            return offset
+        batch, after = records_to_arrow(part.records, topic, partition, offset, check_crc=False)
+        stamps = batch.column("timestamp").cast("int64").to_numpy()
+        hits = (stamps >= stamp).nonzero()[0]
+        if len(hits):
+            return int(batch.column("offset")[int(hits[0])].as_py())
+        if after <= offset:
+            return offset
+        offset = after
+    return offset
+
+
+async def resolve_offsets(cluster: Any, topic: str, partitions: Iterable[int], start: Any) -> dict[int, int]:
+    """Starting offsets for `start`: earliest/oldest/beginning, latest/newest/end, an offset
+    (int, or a negative one counting back from the end), or {"timestamp": ms}."""
+    ps = list(partitions)
+    if isinstance(start, dict):
+        if set(start) != {"timestamp"}:
+            raise ValueError(f"start: a dict start must be {{'timestamp': ms}}, got {start!r}")
+        stamp = int(start["timestamp"])
+        found = await list_offsets(cluster, topic, ps, stamp)
+        missing = [p for p, o in found.items() if o < 0]
+        if missing:  # no record at or after the timestamp: start at the end
+            found.update(await high_watermarks(cluster, topic, missing))
+        for p in ps:
+            if p not in missing:
+                found[p] = await _first_at_or_after(cluster, topic, p, found[p], stamp)
+        return found
+    if isinstance(start, str):
+        name = start.lower()
+        if name in ("earliest", "oldest", "beginning", "smallest"):
+            return await list_offsets(cluster, topic, ps, EARLIEST)
+        if name in ("latest", "newest", "end", "largest"):
+            return await high_watermarks(cluster, topic, ps)
+        raise ValueError(f"start: expected earliest, latest, an offset or {{'timestamp': ms}}; got {start!r}")
+    if isinstance(start, bool) or not isinstance(start, int):
+        raise ValueError(f"start: expected earliest, latest, an offset or {{'timestamp': ms}}; got {start!r}")
+    if start >= 0:
+        return dict.fromkeys(ps, start)
+    ends = await high_watermarks(cluster, topic, ps)
+    begins = await list_offsets(cluster, topic, ps, EARLIEST)
+    return {p: max(begins[p], ends[p] + start) for p in ps}

@@ -1,0 +1,334 @@
+"""Consumer-group membership without Ray: the client side of the classic group protocol.
+
+One `GroupCoordinator` per group member. `join` is Sarama's newSession: FindCoordinator,
+JoinGroup, and if elected leader the balance strategy, then SyncGroup; it returns this
+member's claims for the new generation. `heartbeat`, `commit`, `fetch_offsets` and `leave`
+carry the generation and member id on every request.
+
+Error handling, as the seed lists it:
+  UNKNOWN_MEMBER_ID         -> forget the member id, rejoin at once
+  ILLEGAL_GENERATION        -> rejoin at once
+  REBALANCE_IN_PROGRESS     -> rejoin after backoff
+  NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / a dropped connection
+                            -> rediscover the coordinator after backoff
+  COORDINATOR_LOAD_IN_PROGRESS -> retry after backoff
+  MEMBER_ID_REQUIRED        -> retry at once with the member id the broker gave
+Backoff is `retry.backoff.ms`; a join gives up after `max_retries` retriable failures.
+Outside `join`, a code that means "rejoin" raises `RebalanceNeeded`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import messages
+from .assignors import (
+    Assignor,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+    get_assignor,
+)
+from .errors import BrokerConnectionError, BrokerError, KafkaError, RequestTimedOutError
+
+log = logging.getLogger("raykafka.wire.group")
+
+NONE = 0
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+ILLEGAL_GENERATION = 22
+UNKNOWN_MEMBER_ID = 25
+REBALANCE_IN_PROGRESS = 27
+MEMBER_ID_REQUIRED = 79
+FENCED_INSTANCE_ID = 82
+
+REJOIN_CODES = frozenset({ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS})
+COORDINATOR_CODES = frozenset({COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR})
+
+
+class RebalanceNeeded(KafkaError):
+    """The group moved on (new generation, or this member is unknown): end the session, rejoin."""
+
+    def __init__(self, code: int, context: str):
+        self.code = code
+        super().__init__(f"{context}: {BrokerError(code).name}: rejoin the group")
+
+
+class CoordinatorLost(KafkaError):
+    retriable = True
+
+
+@dataclass
+class Generation:
+    """What one successful join yields: the session's identity and this member's claims."""
+
+    generation_id: int
+    member_id: str
+    leader_id: str
+    protocol: str
+    claims: dict[str, list[int]]
+    plan: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # leader only: everyone's claims
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.member_id
+
+
+class GroupCoordinator:
+    """Membership state of one member: member id, generation, claims."""
+
+    def __init__(self, cluster: Any, config: Mapping[str, Any], topics: Iterable[str], *,
+                 max_retries: int = 8, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
+        self.cluster = cluster
+        self.group_id: str = config["group.id"]
+        if not self.group_id:
+            raise ValueError("group.id: required for a consumer group")
+        self.instance_id: str | None = config.get("group.instance.id")
+        self.session_timeout_ms: int = config["session.timeout.ms"]
+        self.rebalance_timeout_ms: int = config["rebalance.timeout.ms"]
+        self.backoff = config["retry.backoff.ms"] / 1000
+        names = config["partition.assignment.strategy"]
+        if isinstance(names, str):  # the default is not run through the config check
+            names = [n.strip() for n in names.split(",")]
+        self.assignors: list[Assignor] = [get_assignor(n) for n in names if n != "cooperative-sticky"]
+        if not self.assignors:
+            raise ValueError("partition.assignment.strategy: cooperative-sticky alone is not supported")
+        self.topics = sorted(set(topics))
+        self.max_retries = max_retries
+        self._sleep = sleep
+        self.member_id = ""
+        self.generation_id = -1
+        self.claims: dict[str, list[int]] = {}
+
+    # -- join: Sarama's newSession ----------------------------------------
+
+    async def join(self) -> Generation:
+        """Join (or rejoin) the group and return this member's claims for the new generation."""
+        retries = self.max_retries
+        while True:
+            try:
+                join = await self._join_group()
+                code = join.error_code
+                if code == MEMBER_ID_REQUIRED:
+                    self.member_id = join.member_id
+                    continue
+                if code == NONE:
+                    self.member_id = join.member_id
+                    self.generation_id = join.generation_id
+                    plan = await self._balance(join) if join.leader == join.member_id else {}
+                    sync = await self._sync_group(join.generation_id, join.protocol_name, plan)
+                    code = sync.error_code
+                    if code == NONE:
+                        self.claims = decode_assignment(sync.assignment).partitions
+                        log.info("group/%s/%s generation %d claims %s", self.group_id, self.member_id,
+                                 self.generation_id, self.claims)
+                        return Generation(join.generation_id, join.member_id, join.leader,
+                                          join.protocol_name or "", dict(self.claims), plan)
+                if code == UNKNOWN_MEMBER_ID:
+                    self.member_id = ""
+                if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+                    self.generation_id = -1
+                    immediate = True
+                elif code in COORDINATOR_CODES:
+                    self.cluster.forget_coordinator(self.group_id)
+                    immediate = False
+                elif code in (REBALANCE_IN_PROGRESS, COORDINATOR_LOAD_IN_PROGRESS):
+                    immediate = False
+                else:
+                    raise BrokerError(code, f"group {self.group_id!r} join")
+                error: Exception = BrokerError(code, f"group {self.group_id!r} join")
+            except (BrokerConnectionError, RequestTimedOutError, CoordinatorLost) as exc:
+                self.cluster.forget_coordinator(self.group_id)
+                error, immediate = exc, False
+            except BrokerError as exc:
+                if not exc.retriable:
+                    raise
+                error, immediate = exc, False
+            if retries <= 0:
+                raise error
+            retries -= 1
+            log.info("group/%s join retry (%s)", self.group_id, error)
+            if not immediate:
+                await self._sleep(self.backoff)
+
+    async def _coordinator(self) -> Any:
+        try:
+            return await self.cluster.coordinator(self.group_id)
+        except BrokerError as exc:
+            if exc.code in COORDINATOR_CODES or exc.retriable:
+                self.cluster.forget_coordinator(self.group_id)
+                raise CoordinatorLost(str(exc)) from exc
+            raise
+
+    def _subscription(self) -> Subscription:
+        return Subscription(self.topics, None, dict(self.claims), self.generation_id)
+
+    async def _join_group(self) -> Any:
+        conn = await self._coordinator()
+        metadata = encode_subscription(self._subscription())
+        body = {
+            "group_id": self.group_id,
+            "session_timeout_ms": self.session_timeout_ms,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "member_id": self.member_id,
+            "group_instance_id": self.instance_id,
+            "protocol_type": "consumer",
+            "protocols": [{"name": a.name, "metadata": metadata} for a in self.assignors],
+            "reason": None,
+        }
+        return await conn.request(messages.JOIN_GROUP, body,
+                                  timeout=self.rebalance_timeout_ms / 1000 + 5)
+
+    async def _balance(self, join: Any) -> dict[str, dict[str, list[int]]]:
+        """The leader's part: everyone's subscription, the chosen strategy, one plan."""
+        members: dict[str, Subscription] = {}
+        for m in join.members:
+            sub = decode_subscription(m.metadata)
+            sub.group_instance_id = m.get("group_instance_id")
+            members[m.member_id] = sub
+        topics = sorted({t for s in members.values() for t in s.topics})
+        await self.cluster.refresh_metadata(topics)
+        partitions = {t: len(self.cluster.metadata.partitions(t)) for t in topics
+                      if self.cluster.metadata.partitions(t)}
+        assignor = next((a for a in self.assignors if a.name == join.protocol_name), None)
+        if assignor is None:
+            assignor = get_assignor(join.protocol_name)
+        plan = assignor.assign(members, partitions)
+        log.info("group/%s leader plan (%s, generation %d): %s", self.group_id, assignor.name,
+                 join.generation_id, plan)
+        return plan
+
+    async def _sync_group(self, generation_id: int, protocol: str | None,
+                          plan: dict[str, dict[str, list[int]]]) -> Any:
+        conn = await self._coordinator()
+        body = {
+            "group_id": self.group_id,
+            "generation_id": generation_id,
+            "member_id": self.member_id,
+            "group_instance_id": self.instance_id,
+            "protocol_type": "consumer",
+            "protocol_name": protocol,
+            "assignments": [{"member_id": m, "assignment": encode_assignment(c)} for m, c in plan.items()],
+        }
+        return await conn.request(messages.SYNC_GROUP, body, timeout=self.rebalance_timeout_ms / 1000 + 5)
+
+    # -- the session's requests ---------------------------------------------
+
+    def _check(self, code: int, what: str) -> None:
+        if code == NONE:
+            return
+        if code == UNKNOWN_MEMBER_ID:
+            self.member_id = ""
+            self.generation_id = -1
+        if code in REJOIN_CODES:
+            raise RebalanceNeeded(code, f"group {self.group_id!r} {what}")
+        if code in COORDINATOR_CODES:
+            self.cluster.forget_coordinator(self.group_id)
+            raise CoordinatorLost(str(BrokerError(code, f"group {self.group_id!r} {what}")))
+        raise BrokerError(code, f"group {self.group_id!r} {what}")
+
+    async def heartbeat(self) -> None:
+        """One heartbeat; raises `RebalanceNeeded` when the group wants a rejoin."""
+        try:
+            conn = await self._coordinator()
+            response = await conn.request(messages.HEARTBEAT, {
+                "group_id": self.group_id, "generation_id": self.generation_id,
+                "member_id": self.member_id, "group_instance_id": self.instance_id})
+        except (BrokerConnectionError, RequestTimedOutError) as exc:
+            self.cluster.forget_coordinator(self.group_id)
+            raise CoordinatorLost(str(exc)) from exc
+        self._check(response.error_code, "heartbeat")
+
+    async def commit(self, offsets: Mapping[tuple[str, int], int], retries: int = 3) -> None:
+        """Commit next-offsets-to-consume for this generation; retried on coordinator moves."""
+        if not offsets:
+            return
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
+                                                   "committed_leader_epoch": -1, "committed_metadata": ""})
+        body = {"group_id": self.group_id, "generation_id_or_member_epoch": self.generation_id,
+                "member_id": self.member_id, "group_instance_id": self.instance_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        while True:
+            try:
+                conn = await self._coordinator()
+                response = await conn.request(messages.OFFSET_COMMIT, body)
+                for t in response.topics:
+                    for p in t.partitions:
+                        self._check(p.error_code, f"commit {t.name}/{p.partition_index}")
+                return
+            except (BrokerConnectionError, RequestTimedOutError, CoordinatorLost) as exc:
+                self.cluster.forget_coordinator(self.group_id)
+                if retries <= 0:
+                    raise
+                retries -= 1
+                log.info("group/%s commit retry (%s)", self.group_id, exc)
+                await self._sleep(self.backoff)
+
+    async def fetch_offsets(self, claims: Mapping[str, Iterable[int]], retries: int = 3) -> dict[tuple[str, int], int]:
+        """Committed offsets of `claims`; -1 where the group has none."""
+        wanted = {t: sorted(ps) for t, ps in claims.items() if ps}
+        if not wanted:
+            return {}
+        while True:
+            try:
+                conn = await self._coordinator()
+                version = conn.version_for(messages.OFFSET_FETCH)
+                topics = [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]
+                if version >= 8:
+                    body = {"groups": [{"group_id": self.group_id, "topics": topics}], "require_stable": True}
+                else:
+                    body = {"group_id": self.group_id, "topics": topics, "require_stable": True}
+                response = await conn.request(messages.OFFSET_FETCH, body, version)
+                if version >= 8:
+                    group = response.groups[0]
+                    self._check(group.error_code, "offset fetch")
+                    result_topics = group.topics
+                else:
+                    self._check(response.get("error_code", 0), "offset fetch")
+                    result_topics = response.topics
+                out = {}
+                for t in result_topics:
+                    for p in t.partitions:
+                        if p.error_code:
+                            self._check(p.error_code, f"offset fetch {t.name}/{p.partition_index}")
+                        out[(t.name, p.partition_index)] = p.committed_offset
+                return out
+            except (BrokerConnectionError, RequestTimedOutError, CoordinatorLost):
+                self.cluster.forget_coordinator(self.group_id)
+                if retries <= 0:
+                    raise
+                retries -= 1
+                await self._sleep(self.backoff)
+            except BrokerError as exc:
+                if exc.code not in (COORDINATOR_LOAD_IN_PROGRESS, 108) or retries <= 0:  # 108: UNSTABLE_OFFSET_COMMIT
+                    raise
+                retries -= 1
+                await self._sleep(self.backoff)
+
+    async def leave(self) -> None:
+        """Leave the group (a static member stays: its instance id keeps its claims for a restart)."""
+        if not self.member_id or self.instance_id is not None:
+            return
+        try:
+            conn = await self._coordinator()
+            version = conn.version_for(messages.LEAVE_GROUP)
+            body: dict[str, Any] = {"group_id": self.group_id, "member_id": self.member_id,
+                                    "members": [{"member_id": self.member_id, "group_instance_id": None}]}
+            response = await conn.request(messages.LEAVE_GROUP, body, version)
+            if response.error_code and response.error_code != UNKNOWN_MEMBER_ID:
+                log.warning("group/%s leave: %s", self.group_id, BrokerError(response.error_code))
+        except (KafkaError, OSError) as exc:
+            log.warning("group/%s leave failed: %s", self.group_id, exc)
+        finally:
+            self.member_id = ""
+            self.generation_id = -1
+            self.claims = {}
