@@ -31,13 +31,16 @@ class EmbeddedBroker:
     """One tansu process on loopback; a context manager.
 
     `bootstrap` is the `host:port` string for `bootstrap.servers`. Extra arguments (for
-    example `--authentication`, `--cert`, `--key`) pass through to `tansu broker`.
+    example `--authentication`) pass through to `tansu broker`. `advertised_port` makes
+    tansu tell clients (in Metadata) to use another port than the one it listens on: the
+    port of a TLS-terminating front, since tansu 0.6.0 cannot serve TLS itself.
     """
 
     def __init__(self, port: int | None = None, host: str = "127.0.0.1", extra_args: tuple[str, ...] = (),
-                 log_path: str | Path | None = None):
+                 log_path: str | Path | None = None, advertised_port: int | None = None):
         self.host = host
         self.port = port or free_port(host)
+        self.advertised_port = advertised_port or self.port
         self.extra_args = tuple(extra_args)
         self.log_path = Path(log_path) if log_path else None
         self.process: subprocess.Popen[bytes] | None = None
@@ -48,7 +51,8 @@ class EmbeddedBroker:
 
     def command(self) -> list[str]:
         url = f"tcp://{self.host}:{self.port}"
-        return [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+        advertised = f"tcp://{self.host}:{self.advertised_port}"
+        return [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", advertised,
                 "--storage-engine", "memory://tansu/", *self.extra_args]
 
     def start(self, timeout: float = 30.0) -> EmbeddedBroker:

@@ -21,6 +21,7 @@ import logging
 import os
 import ssl
 import struct
+from collections.abc import Generator
 from typing import Any
 
 from . import messages
@@ -28,6 +29,7 @@ from .errors import (
     AuthenticationError,
     BrokerConnectionError,
     BrokerError,
+    ConfigError,
     DecodeError,
     RequestTimedOutError,
     UnsupportedVersionError,
@@ -74,14 +76,11 @@ class BrokerConnection:
     async def connect(self) -> BrokerConnection:
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, ssl=self.ssl_context,
-                                        server_hostname=self.host if self.ssl_context else None,
-                                        limit=1 << 20),
-                self.connect_timeout)
-        except (OSError, asyncio.TimeoutError, ssl.SSLError) as exc:
-            if isinstance(exc, ssl.SSLError):
-                raise AuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: {exc}") from exc
+                asyncio.open_connection(self.host, self.port, limit=1 << 20), self.connect_timeout)
+        except (OSError, asyncio.TimeoutError) as exc:
             raise BrokerConnectionError(f"cannot connect to {self.host}:{self.port}: {exc or 'timed out'}") from exc
+        if self.ssl_context is not None:
+            await self._start_tls(self.ssl_context)
         self._closed_error = None
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         try:
@@ -92,6 +91,23 @@ class BrokerConnection:
             await self.close()
             raise
         return self
+
+    async def _start_tls(self, context: ssl.SSLContext) -> None:
+        """Upgrade the connected socket to TLS, apart from the TCP connect so a failure names TLS.
+
+        A plaintext listener reads the ClientHello as the start of a huge frame and never
+        answers, so a handshake that stalls past `socket.connection.setup.timeout.ms` fails too.
+        """
+        writer = self._writer
+        assert writer is not None
+        try:
+            await asyncio.wait_for(writer.start_tls(context, server_hostname=self.host), self.connect_timeout)
+        except (OSError, asyncio.TimeoutError, ssl.SSLError) as exc:
+            writer.close()
+            self._reader = self._writer = None
+            reason = (f"no answer in {self.connect_timeout:.1f}s (is the listener TLS?)"
+                      if isinstance(exc, asyncio.TimeoutError) else str(exc) or type(exc).__name__)
+            raise AuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: {reason}") from exc
 
     async def close(self, error: Exception | None = None) -> None:
         """Close the socket and fail every pending request with `error`."""
@@ -225,47 +241,75 @@ class BrokerConnection:
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
     async def _authenticate(self, sasl: SaslCredentials) -> None:
-        handshake = await self.request(messages.SASL_HANDSHAKE, {"mechanism": sasl.mechanism})
+        """SaslHandshake v1, then the mechanism's exchange in SaslAuthenticate frames.
+
+        Every failure is an `AuthenticationError` naming the mechanism, the user and the
+        broker. A broker that does not offer the mechanism either says so with the list it
+        offers (Kafka) or closes the connection (tansu 0.6.0).
+        """
+        who = f"SASL {sasl.mechanism} as {sasl.username!r} with {self.host}:{self.port}"
+        try:
+            handshake = await self.request(messages.SASL_HANDSHAKE, {"mechanism": sasl.mechanism})
+        except BrokerConnectionError as exc:
+            raise AuthenticationError(
+                f"{who}: the broker closed the connection at SaslHandshake: it does not offer "
+                f"{sasl.mechanism}, or does not do SASL at all") from exc
         if handshake.error_code:
             raise AuthenticationError(
-                f"broker {self.host}:{self.port} refuses SASL mechanism {sasl.mechanism} "
-                f"(it offers {', '.join(handshake.mechanisms) or 'none'})")
+                f"{who}: refused at SaslHandshake ({BrokerError(handshake.error_code)}); the broker offers "
+                f"{', '.join(handshake.mechanisms) or 'no mechanism'}")
         exchange = sasl.exchange()
         token = next(exchange)
         while True:
-            response = await self.request(messages.SASL_AUTHENTICATE, {"auth_bytes": token})
+            try:
+                response = await self.request(messages.SASL_AUTHENTICATE, {"auth_bytes": token})
+            except BrokerConnectionError as exc:
+                raise AuthenticationError(f"{who} failed: {exc}") from exc
             if response.error_code:
                 raise AuthenticationError(
-                    f"SASL {sasl.mechanism} authentication as {sasl.username!r} failed: "
-                    f"{response.error_message or BrokerError(response.error_code)}")
+                    f"{who} failed: {response.error_message or BrokerError(response.error_code)}")
             try:
-                token = exchange.send(response.auth_bytes)
+                token = exchange.send(response.auth_bytes or b"")
             except StopIteration:
                 return
+            except ScramError as exc:
+                raise AuthenticationError(f"{who} failed: {exc}") from exc
+
+
+class ScramError(ValueError):
+    """The broker's side of a SCRAM exchange is wrong or reports an error (`e=`)."""
 
 
 class SaslCredentials:
     """SASL PLAIN or SCRAM-SHA-256/512 credentials, and the client side of their exchange."""
 
+    MECHANISMS = {"PLAIN": None, "SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+
     def __init__(self, mechanism: str, username: str, password: str):
         self.mechanism = mechanism.upper()
-        if self.mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
-            raise ValueError(f"sasl.mechanism: {mechanism} is not supported")
+        if self.mechanism not in self.MECHANISMS:
+            raise ConfigError(f"sasl.mechanism: {mechanism} is not supported (use one of {', '.join(self.MECHANISMS)})")
         self.username = username
         self.password = password
 
-    def exchange(self):  # a generator: yields tokens to send, receives the broker's answers
+    def __repr__(self) -> str:
+        return f"SaslCredentials({self.mechanism}, {self.username!r})"
+
+    def exchange(self, nonce: str | None = None) -> Generator[bytes, bytes, None]:
+        """Yield each token to send; receive the broker's answer to it. `nonce` is for tests."""
         if self.mechanism == "PLAIN":
             yield b"\0" + self.username.encode() + b"\0" + self.password.encode()
             return
-        digest = hashlib.sha256 if self.mechanism == "SCRAM-SHA-256" else hashlib.sha512
-        nonce = base64.b64encode(os.urandom(24)).decode()
+        yield from self._scram(self.MECHANISMS[self.mechanism], nonce or base64.b64encode(os.urandom(24)).decode())
+
+    def _scram(self, digest: Any, nonce: str) -> Generator[bytes, bytes, None]:
+        """RFC 5802 without channel binding (gs2 header "n,,"), as Kafka brokers speak it."""
         user = self.username.replace("=", "=3D").replace(",", "=2C")
         client_first_bare = f"n={user},r={nonce}"
         server_first = (yield ("n,," + client_first_bare).encode()).decode()
-        fields = dict(item.split("=", 1) for item in server_first.split(","))
-        if not fields.get("r", "").startswith(nonce):
-            raise AuthenticationError("SCRAM: the broker's nonce does not extend ours")
+        fields = _scram_fields(server_first)
+        if not fields.get("r", "").startswith(nonce) or "s" not in fields or "i" not in fields:
+            raise ScramError(f"unexpected server-first-message {server_first!r}")
         salted = hashlib.pbkdf2_hmac(digest().name, self.password.encode(), base64.b64decode(fields["s"]),
                                      int(fields["i"]))
         client_key = hmac.new(salted, b"Client Key", digest).digest()
@@ -275,28 +319,56 @@ class SaslCredentials:
         signature = hmac.new(stored_key, auth_message, digest).digest()
         proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
         server_final = (yield f"{without_proof},p={base64.b64encode(proof).decode()}".encode()).decode()
+        fields = _scram_fields(server_final)
         server_key = hmac.new(salted, b"Server Key", digest).digest()
         expected = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
-        if server_final.startswith("e="):
-            raise AuthenticationError(f"SCRAM: {server_final[2:]}")
-        if server_final != f"v={expected}":
-            raise AuthenticationError("SCRAM: the broker's signature does not verify")
+        if fields.get("v") != expected:
+            raise ScramError(f"the broker's signature does not verify ({server_final!r})")
+
+
+def _scram_fields(message: str) -> dict[str, str]:
+    """`k=v,k=v` into a dict; an `e=` error from the broker raises `ScramError` with its text."""
+    fields = dict(item.split("=", 1) for item in message.split(",") if "=" in item)
+    if "e" in fields:
+        raise ScramError(f"the broker says {fields['e']}")
+    return fields
 
 
 def security_from_config(config: dict[str, Any]) -> tuple[ssl.SSLContext | None, SaslCredentials | None]:
-    """The TLS context and SASL credentials that `security.protocol` and friends ask for."""
-    protocol = config.get("security.protocol", "plaintext")
+    """The TLS context and SASL credentials that `security.protocol` and friends ask for.
+
+    Kafka's property names: `ssl.ca.location` (file or directory; the system's CAs when
+    unset), `ssl.certificate.location` + `ssl.key.location` (+ `ssl.key.password`) for a
+    client certificate, `ssl.endpoint.identification.algorithm` (`https`: check the host
+    name, `none`: don't), `sasl.mechanism`, `sasl.username`, `sasl.password`.
+    """
+    protocol = str(config.get("security.protocol") or "plaintext").lower()
     context = None
     if protocol in ("ssl", "sasl_ssl"):
-        context = ssl.create_default_context(cafile=config.get("ssl.ca.location"))
-        if config.get("ssl.endpoint.identification.algorithm") in ("none", ""):
-            context.check_hostname = False
-        if config.get("ssl.certificate.location"):
-            context.load_cert_chain(config["ssl.certificate.location"], config.get("ssl.key.location"),
-                                    config.get("ssl.key.password"))
+        context = _ssl_context(config)
     sasl = None
     if protocol in ("sasl_plaintext", "sasl_ssl"):
-        if config.get("sasl.username") is None or config.get("sasl.password") is None:
-            raise ValueError("sasl.username: SASL needs sasl.username and sasl.password")
-        sasl = SaslCredentials(config.get("sasl.mechanism", "PLAIN"), config["sasl.username"], config["sasl.password"])
+        for key in ("sasl.username", "sasl.password"):
+            if config.get(key) is None:
+                raise ConfigError(f"{key}: security.protocol={protocol} needs sasl.username and sasl.password")
+        sasl = SaslCredentials(config.get("sasl.mechanism") or "PLAIN", config["sasl.username"], config["sasl.password"])
     return context, sasl
+
+
+def _ssl_context(config: dict[str, Any]) -> ssl.SSLContext:
+    ca = config.get("ssl.ca.location")
+    key = "ssl.ca.location"
+    try:
+        if ca and os.path.isdir(ca):
+            context = ssl.create_default_context(capath=ca)
+        else:
+            context = ssl.create_default_context(cafile=ca)
+        if str(config.get("ssl.endpoint.identification.algorithm", "https")).lower() in ("none", ""):
+            context.check_hostname = False
+        if config.get("ssl.certificate.location"):
+            key = "ssl.certificate.location"
+            context.load_cert_chain(config["ssl.certificate.location"], config.get("ssl.key.location"),
+                                    config.get("ssl.key.password"))
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"{key}: cannot load {config.get(key)!r}: {exc}") from exc
+    return context
