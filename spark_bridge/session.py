@@ -41,7 +41,8 @@ def init_spark(app_name: str = "raykafka", num_executors: int = 1, executor_core
                                        "spark.executor.extraJavaOptions", "spark.driver.extraJavaOptions")}
     settings.update({"spark.sql.execution.arrow.pyspark.enabled": "true",
                      "spark.sql.session.timeZone": "UTC",
-                     "spark.ui.enabled": "false"})
+                     "spark.ui.enabled": "false",
+                     "spark.ui.showConsoleProgress": "false"})
     settings.update(configs or {})
     return raydp.init_spark(app_name, num_executors=num_executors, executor_cores=executor_cores,
                             executor_memory=executor_memory, configs=settings)

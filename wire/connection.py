@@ -77,7 +77,7 @@ class BrokerConnection:
         try:
             self._reader, self._writer = await asyncio.wait_for(
                 asyncio.open_connection(self.host, self.port, limit=1 << 20), self.connect_timeout)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise BrokerConnectionError(f"cannot connect to {self.host}:{self.port}: {exc or 'timed out'}") from exc
         if self.ssl_context is not None:
             await self._start_tls(self.ssl_context)
@@ -102,7 +102,7 @@ class BrokerConnection:
         assert writer is not None
         try:
             await asyncio.wait_for(writer.start_tls(context, server_hostname=self.host), self.connect_timeout)
-        except (OSError, asyncio.TimeoutError, ssl.SSLError) as exc:
+        except (TimeoutError, OSError, ssl.SSLError) as exc:
             writer.close()
             self._reader = self._writer = None
             reason = (f"no answer in {self.connect_timeout:.1f}s (is the listener TLS?)"
@@ -187,7 +187,7 @@ class BrokerConnection:
                 await self.close(BrokerConnectionError(f"write to {self.host}:{self.port} failed: {exc}"))
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout or self.request_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             error = RequestTimedOutError(
                 f"{api.name} to broker {self.node_id} ({self.host}:{self.port}) got no response in "
                 f"{timeout or self.request_timeout:.1f}s")

@@ -770,7 +770,7 @@ class MockCluster:
                 return response
             try:
                 await asyncio.wait_for(changed.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def _fetch_once(self, version: int, body: Struct, node_id: int,

@@ -66,3 +66,23 @@ def test_bad_ranges_fail_at_the_point_of_the_mistake(bootstrap, filled_topic):
         resolve_ranges(config, filled_topic, "earliest", f'{{"{filled_topic}": {{"0": 99999, "1": -1, "2": -1}}}}')
     with pytest.raises(ValueError, match="linger.msec"):
         KafkaDatasource(filled_topic, {"bootstrap.servers": bootstrap, "linger.msec": 1})
+
+
+def test_datasink_then_datasource_round_trip_a_dataset_exactly(ray_for_spark, bootstrap, topic_name):
+    from raykafka.spark_bridge.ray_data import KafkaDatasink
+
+    topic = topic_name("sink")
+    config = {"bootstrap.servers": bootstrap}
+    with Admin(config) as admin:
+        admin.create_topics({topic: 2})
+    rows = [{"key": b"k%d" % (i % 10), "value": b"v%d" % i, "partition": i % 2} for i in range(5000)]
+    sink = KafkaDatasink(topic, config)
+    ray.data.from_items(rows, override_num_blocks=4).write_datasink(sink)
+    assert (sink.delivered, sink.failed) == (5000, 0)
+    back = ray.data.read_datasource(KafkaDatasource(topic, config)).take_all()
+    assert sorted((r["key"], r["value"], r["partition"]) for r in back) == sorted(
+        (r["key"], r["value"], r["partition"]) for r in rows)
+    per_partition = {}
+    for r in back:
+        per_partition.setdefault(r["partition"], []).append(r["offset"])
+    assert {p: sorted(o) for p, o in per_partition.items()} == {0: list(range(2500)), 1: list(range(2500))}

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from raykafka.wire import messages
 from raykafka.wire.errors import DecodeError
 from raykafka.wire.protocol import (

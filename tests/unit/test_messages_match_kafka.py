@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from raykafka.wire import messages
 from raykafka.wire.protocol import PRIMITIVES, Field, Schema
 
