@@ -1,0 +1,205 @@
+"""Aggregator: one per broker. Batches the messages of every partition the broker leads, by
+`linger.ms`, `batch.size` and `batch.num.messages`, and hands Produce-sized sets to its Flusher.
+
+Called by the LeaderDispatchers that selected this broker (each holds a reference, taken and
+released through the RetryHandler's broker registry) and by the RetryHandler (`close`, once the
+last reference is gone). Calls its own Flusher, with a sequence number on every call so the
+async Flusher can run them in the order they were made.
+
+Order kept: a partition's messages leave in the order they arrived; a control message (SYN, FIN,
+SHUTDOWN) flushes everything buffered before it, so it stays in-band. A batch that comes back
+from a retry is sent as it is (never merged or split), so its sequence numbers still match the
+batch the broker may already have written.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .batch import BATCH_OVERHEAD, REQUEST_OVERHEAD, SHUTDOWN, MessageBatch
+
+log = logging.getLogger("raykafka.producer.aggregator")
+
+Entry = tuple[str, Any]  # ("produce", [MessageBatch, one per partition]) or ("control", MessageBatch)
+
+
+@dataclass
+class _RecordBatch:
+    """One future record batch of one partition: the chunks it will be made of."""
+
+    chunks: list[MessageBatch] = field(default_factory=list)
+    count: int = 0
+    nbytes: int = 0
+    sealed: bool = False
+
+
+class AggregatorState:
+    """The batching rules, without Ray: `add` and `poll` return the entries ready for the flusher."""
+
+    def __init__(self, linger_ms: int, batch_size: int, batch_num_messages: int, max_request_size: int):
+        self.linger = linger_ms / 1000
+        self.batch_size = batch_size
+        self.batch_num_messages = batch_num_messages
+        self.max_request_size = max_request_size
+        self.queues: dict[tuple[str, int], list[_RecordBatch]] = {}
+        self.oldest: float | None = None  # when the oldest buffered message arrived
+        self.buffered = 0
+
+    def add(self, batches: list[MessageBatch], now: float) -> list[Entry]:
+        out: list[Entry] = []
+        ready = False
+        for batch in batches:
+            if batch.is_control:
+                out.extend(self.drain())
+                out.append(("control", batch))
+                ready = False
+                continue
+            if not len(batch):
+                continue
+            for piece in self._pieces(batch):
+                ready |= self._append(piece)
+            if self.oldest is None:
+                self.oldest = now
+        if ready:
+            out.extend(self.drain())
+        return out
+
+    def poll(self, now: float) -> list[Entry]:
+        """Everything buffered, once the oldest message has lingered `linger.ms`."""
+        if self.oldest is not None and now - self.oldest >= self.linger:
+            return self.drain()
+        return []
+
+    def deadline(self) -> float | None:
+        return None if self.oldest is None else self.oldest + self.linger
+
+    def drain(self) -> list[Entry]:
+        """All buffered messages as Produce sets: at most one record batch per partition per set,
+        and at most `max.request.size` bytes per set (a single batch may exceed it alone)."""
+        out: list[Entry] = []
+        while self.queues:
+            request: list[MessageBatch] = []
+            size = REQUEST_OVERHEAD
+            for tp in list(self.queues):
+                queue = self.queues[tp]
+                head = queue[0]
+                if request and size + head.nbytes + BATCH_OVERHEAD > self.max_request_size:
+                    continue
+                queue.pop(0)
+                if not queue:
+                    del self.queues[tp]
+                size += head.nbytes + BATCH_OVERHEAD
+                request.append(MessageBatch.concat(head.chunks))
+            out.append(("produce", request))
+        self.oldest = None
+        self.buffered = 0
+        return out
+
+    # -- utilities ---------------------------------------------------------------
+
+    def _pieces(self, batch: MessageBatch) -> list[MessageBatch]:
+        """`batch` cut to `batch.size` / `batch.num.messages`; a retried batch is never cut."""
+        n = len(batch)
+        if batch.retries > 0 or (n <= self.batch_num_messages and batch.nbytes <= self.batch_size):
+            return [batch]
+        per_record = max(1, batch.nbytes // n)
+        step = max(1, min(self.batch_num_messages, self.batch_size // per_record))
+        return [batch.slice(i, min(n, i + step)) for i in range(0, n, step)]
+
+    def _append(self, piece: MessageBatch) -> bool:
+        """Add a piece to its partition's queue; True when that queue now holds a full batch."""
+        queue = self.queues.setdefault((piece.topic, piece.partition), [])
+        self.buffered += piece.nbytes
+        if piece.retries > 0:
+            if queue:
+                queue[-1].sealed = True
+            queue.append(_RecordBatch([piece], len(piece), piece.nbytes, sealed=True))
+            return True
+        last = queue[-1] if queue else None
+        if (last is None or last.sealed or last.count + len(piece) > self.batch_num_messages
+                or last.nbytes + piece.nbytes > self.batch_size):
+            if last is not None:
+                last.sealed = True
+            last = _RecordBatch()
+            queue.append(last)
+        last.chunks.append(piece)
+        last.count += len(piece)
+        last.nbytes += piece.nbytes
+        return (len(queue) > 1 or last.count >= self.batch_num_messages or last.nbytes >= self.batch_size)
+
+
+# ---------------------------------------------------------------------------- the Ray actor
+
+
+class Aggregator:
+    """The actor: an `AggregatorState`, a linger timer thread, and the Flusher it owns."""
+
+    def __init__(self, ctx: Any, node_id: int, host: str, port: int):
+        from .calls import CallWindow
+        from .flusher import Flusher
+        from .options import create
+
+        config = ctx.config
+        self.ctx = ctx
+        self.node_id = node_id
+        self.state = AggregatorState(config["linger.ms"], config["batch.size"], config["batch.num.messages"],
+                                     config["max.request.size"])
+        self.flusher = create(Flusher, "flusher", ctx, f"{node_id}-{time.monotonic_ns()}", node_id, host, port)
+        self.window = CallWindow(ctx.window)
+        self.seq = 0
+        self.lock = threading.Lock()
+        self.closing = False
+        self.wake = threading.Event()
+        self.timer = threading.Thread(target=self._linger_loop, name="linger", daemon=True)
+        self.timer.start()
+
+    def ping(self) -> bool:
+        return True
+
+    def add(self, batches: list[MessageBatch]) -> None:
+        with self.lock:
+            self._emit(self.state.add(batches, time.monotonic()))
+        self.wake.set()
+
+    def close(self) -> None:
+        """Flush, then shut the Flusher down after its last response, then exit."""
+        import ray
+
+        with self.lock:
+            self.closing = True
+            self._emit(self.state.drain())
+            self._emit([("control", MessageBatch.control("", -1, SHUTDOWN))])
+            self.window.drain()
+        self.wake.set()
+        ray.kill(self.flusher, no_restart=True)
+        log.info("producer/broker/%d closed", self.node_id)
+        ray.actor.exit_actor()
+
+    def _emit(self, entries: list[Entry]) -> None:
+        if entries:
+            self.window.submit(self.flusher.flush.remote(self.seq, entries))
+            self.seq += 1
+
+    def _linger_loop(self) -> None:
+        while not self.closing:
+            deadline = self.state.deadline()
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self.wake.wait(timeout if timeout is not None else 1.0)
+            self.wake.clear()
+            try:
+                with self.lock:
+                    if not self.closing:
+                        self._emit(self.state.poll(time.monotonic()))
+            except Exception:  # keep lingering; the flusher's failure surfaces in add()
+                log.exception("producer/broker/%d linger flush failed", self.node_id)
+
+
+def get_broker_worker(ctx: Any, node_id: int, host: str, port: int) -> tuple[Any, int]:
+    """Broker `node_id`'s Aggregator and its generation, one more reference on it (getBrokerProducer)."""
+    import ray
+
+    return ray.get(ctx.retry_handler.get_broker.remote(node_id, host, port))

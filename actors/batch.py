@@ -1,0 +1,145 @@
+"""`MessageBatch`: what moves between the producer's actors, a small columnar batch.
+
+Messages travel in batches, never one actor call per message. A batch holds one topic's
+messages, column by column (ids, keys, values, timestamps, headers), and one retry count for
+all of them: the flusher retries a whole record batch as one `MessageBatch`, so a retried batch
+keeps the boundaries (and, with idempotence, the sequence numbers) it was first sent with.
+
+Control messages travel in-band as batches without records, as in Sarama: `SYN` opens a
+partition on a broker's flusher (clears its retry flag), `FIN` is the chaser that follows the
+last message sent down an abandoned path, `SHUTDOWN` closes a flusher after everything before it,
+`RESET` tells a LeaderDispatcher that its producer id's sequence broke (OUT_OF_ORDER_SEQUENCE).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+SYN = 1
+FIN = 2
+SHUTDOWN = 4
+RESET = 8  # the broker lost track of this producer id's sequence on a partition: take a new id
+
+RECORD_OVERHEAD = 21  # a v2 record's fixed bytes, generously (length, attributes, deltas, lengths)
+BATCH_OVERHEAD = 61  # a v2 record batch header
+REQUEST_OVERHEAD = 120  # a Produce request's header and topic/partition framing, roughly
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: list | None = None) -> int:
+    """Bytes one record takes in a batch (an upper estimate), for size limits."""
+    size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    if headers:
+        size += sum(len(k) + (len(v) if v else 0) + 4 for k, v in headers)
+    return size
+
+
+def _pick(column: list | None, idx: Sequence[int]) -> list | None:
+    if column is None:
+        return None
+    if len(idx) == 1:
+        return [column[idx[0]]]
+    return list(operator.itemgetter(*idx)(column))
+
+
+@dataclass
+class MessageBatch:
+    topic: str
+    ids: list[int] = field(default_factory=list)
+    values: list = field(default_factory=list)
+    keys: list | None = None
+    timestamps: int | list[int] = 0  # one timestamp (ms) for all, or one per record
+    headers: list | None = None  # per record: list of (str, bytes | None)
+    partition: int = -1  # -1 until partitioned
+    partitions: list[int] | None = None  # explicit partitions asked for (-1: the partitioner decides)
+    retries: int = 0
+    flags: int = 0
+    base_sequence: int = -1  # with idempotence: the first record's sequence, under producer_id/epoch
+    producer_id: int = -1
+    producer_epoch: int = -1
+    created_ms: int = 0  # when the oldest message was sent, for delivery.timeout.ms
+    nbytes: int = 0  # record bytes (estimate), for batch.size and buffer accounting
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @classmethod
+    def control(cls, topic: str, partition: int, flags: int, retries: int = 0) -> MessageBatch:
+        return cls(topic=topic, partition=partition, flags=flags, retries=retries)
+
+    @property
+    def is_control(self) -> bool:
+        return self.flags != 0
+
+    def timestamp_list(self) -> list[int]:
+        ts = self.timestamps
+        return list(ts) if isinstance(ts, list) else [ts] * len(self.values)
+
+    def measure(self) -> MessageBatch:
+        """Fill in `nbytes` from the columns."""
+        keys, headers = self.keys, self.headers
+        total = RECORD_OVERHEAD * len(self.values) + sum(len(v) for v in self.values if v)
+        if keys is not None:
+            total += sum(len(k) for k in keys if k)
+        if headers is not None:
+            total += sum(len(k) + (len(v) if v else 0) + 4 for hs in headers if hs for k, v in hs)
+        self.nbytes = total
+        return self
+
+    def take(self, idx: Sequence[int], partition: int = -1) -> MessageBatch:
+        """The records at `idx` (in that order), as a new batch."""
+        ts = self.timestamps
+        part = replace(
+            self, ids=_pick(self.ids, idx), values=_pick(self.values, idx), keys=_pick(self.keys, idx),
+            timestamps=_pick(ts, idx) if isinstance(ts, list) else ts, headers=_pick(self.headers, idx),
+            partitions=None, partition=partition if partition >= 0 else self.partition)
+        if len(self.values):
+            part.nbytes = self.nbytes * len(idx) // len(self.values)
+        return part
+
+    def slice(self, start: int, stop: int) -> MessageBatch:
+        ts = self.timestamps
+        seq = self.base_sequence
+        part = replace(
+            self, ids=self.ids[start:stop], values=self.values[start:stop],
+            keys=None if self.keys is None else self.keys[start:stop],
+            timestamps=ts[start:stop] if isinstance(ts, list) else ts,
+            headers=None if self.headers is None else self.headers[start:stop],
+            partitions=None if self.partitions is None else self.partitions[start:stop],
+            base_sequence=seq if seq < 0 else (seq + start) & 0x7FFFFFFF)
+        if len(self.values):
+            part.nbytes = self.nbytes * (stop - start) // len(self.values)
+        return part
+
+    @classmethod
+    def concat(cls, batches: list[MessageBatch]) -> MessageBatch:
+        """One batch of `batches` in order (same topic and partition; the first one's sequence)."""
+        if len(batches) == 1:
+            return batches[0]
+        first = batches[0]
+        ids: list[int] = []
+        values: list = []
+        for b in batches:
+            ids.extend(b.ids)
+            values.extend(b.values)
+        keys = None
+        if any(b.keys is not None for b in batches):
+            keys = []
+            for b in batches:
+                keys.extend(b.keys if b.keys is not None else [None] * len(b))
+        headers = None
+        if any(b.headers is not None for b in batches):
+            headers = []
+            for b in batches:
+                headers.extend(b.headers if b.headers is not None else [None] * len(b))
+        stamps = {b.timestamps for b in batches if not isinstance(b.timestamps, list)}
+        if len(stamps) == 1 and not any(isinstance(b.timestamps, list) for b in batches):
+            timestamps: int | list[int] = stamps.pop()
+        else:
+            timestamps = []
+            for b in batches:
+                timestamps.extend(b.timestamp_list())
+        return replace(first, ids=ids, values=values, keys=keys, headers=headers, timestamps=timestamps,
+                       partitions=None, retries=max(b.retries for b in batches),
+                       created_ms=min(b.created_ms for b in batches), nbytes=sum(b.nbytes for b in batches))

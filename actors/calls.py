@@ -1,0 +1,34 @@
+"""`CallWindow`: at most N calls in flight from one stage to the next (backpressure).
+
+Ray's actor queues are unbounded; a stage that submits a call per batch would let a fast
+producer pile up work downstream without limit. A window blocks the caller on the oldest call
+once N are outstanding, which also surfaces a downstream failure at the caller.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+
+class CallWindow:
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._refs: deque[Any] = deque()
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def submit(self, ref: Any) -> None:
+        import ray
+
+        self._refs.append(ref)
+        while len(self._refs) > self.limit:
+            ray.get(self._refs.popleft())
+
+    def drain(self, timeout: float | None = None) -> None:
+        import ray
+
+        refs, self._refs = list(self._refs), deque()
+        if refs:
+            ray.get(refs, timeout=timeout)

@@ -1,0 +1,294 @@
+"""Flusher: one per broker. Builds Produce requests from its Aggregator's sets, keeps up to
+`max.in.flight.requests.per.connection` of them on the broker connection, and handles the
+responses in the order the requests were sent.
+
+Called by its Aggregator only (`flush(seq, entries)`; an async actor may start calls out of
+order, so it runs them by `seq`). Calls the ProducerResults (successes and final errors) and the
+RetryHandler (messages to retry; it holds a reference there, released after its last response).
+
+Response handling is one switch, as Sarama's: success (or DUPLICATE_SEQUENCE_NUMBER: written
+before) → results; a retriable error or a dropped connection → flag the partition and retry the
+batch (`retry_message`: give up at `retries` or past `delivery.timeout.ms`, with the cause);
+OUT_OF_ORDER_SEQUENCE_NUMBER → the same, after asking the partition's LeaderDispatcher, in-band,
+for a new producer id; anything else → an error naming the cause. While a partition is flagged,
+its batches are retried without being sent, until its chaser (FIN) comes through after every
+request sent before it, or a SYN opens the partition on a new path.
+With one request in flight per connection, a partition's batch is alone on the wire: order holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any
+
+from ..wire import messages
+from ..wire.compression import Compression
+from ..wire.connection import BrokerConnection, security_from_config
+from ..wire.errors import BrokerError, DeliveryTimeoutError, KafkaError
+from ..wire.records import encode_record_batch
+from .batch import FIN, RESET, SHUTDOWN, SYN, MessageBatch
+
+log = logging.getLogger("raykafka.producer.flusher")
+
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+UNKNOWN_PRODUCER_ID = 59
+SEQUENCE_BROKEN = (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID)
+
+
+class Flusher:
+    def __init__(self, ctx: Any, node_id: int, host: str, port: int):
+        config = ctx.config
+        self.ctx = ctx
+        self.node_id = node_id
+        self.path = f"producer/broker/{node_id}"
+        ssl_context, sasl = security_from_config(config)
+        self.conn = BrokerConnection(host, port, node_id=node_id, client_id=config["client.id"],
+                                     request_timeout_ms=config["request.timeout.ms"],
+                                     connect_timeout_ms=config["socket.connection.setup.timeout.ms"],
+                                     ssl_context=ssl_context, sasl=sasl)
+        self.acks = config["acks"]
+        self.timeout_ms = config["request.timeout.ms"]
+        self.codec = int(Compression.from_name(config["compression.type"]))
+        self.max_retries = config["retries"]
+        self.delivery_timeout_ms = config["delivery.timeout.ms"]
+        self.max_in_flight = config["max.in.flight.requests.per.connection"]
+        self.inbox: dict[int, tuple[list, asyncio.Future]] = {}
+        self.next_seq = 0
+        self.flags: dict[tuple[str, int], tuple[Exception, int]] = {}  # partition -> (cause, request index)
+        self.in_flight: deque[tuple] = deque()
+        self.request_index = 0
+        self.calls: list[Any] = []  # refs of calls to the results and the retry handler
+        self._started = False
+        self._retry_out: list[MessageBatch] = []
+        self._results_out: list[tuple] = []
+        self.resets: set[tuple[tuple[str, int], int]] = set()  # (partition, producer id) reset already asked
+
+    def ping(self) -> bool:
+        return True
+
+    async def flush(self, seq: int, entries: list) -> None:
+        """Queue the Aggregator's `seq`-th call; returns once its requests are on the wire."""
+        if not self._started:
+            self._start()
+        done = asyncio.get_running_loop().create_future()
+        self.inbox[seq] = (entries, done)
+        self.new_work.set()
+        await done
+
+    def _start(self) -> None:
+        self._started = True
+        self.new_work = asyncio.Event()
+        self.responses = asyncio.Event()
+        self.slots = asyncio.Semaphore(self.max_in_flight)
+        loop = asyncio.get_running_loop()
+        self.tasks = [loop.create_task(self._sender()), loop.create_task(self._receiver())]
+
+    # -- sending, in the Aggregator's order ---------------------------------------
+
+    async def _sender(self) -> None:
+        while True:
+            while self.next_seq not in self.inbox:
+                self.new_work.clear()
+                await self.new_work.wait()
+            entries, done = self.inbox.pop(self.next_seq)
+            self.next_seq += 1
+            try:
+                for kind, item in entries:
+                    if kind == "control":
+                        self._control(item, done)
+                    else:
+                        await self._send(item)
+            except Exception as exc:  # a bug: fail loudly to the Aggregator, keep serving
+                log.exception("%s sending failed", self.path)
+                if not done.done():
+                    done.set_exception(exc)
+            if not done.done() and not any(k == "control" and i.flags & SHUTDOWN for k, i in entries):
+                done.set_result(None)
+            self._flush_calls()
+
+    def _control(self, batch: MessageBatch, done: asyncio.Future) -> None:
+        tp = (batch.topic, batch.partition)
+        if batch.flags & SYN:
+            if self.flags.pop(tp, None) is not None:
+                log.info("%s state change to [open] on %s/%d", self.path, *tp)
+        elif batch.flags & FIN:
+            self.in_flight.append(("fin", self.request_index, batch))
+            self.responses.set()
+        elif batch.flags & SHUTDOWN:
+            self.in_flight.append(("shutdown", self.request_index, done))
+            self.responses.set()
+
+    async def _send(self, batches: list[MessageBatch]) -> None:
+        ready = []
+        for batch in batches:
+            flag = self.flags.get((batch.topic, batch.partition))
+            if flag is not None:
+                self.retry_message(batch, flag[0])
+            else:
+                ready.append(batch)
+        if not ready:
+            return
+        await self.slots.acquire()
+        index = self.request_index
+        self.request_index += 1
+        try:
+            if not self.conn.connected:
+                await self.conn.connect()
+            body = self._build_request(ready)
+            future = self.conn.send_nowait(messages.PRODUCE, body, expect_response=self.acks != 0)
+        except KafkaError as exc:
+            self.slots.release()
+            self._handle_failure(index, ready, exc)
+            return
+        if future is None:  # acks=0: nothing will tell us more
+            self.slots.release()
+            self._succeed(ready, {})
+            return
+        self.in_flight.append(("request", index, future, ready))
+        self.responses.set()
+
+    def _build_request(self, batches: list[MessageBatch]) -> dict[str, Any]:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for b in batches:
+            records = encode_record_batch(
+                b.values, b.keys, b.timestamps, b.headers, compression=self.codec,
+                producer_id=b.producer_id, producer_epoch=b.producer_epoch, base_sequence=b.base_sequence)
+            topics.setdefault(b.topic, []).append({"index": b.partition, "records": records})
+        return {"transactional_id": None, "acks": self.acks, "timeout_ms": self.timeout_ms,
+                "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()]}
+
+    # -- responses, in request order ------------------------------------------------
+
+    async def _receiver(self) -> None:
+        while True:
+            while not self.in_flight:
+                self.responses.clear()
+                await self.responses.wait()
+            head = self.in_flight[0]
+            kind = head[0]
+            if kind == "request":
+                _, index, future, batches = head
+                try:
+                    response = await self.conn.wait(future, messages.PRODUCE)
+                    error = None
+                except KafkaError as exc:
+                    response, error = None, exc
+                except Exception as exc:  # decoding trouble: the batch's fate is unknown, retry it
+                    response, error = None, KafkaError(f"{self.path}: bad Produce response: {exc}")
+                self.in_flight.popleft()
+                self.slots.release()
+                try:
+                    if error is not None:
+                        self._handle_failure(index, batches, error)
+                    else:
+                        self._handle_response(index, batches, response)
+                except Exception:
+                    log.exception("%s response handling failed", self.path)
+            elif kind == "fin":
+                self.in_flight.popleft()
+                _, index, batch = head
+                tp = (batch.topic, batch.partition)
+                flag = self.flags.get(tp)
+                if flag is not None and flag[1] < index:
+                    del self.flags[tp]
+                    log.info("%s state change to [closed] on %s/%d", self.path, *tp)
+                self.retry_message(batch, KafkaError("chaser"))
+            else:  # shutdown: every response before it is handled
+                self.in_flight.popleft()
+                _, _, done = head
+                try:
+                    self._flush_calls()
+                    if self.calls:
+                        await asyncio.gather(*self.calls, return_exceptions=True)
+                    self.calls = []
+                    await self.conn.close()
+                    await self.ctx.retry_handler.unref.remote()
+                except Exception:
+                    log.exception("%s shutdown failed", self.path)
+                if not done.done():
+                    done.set_result(None)
+                continue
+            self._flush_calls()
+
+    def _handle_response(self, index: int, batches: list[MessageBatch], response: Any) -> None:
+        parts = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
+        done: dict[tuple[str, int], Any] = {}
+        for batch in batches:
+            tp = (batch.topic, batch.partition)
+            part = parts.get(tp)
+            code = part.error_code if part is not None else 3
+            if code == 0 or code == DUPLICATE_SEQUENCE_NUMBER:
+                done[tp] = part
+                self._succeed([batch], done)
+                continue
+            error = BrokerError(code, f"{self.path}: produce to {batch.topic}/{batch.partition}",
+                                part.get("error_message") if part is not None else None)
+            if code in SEQUENCE_BROKEN and batch.producer_id >= 0:
+                # the batch was not written; its partition numbers again under a new producer id
+                if (tp, batch.producer_id) not in self.resets:
+                    self.resets.add((tp, batch.producer_id))
+                    reset = MessageBatch.control(batch.topic, batch.partition, RESET)
+                    reset.producer_id = batch.producer_id
+                    self._retry_out.append(reset)
+                self._flag(tp, error, index)
+                self.retry_message(batch, error)
+            elif error.retriable or tp in self.flags:
+                self._flag(tp, error, index)
+                self.retry_message(batch, error)
+            else:
+                self._report_error(batch, error)
+
+    def _handle_failure(self, index: int, batches: list[MessageBatch], error: Exception) -> None:
+        """The request got no answer (dropped connection, timeout): every batch in it is retried."""
+        log.info("%s request %d failed: %s", self.path, index, error)
+        for batch in batches:
+            self._flag((batch.topic, batch.partition), error, index)
+            self.retry_message(batch, error)
+
+    def _flag(self, tp: tuple[str, int], error: Exception, index: int) -> None:
+        if tp not in self.flags:
+            log.info("%s state change to [retrying] on %s/%d because %s", self.path, *tp, error)
+        self.flags[tp] = (error, index)
+
+    # -- accounting: every message ends here, in the results or back in the retry loop -------
+
+    def retry_message(self, batch: MessageBatch, cause: Exception) -> None:
+        """Sarama's retryMessage: give up at `retries`, else count up and hand to the retry handler."""
+        if not batch.is_control:
+            if batch.retries >= self.max_retries:
+                self._report_error(batch, cause)
+                return
+            if batch.created_ms and time.time() * 1000 - batch.created_ms > self.delivery_timeout_ms:
+                self._report_error(batch, DeliveryTimeoutError(
+                    f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms} "
+                    f"after {batch.retries} retries; last error: {cause}"))
+                return
+        batch.retries += 1
+        self._retry_out.append(batch)
+
+    def _succeed(self, batches: list[MessageBatch], parts: dict) -> None:
+        for batch in batches:
+            part = parts.get((batch.topic, batch.partition))
+            offset = part.base_offset if part is not None else -1
+            append_time = part.get("log_append_time_ms", -1) if part is not None else -1
+            self._results_out.append((batch.ids, batch.topic, batch.partition, offset, append_time, None))
+
+    def _report_error(self, batch: MessageBatch, error: Exception) -> None:
+        if batch.ids:
+            self._results_out.append((batch.ids, batch.topic, batch.partition, -1, -1, error))
+
+    def _flush_calls(self) -> None:
+        if self._retry_out:
+            self.calls.append(self.ctx.retry_handler.retry.remote(self._retry_out))
+            self._retry_out = []
+        if self._results_out:
+            self.calls.append(self.ctx.results.report.remote(self._results_out))
+            self._results_out = []
+        if len(self.calls) > 64:
+            import ray
+
+            _, self.calls = ray.wait(self.calls, num_returns=len(self.calls), timeout=0)

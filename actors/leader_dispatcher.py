@@ -1,0 +1,274 @@
+"""LeaderDispatcher: one per partition. Finds the partition's leader and sends its messages to
+that broker's Aggregator, keeping their order across retries and leader changes.
+
+Called by its PartitionDispatcher only, with the topic's new messages and, interleaved in no
+particular order, the messages the RetryHandler sends back (through the TopicDispatcher and the
+PartitionDispatcher). A synchronous actor runs one caller's calls in order, but two streams meet
+here, so order within the partition is kept by Sarama's chaser protocol, held in
+`LeaderDispatcherState`:
+
+- a batch whose retry count equals the high-watermark passes through;
+- a higher retry count is a new retry level: raise the high-watermark, send a chaser (FIN) down
+  the old path, abandon that broker, send the batch down the new path;
+- a lower retry count waits in that level's buffer;
+- a chaser back at the high-watermark closes that level: the high-watermark steps down, flushing
+  each level's buffer, until a level still expects its chaser or the high-watermark is 0.
+
+Calls: the Aggregator of the leader's broker (get/ref on selection, unref on abandon), the
+ProducerResults (messages that cannot be routed). With idempotence, assigns each new batch its
+partition's sequence numbers here, in the order the partition's messages leave.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..wire.errors import BrokerError, KafkaError
+from .batch import FIN, RESET, SYN, MessageBatch
+
+log = logging.getLogger("raykafka.producer.leader")
+
+
+class LeaderBackend(Protocol):
+    """What the state machine needs from the world; the actor gives it Ray, tests give it lists."""
+
+    def update_leader(self) -> None:
+        """Refresh metadata and select the leader's broker (ref its Aggregator); raise on failure."""
+
+    def new_producer_id(self) -> tuple[int, int]:
+        """A fresh producer id and epoch (InitProducerId)."""
+
+    def send(self, batch: MessageBatch) -> None:
+        """Send to the selected broker's Aggregator."""
+
+    def abandon(self) -> None:
+        """Unref the selected broker's Aggregator."""
+
+    def return_errors(self, batches: list[MessageBatch], error: Exception) -> None:
+        """Report these messages as failed."""
+
+
+@dataclass
+class _Level:
+    buf: list[MessageBatch] = field(default_factory=list)
+    expect_chaser: bool = False
+
+
+class LeaderDispatcherState:
+    """Sarama's partitionProducer state: high-watermark, and per retry level a flag and a buffer.
+
+    Levels are kept in a dict (only the levels in use), not an n+1 list: `retries` may be 2**31-1.
+    """
+
+    def __init__(self, topic: str, partition: int, backend: LeaderBackend, *,
+                 producer_id: int = -1, producer_epoch: int = -1):
+        self.topic = topic
+        self.partition = partition
+        self.backend = backend
+        self.high_watermark = 0
+        self.levels: dict[int, _Level] = {}
+        self.selected = False
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.next_sequence = 0
+        self.path = f"producer/leader/{topic}/{partition}"
+
+    def level(self, retries: int) -> _Level:
+        found = self.levels.get(retries)
+        if found is None:
+            found = self.levels[retries] = _Level()
+        return found
+
+    # -- the entry point ------------------------------------------------------
+
+    def dispatch(self, batch: MessageBatch) -> None:
+        if batch.flags & RESET:
+            self.reset_producer_id(batch.producer_id)
+            return
+        if batch.retries > self.high_watermark:
+            if batch.flags & FIN:  # cannot happen: a chaser never outruns its own level
+                log.warning("%s dropping a chaser from above the high-watermark (%d > %d)", self.path,
+                            batch.retries, self.high_watermark)
+                return
+            if not self.new_high_watermark(batch.retries):
+                self.backend.return_errors([batch], self._last_error)
+                return
+        elif self.high_watermark > 0:
+            if batch.retries < self.high_watermark:
+                if batch.flags & FIN:
+                    self.level(batch.retries).expect_chaser = False
+                else:
+                    self.level(batch.retries).buf.append(batch)
+                return
+            if batch.flags & FIN:
+                self.level(self.high_watermark).expect_chaser = False
+                self.flush_retry_buffers()
+                return
+        elif batch.flags & FIN:  # high-watermark 0: a late chaser of a level already flushed
+            return
+        self._send(batch)
+
+    # -- transitions, in the order they happen ---------------------------------
+
+    def new_high_watermark(self, hwm: int) -> bool:
+        """Enter retry level `hwm`: chase the old path with a FIN and abandon it. False if no leader."""
+        if not self.selected and not self._select():
+            return False
+        log.info("%s state change to [retrying-%d]", self.path, hwm)
+        self.high_watermark = hwm
+        self.level(hwm).expect_chaser = True
+        self.backend.send(MessageBatch.control(self.topic, self.partition, FIN, retries=hwm - 1))
+        log.info("%s abandoning broker", self.path)
+        self.backend.abandon()
+        self.selected = False
+        return True
+
+    def flush_retry_buffers(self) -> None:
+        """Step the high-watermark down, releasing each level's backlog, until a level waits for its chaser."""
+        log.info("%s state change to [flushing-%d]", self.path, self.high_watermark)
+        while True:
+            self.levels.pop(self.high_watermark, None)
+            self.high_watermark -= 1
+            below = self.level(self.high_watermark)
+            if below.buf:
+                if not self.selected and not self._select():
+                    self.backend.return_errors(below.buf, self._last_error)
+                else:
+                    for batch in below.buf:
+                        self._send_selected(batch)
+            below.buf = []
+            if below.expect_chaser:
+                log.info("%s state change to [retrying-%d]", self.path, self.high_watermark)
+                return
+            if self.high_watermark == 0:
+                self.levels.clear()
+                log.info("%s state change to [normal]", self.path)
+                return
+
+    def reset_producer_id(self, broken: int) -> None:
+        """The broker answered OUT_OF_ORDER_SEQUENCE for `broken`: number from 0 under a new id.
+
+        Not a local epoch bump: tansu fences those for good. Batches numbered under the old id
+        that come back are numbered again when they leave."""
+        if broken != self.producer_id or self.producer_id < 0:
+            return
+        try:
+            self.producer_id, self.producer_epoch = self.backend.new_producer_id()
+        except KafkaError as exc:
+            log.warning("%s cannot get a new producer id: %s", self.path, exc)
+            return
+        self.next_sequence = 0
+        log.info("%s state change to [producer id %d]", self.path, self.producer_id)
+
+    # -- utilities -------------------------------------------------------------
+
+    _last_error: Exception = KafkaError("no leader")
+
+    def _select(self) -> bool:
+        try:
+            self.backend.update_leader()
+        except KafkaError as exc:
+            self._last_error = exc
+            return False
+        self.selected = True
+        self.backend.send(MessageBatch.control(self.topic, self.partition, SYN))
+        return True
+
+    def _send(self, batch: MessageBatch) -> None:
+        if not self.selected and not self._select():
+            self.backend.return_errors([batch], self._last_error)
+            return
+        self._send_selected(batch)
+
+    def _send_selected(self, batch: MessageBatch) -> None:
+        if self.producer_id >= 0 and not batch.is_control and (
+                batch.base_sequence < 0 or batch.producer_id != self.producer_id):
+            batch.base_sequence = self.next_sequence
+            batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
+            self.next_sequence = (self.next_sequence + len(batch)) & 0x7FFFFFFF
+        batch.partition = self.partition
+        self.backend.send(batch)
+
+
+# ---------------------------------------------------------------------------- the Ray actor
+
+
+class LeaderDispatcher:
+    """The actor: a `LeaderDispatcherState` whose backend is this partition's broker workers."""
+
+    def __init__(self, ctx: Any, topic: str, partition: int):
+        from ..wire.cluster import Cluster
+        from ..wire.loop import LoopThread
+        from .calls import CallWindow
+
+        self.ctx = ctx
+        self.topic = topic
+        self.partition = partition
+        self.loop = LoopThread(f"leader-{topic}-{partition}")
+        self.cluster = Cluster(ctx.config)
+        self.aggregator: Any = None
+        self.window = CallWindow(ctx.window)
+        self.state = LeaderDispatcherState(topic, partition, self, producer_id=ctx.producer_id,
+                                           producer_epoch=ctx.producer_epoch)
+
+    def ping(self) -> bool:
+        return True
+
+    def dispatch(self, batches: list[MessageBatch]) -> None:
+        for batch in batches:
+            self.state.dispatch(batch)
+
+    # backend
+    def update_leader(self) -> None:
+        from .aggregator import get_broker_worker
+
+        try:
+            self.loop.run(self.cluster.refresh_metadata([self.topic]), self.ctx.timeout)
+        except KafkaError:
+            raise
+        except Exception as exc:  # timeouts of the loop
+            raise KafkaError(f"metadata for {self.topic!r}: {exc}") from exc
+        leader = self.cluster.metadata.leader(self.topic, self.partition)
+        if leader < 0:
+            raise BrokerError(5, f"{self.topic}/{self.partition}")
+        broker = self.cluster.metadata.brokers[leader]
+        self.aggregator, self.generation = get_broker_worker(self.ctx, broker.node_id, broker.host, broker.port)
+        self.node_id = broker.node_id
+        log.info("%s selected broker %d", self.state.path, leader)
+
+    def new_producer_id(self) -> tuple[int, int]:
+        from .topic_dispatcher import init_producer_id
+
+        return self.loop.run(init_producer_id(self.cluster), self.ctx.timeout)
+
+    def send(self, batch: MessageBatch) -> None:
+        self.window.submit(self.aggregator.add.remote([batch]))
+
+    def abandon(self) -> None:
+        self.window.drain()
+        aggregator, self.aggregator = self.aggregator, None
+        if aggregator is not None:
+            import ray
+
+            ray.get(self.ctx.retry_handler.unref_broker.remote(self.node_id, self.generation))
+
+    def return_errors(self, batches: list[MessageBatch], error: Exception) -> None:
+        self.ctx.results.report.remote(
+            [(b.ids, b.topic, self.partition, -1, -1, error) for b in batches if not b.is_control and b.ids])
+
+    def shutdown(self) -> None:
+        """Release the broker (the leader's Aggregator closes when its last writer has)."""
+        pending = [b for level in self.state.levels.values() for b in level.buf]
+        if pending:
+            from ..wire.errors import ProducerClosedError
+
+            self.return_errors(pending, ProducerClosedError("producer closed while the message waited for a retry"))
+        if self.state.selected:
+            self.abandon()
+        self.window.drain()
+        try:
+            self.loop.run(self.cluster.close(), 5)
+        finally:
+            self.loop.stop()

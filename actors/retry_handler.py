@@ -1,0 +1,137 @@
+"""RetryHandler: one per producer. Takes the messages a Flusher could not deliver, waits
+`retry.backoff.ms`, and puts them back into the TopicDispatcher.
+
+Called by every Flusher (`retry`; a Flusher holds a reference from its creation until its last
+response is handled), by the LeaderDispatchers (`get_broker`/`unref_broker`) and by the driver.
+Calls the TopicDispatcher, from one forwarding thread, in the order the retries arrived; and the
+Aggregators it owns (`close`).
+
+`retry` never blocks (Sarama's retryHandler is always ready to read): the pipeline is a loop, and
+a retry handler that waited on the TopicDispatcher could deadlock it. Its queue is unbounded for
+that reason; the forwarding thread is what waits.
+
+It is also the producer's registry of broker workers, Sarama's getBrokerProducer and
+unrefBrokerProducer: a single synchronous actor serialises them as Sarama's mutex does. A
+broker's Aggregator (with its Flusher) is created on the first reference and closed when the
+last LeaderDispatcher using it lets go.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from ..wire.errors import ProducerClosedError
+from .batch import MessageBatch
+
+log = logging.getLogger("raykafka.producer.retry")
+
+
+class RetryHandler:
+    def __init__(self, ctx: Any):
+        import ray
+
+        self.ctx = ctx
+        ctx.retry_handler = ray.get_runtime_context().current_actor  # the broker workers it starts call back here
+        self.backoff = ctx.config["retry.backoff.ms"] / 1000
+        self.queue: deque[tuple[float, list[MessageBatch]]] = deque()
+        self.cond = threading.Condition()
+        self.writers = 0  # live Flushers, each may still call `retry`
+        self.brokers: dict[int, list[Any]] = {}  # node id -> [aggregator, references, generation]
+        self.generation = 0
+        self.closing = False
+        self.forwarded = 0
+        self.thread = threading.Thread(target=self._forward_loop, name="retry-forwarder", daemon=True)
+        self.thread.start()
+
+    def ping(self) -> bool:
+        return True
+
+    def set_topic_dispatcher(self, handle: Any) -> None:
+        self.ctx.topic_dispatcher = handle
+
+    # -- retries ---------------------------------------------------------------
+
+    def retry(self, batches: list[MessageBatch]) -> None:
+        with self.cond:
+            self.queue.append((time.monotonic() + self.backoff, batches))
+            self.cond.notify()
+
+    def _forward_loop(self) -> None:
+        from .calls import CallWindow
+
+        window = CallWindow(self.ctx.window)
+        while True:
+            with self.cond:
+                while not self.queue and not self.closing:
+                    self.cond.wait(1.0)
+                if self.closing and not self.queue:
+                    return
+                due = self.queue[0][0]
+                now = time.monotonic()
+                if due > now:
+                    self.cond.wait(due - now)
+                    continue
+                batches: list[MessageBatch] = []
+                while self.queue and self.queue[0][0] <= now:
+                    batches.extend(self.queue.popleft()[1])
+            try:
+                window.submit(self.ctx.topic_dispatcher.dispatch.remote(batches))
+                self.forwarded += len(batches)
+            except Exception as exc:  # the TopicDispatcher is gone: the producer is closing
+                log.info("producer/retry: cannot forward %d batches: %s", len(batches), exc)
+                failed = [(b.ids, b.topic, b.partition, -1, -1, ProducerClosedError(
+                    f"producer closed while the message waited for a retry ({exc})"))
+                    for b in batches if b.ids and not b.is_control]
+                if failed:
+                    self.ctx.results.report.remote(failed)
+
+    # -- references: the Flushers that may still write here ------------------------
+
+    def ref(self) -> None:
+        self.writers += 1
+
+    def unref(self) -> None:
+        self.writers -= 1
+
+    def live_writers(self) -> int:
+        return self.writers
+
+    # -- the broker registry ------------------------------------------------------
+
+    def get_broker(self, node_id: int, host: str, port: int) -> tuple[Any, int]:
+        """The Aggregator of broker `node_id` and its generation, with one more reference on it."""
+        entry = self.brokers.get(node_id)
+        if entry is None:
+            from .aggregator import Aggregator
+            from .options import create
+
+            self.generation += 1
+            self.writers += 1  # its Flusher's reference, released after its last response
+            handle = create(Aggregator, "aggregator", self.ctx, f"{node_id}-{self.generation}", node_id, host, port)
+            entry = self.brokers[node_id] = [handle, 0, self.generation]
+            log.info("producer/broker/%d starting", node_id)
+        entry[1] += 1
+        return entry[0], entry[2]
+
+    def unref_broker(self, node_id: int, generation: int) -> None:
+        entry = self.brokers.get(node_id)
+        if entry is None or entry[2] != generation:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            del self.brokers[node_id]
+            entry[0].close.remote()
+
+    def shutdown(self) -> int:
+        """Stop forwarding; the number of batches left (chasers only, once every message has ended)."""
+        with self.cond:
+            self.closing = True
+            left = len(self.queue)
+            self.queue.clear()
+            self.cond.notify()
+        self.thread.join(5)
+        return left

@@ -1,0 +1,707 @@
+"""`Producer`: what a driver program uses to send messages through the producer actors.
+
+    with Producer({"bootstrap.servers": "127.0.0.1:9092"}) as producer:
+        future = producer.send("events", b"value", key=b"k")
+        print(future.result(10))          # RecordMetadata(topic, partition, offset, timestamp)
+        producer.send_batch("events", values, keys=keys).result()   # BatchResult
+
+`send` gathers messages on the caller's side: a background thread hands them to the
+TopicDispatcher in batches, by size or after `linger.ms`, so no actor call is made per message.
+`send_batch` takes lists or a pyarrow Table/RecordBatch with Spark's Kafka sink columns and costs
+no Python call per record here. Every message ends exactly once: its future (or its place in a
+BatchResult) gets the offset, or an error naming the cause.
+
+Bytes sent but not yet resolved are bounded by `buffer.memory`: `send` blocks up to
+`max.block.ms` for room, then raises `BufferExhaustedError`. `close()` delivers everything
+already accepted, then shuts the actors down in Sarama's order (dispatchers, then each broker's
+aggregator and flusher once its last writer has gone, then the retry handler) and leaves none
+of this producer's actors alive.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
+from concurrent.futures._base import FINISHED as _FINISHED
+from concurrent.futures._base import PENDING as _PENDING
+from concurrent.futures._base import RUNNING as _RUNNING
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..actors.batch import RECORD_OVERHEAD, MessageBatch
+from ..actors.options import PipelineContext, create
+from ..wire.config import parse_config
+from ..wire.errors import BufferExhaustedError, KafkaError, MessageTooLargeError, ProducerClosedError
+from ..wire.serde import get_serializer, serialize_many, serialize_one
+
+log = logging.getLogger("raykafka.producer")
+
+# the caller-side buffer is handed over when it holds this much, or after linger.ms
+FLUSH_MESSAGES = 20000
+FLUSH_BYTES = 4 << 20
+
+
+class _MessageFuture(Future):
+    """A `concurrent.futures.Future` sharing one Condition with the producer's other futures.
+
+    Building a Condition (and its RLock) per message costs more than the rest of `send`; shared,
+    a `set_result` wakes every waiting thread, each of which checks its own future again."""
+
+    def __init__(self, condition: threading.Condition):  # what Future.__init__ sets, minus the Condition
+        self._condition = condition
+        self._state = _PENDING
+        self._result = None
+        self._exception = None
+        self._waiters: list = []
+        self._done_callbacks: list = []
+
+    def _wait(self, timeout: float | None) -> None:
+        """Wait until done: a wake-up may be for another future, so check again until the deadline."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._condition:
+            while self._state == _PENDING or self._state == _RUNNING:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return
+                self._condition.wait(left)
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._wait(timeout)
+        return super().result(0)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        return super().exception(0)
+
+
+class RecordMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+@dataclass
+class BatchResult:
+    """How each record of one `send_batch` ended, as arrays in the order the records were given."""
+
+    delivered: int
+    failed: int
+    partitions: np.ndarray  # int32, -1 where unknown
+    offsets: np.ndarray  # int64, -1 where failed (or acks=0)
+    errors: list  # None where delivered, else the exception
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+
+class _BatchState:
+    def __init__(self, start: int, n: int, future: Future, nbytes: int):
+        self.start = start
+        self.n = n
+        self.future = future
+        self.per_record = nbytes / max(n, 1)
+        self.partitions = np.full(n, -1, dtype=np.int32)
+        self.offsets = np.full(n, -1, dtype=np.int64)
+        self.errors: list = [None] * n
+        self.remaining = n
+        self.failed = 0
+        self.settled = np.zeros(n, dtype=bool)
+
+    def settle(self, idx: np.ndarray, partition: int, first_offset: int, places: np.ndarray,
+               error: Exception | None) -> None:
+        """Records `idx` ended; `places` are their positions in the report (offset = first + place)."""
+        fresh = ~self.settled[idx]
+        idx, places = idx[fresh], places[fresh]
+        self.settled[idx] = True
+        self.partitions[idx] = partition
+        if error is None:
+            if first_offset >= 0:
+                self.offsets[idx] = first_offset + places
+        else:
+            self.failed += len(idx)
+            for i in idx.tolist():
+                self.errors[i] = error
+        self.remaining -= len(idx)
+
+    def result(self) -> BatchResult:
+        return BatchResult(self.n - self.failed, self.failed, self.partitions, self.offsets, self.errors)
+
+
+class _Buffer:
+    """One topic's messages gathered by `send`: a row per message, turned into columns (in C) when
+    the buffer is handed over."""
+
+    __slots__ = ("rows", "nbytes", "created_ms")
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []  # (id, value, key, timestamp, headers, partition or -1)
+        self.nbytes = 0
+        self.created_ms = int(time.time() * 1000)
+
+    def batch(self, topic: str) -> MessageBatch:
+        ids, values, keys, timestamps, headers, partitions = map(list, zip(*self.rows, strict=True))
+        n = len(ids)
+        return MessageBatch(
+            topic=topic, ids=ids, values=values, keys=None if keys.count(None) == n else keys,
+            timestamps=timestamps, headers=None if headers.count(None) == n else headers,
+            partitions=None if partitions.count(-1) == n else partitions, created_ms=self.created_ms,
+            nbytes=self.nbytes)
+
+
+class Producer:
+    """A Kafka producer whose pipeline runs as Ray actors (see `raykafka.actors`)."""
+
+    def __init__(self, config: Mapping[str, Any], *, on_delivery: Callable[[RecordMetadata | None, Exception | None], None] | None = None,
+                 return_successes: bool = False, return_errors: bool = False, name: str | None = None):
+        import ray
+
+        self.config = parse_config(config)
+        self.key_serializer = get_serializer(self.config["key.serializer"])
+        self.value_serializer = get_serializer(self.config["value.serializer"])
+        self.name = name or f"raykafka-producer-{uuid.uuid4().hex[:8]}"
+        self.on_delivery = on_delivery
+        self._successes: queue.Queue | None = queue.Queue() if return_successes else None
+        self._errors: queue.Queue | None = queue.Queue() if return_errors else None
+        self.linger = self.config["linger.ms"] / 1000
+        self.max_request_size = self.config["max.request.size"]
+        self.buffer_memory = self.config["buffer.memory"]
+        self.max_block = self.config["max.block.ms"] / 1000
+
+        self._lock = threading.Lock()
+        self._futures_condition = threading.Condition()
+        self._cond = threading.Condition(self._lock)
+        self._bytes_values = self.config["value.serializer"] == "bytes"
+        self._bytes_keys = self.config["key.serializer"] == "bytes"
+        self._next_id = 0
+        self._pending: dict[int, tuple[Future, str, int, int]] = {}  # id -> (future, topic, timestamp, bytes)
+        self._batches: dict[int, _BatchState] = {}
+        self._batch_starts: list[int] = []
+        self._unresolved_bytes = 0
+        self._open: dict[str, _Buffer] = {}
+        self._open_count = 0
+        self._open_bytes = 0
+        self._ready: list[MessageBatch] = []
+        self._flush_now = False
+        self._settling = 0
+        self._finished: list[_BatchState] = []
+        self._closed = False
+        self._stopping = False
+
+        from ..actors.producer_results import ProducerResults
+        from ..actors.retry_handler import RetryHandler
+        from ..actors.topic_dispatcher import TopicDispatcher
+
+        if not ray.is_initialized():
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ctx = PipelineContext(config=self.config, prefix=self.name + "/")
+        self._actors: list[Any] = []
+        try:
+            ctx.results = create(ProducerResults, "producer_results", ctx)
+            self._actors.append(ctx.results)
+            ctx.retry_handler = create(RetryHandler, "retry_handler", ctx)
+            self._actors.append(ctx.retry_handler)
+            ray.get(ctx.retry_handler.ref.remote())  # the driver's reference, released at close
+            self._topic_dispatcher = create(TopicDispatcher, "topic_dispatcher", ctx)
+            self._actors.insert(0, self._topic_dispatcher)
+            ray.get(ctx.retry_handler.set_topic_dispatcher.remote(self._topic_dispatcher))
+            self.producer_id, self.producer_epoch = ray.get(self._topic_dispatcher.ping.remote())
+        except BaseException as exc:
+            for handle in self._actors:
+                ray.kill(handle, no_restart=True)
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, KafkaError):  # e.g. no broker reachable: say so, not "actor task failed"
+                raise cause from None
+            raise
+        self.ctx = ctx
+        self._sender = threading.Thread(target=self._send_loop, name=f"{self.name}-sender", daemon=True)
+        self._poller = threading.Thread(target=self._poll_loop, name=f"{self.name}-results", daemon=True)
+        self._sender.start()
+        self._poller.start()
+
+    # -- sending -------------------------------------------------------------------
+
+    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+             partition: int | None = None, timestamp: int | None = None) -> Future:
+        """Queue one message; the future gives its `RecordMetadata` or raises why it failed."""
+        # the hot path: a few checks, one row appended under a plain lock
+        v = value if type(value) is bytes and self._bytes_values else serialize_one(self.value_serializer, value, "value")
+        k = key if key is None or (type(key) is bytes and self._bytes_keys) else serialize_one(self.key_serializer, key, "key")
+        size = RECORD_OVERHEAD + (len(v) if v is not None else 0) + (len(k) if k is not None else 0)
+        if headers:
+            headers = _headers(headers)
+            size += sum(len(hk) + (len(hv) if hv else 0) + 4 for hk, hv in headers)
+        else:
+            headers = None
+        if partition is None:
+            partition = -1
+        elif type(partition) is not int or partition < 0:
+            raise ValueError(f"partition must be a non-negative int, not {partition!r}")
+        if type(topic) is not str or not topic:
+            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        ts = int(time.time() * 1000) if timestamp is None else int(timestamp)
+        future = _MessageFuture(self._futures_condition)
+        if size > self.max_request_size:
+            future.set_exception(MessageTooLargeError(
+                f"message of {size} bytes is larger than max.request.size={self.max_request_size}"))
+            return future
+        with self._lock:
+            if self._closed or self._unresolved_bytes + size > self.buffer_memory:
+                self._reserve(size, 1)  # waits for room, or raises
+            else:
+                self._unresolved_bytes += size
+            mid = self._next_id
+            self._next_id = mid + 1
+            self._pending[mid] = (future, topic, ts, size)
+            buf = self._open.get(topic)
+            if buf is None:
+                buf = self._open[topic] = _Buffer()
+            buf.rows.append((mid, v, k, ts, headers, partition))
+            buf.nbytes += size
+            self._open_count += 1
+            self._open_bytes += size
+            if self._open_count == 1 or self._open_count >= FLUSH_MESSAGES or self._open_bytes >= FLUSH_BYTES:
+                self._cond.notify_all()
+        return future
+
+    def send_batch(self, topic: str | None, values: Any = None, keys: Any = None, headers: Any = None,
+                   partitions: Any = None, timestamps: Any = None) -> Future:
+        """Queue many messages at once; the future gives a `BatchResult`.
+
+        `values` is a list, or a pyarrow Table/RecordBatch with Spark's Kafka sink columns
+        (`value` required; `key`, `topic`, `partition`, `headers` optional). With a `topic`
+        column, `topic` may be None and each row goes to its own topic.
+        """
+        columns = _columns(values, keys, headers, partitions, timestamps)
+        values, keys, headers, partitions, timestamps, topics = columns
+        n = len(values)
+        if topics is None and (not isinstance(topic, str) or not topic):
+            raise TypeError(f"topic must be a non-empty str (or give a topic column), not {topic!r}")
+        values = serialize_many(self.value_serializer, values, "values")
+        if keys is not None:
+            keys = serialize_many(self.key_serializer, keys, "keys")
+        for name, column in (("keys", keys), ("headers", headers), ("partitions", partitions), ("timestamps", timestamps)):
+            if column is not None and not isinstance(column, int) and len(column) != n:
+                raise ValueError(f"{name} has {len(column)} entries for {n} values")
+        sizes = _sizes(values, keys, headers)
+        total = int(sizes.sum())
+        future: Future = Future()
+        if n == 0:
+            future.set_result(BatchResult(0, 0, np.zeros(0, np.int32), np.zeros(0, np.int64), []))
+            return future
+        too_large = np.flatnonzero(sizes > self.max_request_size)
+        now_ms = int(time.time() * 1000)
+        ts: int | list[int] = now_ms if timestamps is None else timestamps
+        with self._cond:
+            self._reserve(total, n)
+            start = self._next_id
+            self._next_id += n
+            state = _BatchState(start, n, future, total)
+            self._batches[start] = state
+            bisect.insort(self._batch_starts, start)
+            self._seal_open()
+            batch = MessageBatch(topic=topic or "", ids=list(range(start, start + n)), values=values, keys=keys,
+                                 timestamps=ts, headers=headers,
+                                 partitions=None if partitions is None else _partition_column(partitions, n),
+                                 created_ms=now_ms, nbytes=total)
+            if len(too_large):
+                self._settle_batch_locally(state, too_large, MessageTooLargeError(
+                    f"message larger than max.request.size={self.max_request_size}"), sizes)
+                keep = np.flatnonzero(sizes <= self.max_request_size)
+                if not len(keep):
+                    finished, self._finished = self._finished, []
+                    for done in finished:
+                        done.future.set_result(done.result())
+                    return future
+                batch = batch.take(keep.tolist())
+            if topics is None:
+                self._ready.append(batch)
+            else:
+                topic_arr = np.asarray(topics, dtype=object)
+                if len(too_large):
+                    topic_arr = topic_arr[keep]
+                for name in dict.fromkeys(topic_arr.tolist()):
+                    idx = np.flatnonzero(topic_arr == name).tolist()
+                    part = batch.take(idx)
+                    part.topic = name
+                    part.partitions = None if batch.partitions is None else [batch.partitions[i] for i in idx]
+                    self._ready.append(part)
+            self._cond.notify_all()
+        return future
+
+    def _reserve(self, size: int, count: int) -> None:
+        """Wait (lock held) for `size` bytes of buffer.memory, up to max.block.ms."""
+        if self._closed:
+            raise ProducerClosedError("send on a closed producer")
+        if size > self.buffer_memory:
+            raise BufferExhaustedError(f"{count} message(s) of {size} bytes cannot fit in buffer.memory={self.buffer_memory}")
+        deadline = time.monotonic() + self.max_block
+        while self._unresolved_bytes + size > self.buffer_memory:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BufferExhaustedError(
+                    f"waited max.block.ms={int(self.max_block * 1000)} for {size} bytes of buffer.memory="
+                    f"{self.buffer_memory} ({self._unresolved_bytes} bytes sent and not yet acknowledged)")
+            self._flush_now = True
+            self._cond.notify_all()
+            self._cond.wait(left)
+            if self._closed:
+                raise ProducerClosedError("send on a closed producer")
+        self._unresolved_bytes += size
+
+    def _seal_open(self) -> None:
+        for topic, buf in self._open.items():
+            self._ready.append(buf.batch(topic))
+        self._open = {}
+        self._open_count = self._open_bytes = 0
+
+    def _send_loop(self) -> None:
+        """Hand gathered messages to the TopicDispatcher, a bounded number of calls in flight."""
+        from ..actors.calls import CallWindow
+
+        window = CallWindow(self.ctx.window)
+        while True:
+            with self._cond:
+                while True:
+                    if self._ready or (self._open and (self._flush_now or self._stopping)):
+                        break
+                    if self._open:
+                        first = min(b.created_ms for b in self._open.values()) / 1000
+                        left = first + self.linger - time.time()
+                        if left <= 0 or self._open_count >= FLUSH_MESSAGES or self._open_bytes >= FLUSH_BYTES:
+                            break
+                        self._cond.wait(left)
+                    elif self._stopping:
+                        return
+                    else:
+                        self._cond.wait(1.0)
+                self._seal_open()
+                batches, self._ready = self._ready, []
+                self._flush_now = False
+            try:
+                window.submit(self._topic_dispatcher.dispatch.remote(batches))
+            except Exception as exc:
+                log.error("%s: the topic dispatcher failed: %s", self.name, exc)
+                error = exc if isinstance(exc, KafkaError) else KafkaError(f"producer pipeline failed: {exc}")
+                self._resolve([(b.ids, b.topic, -1, -1, -1, error) for b in batches])
+
+    # -- results -----------------------------------------------------------------------
+
+    def _poll_loop(self) -> None:
+        import ray
+
+        results = self.ctx.results
+        while True:
+            with self._cond:
+                if self._stopping and not self._pending and not self._batches:
+                    return
+            try:
+                entries = ray.get(results.poll.remote(0.2))
+            except Exception as exc:
+                with self._cond:
+                    if self._stopping:
+                        return
+                log.error("%s: results actor failed: %s", self.name, exc)
+                time.sleep(0.2)
+                continue
+            if entries:
+                self._resolve(entries)
+
+    def _resolve(self, entries: list[tuple]) -> None:
+        settled: list[tuple[Future, RecordMetadata | None, Exception | None]] = []
+        with self._cond:
+            for ids, topic, partition, first_offset, append_ms, error in entries:
+                singles: Any = zip(ids, range(len(ids)), strict=True)
+                if self._batches:
+                    singles = self._resolve_batches(ids, partition, first_offset, error)
+                for mid, i in singles:
+                    rec = self._pending.pop(mid, None)
+                    if rec is None:
+                        continue
+                    future, _topic, ts, size = rec
+                    self._unresolved_bytes -= size
+                    if error is None:
+                        meta = RecordMetadata(topic, partition, first_offset + i if first_offset >= 0 else -1,
+                                              append_ms if append_ms >= 0 else ts)
+                        settled.append((future, meta, None))
+                    else:
+                        settled.append((future, None, error))
+            self._settling += 1  # flush() waits until these futures are set too
+        self._complete_finished()
+        slow = self._settle_futures(settled)
+        for future, meta, error in slow:
+            if error is None:
+                future.set_result(meta)
+            else:
+                future.set_exception(error)
+        if self._successes is not None or self._errors is not None or self.on_delivery is not None:
+            for _future, meta, error in settled:
+                if error is None and self._successes is not None:
+                    self._successes.put(meta)
+                elif error is not None and self._errors is not None:
+                    self._errors.put(error)
+                if self.on_delivery is not None:
+                    try:
+                        self.on_delivery(meta, error)
+                    except Exception:
+                        log.exception("%s: on_delivery callback raised", self.name)
+        with self._cond:
+            self._settling -= 1
+            self._cond.notify_all()
+
+    def _settle_futures(self, settled: list) -> list:
+        """Set many futures under one hold of their shared Condition and wake waiters once.
+
+        A future someone waits on through `concurrent.futures.wait` or has callbacks on is
+        returned, to be set the ordinary way."""
+        slow = []
+        with self._futures_condition:
+            for item in settled:
+                future, meta, error = item
+                if future._waiters or future._done_callbacks or future._state != _PENDING:
+                    slow.append(item)
+                elif error is None:
+                    future._result = meta
+                    future._state = _FINISHED
+                else:
+                    future._exception = error
+                    future._state = _FINISHED
+            self._futures_condition.notify_all()
+        return slow
+
+    def _resolve_batches(self, ids: list[int], partition: int, first_offset: int,
+                         error: Exception | None) -> list[tuple[int, int]]:
+        """Settle the ids that belong to `send_batch` calls (lock held); return the others with their places."""
+        arr = np.asarray(ids, dtype=np.int64)
+        starts = np.asarray(self._batch_starts, dtype=np.int64)
+        ends = starts + np.asarray([self._batches[s].n for s in self._batch_starts], dtype=np.int64)
+        owner = np.maximum(np.searchsorted(starts, arr, side="right") - 1, 0)
+        in_batch = (arr >= starts[owner]) & (arr < ends[owner])
+        for k in np.unique(owner[in_batch]).tolist():
+            state = self._batches[int(starts[k])]
+            places = np.flatnonzero(in_batch & (owner == k))
+            state.settle(arr[places] - state.start, partition, first_offset, places, error)
+            self._unresolved_bytes -= int(round(state.per_record * len(places)))
+            if state.remaining <= 0:
+                self._finish_batch(state)
+        return [(ids[i], i) for i in np.flatnonzero(~in_batch).tolist()]
+
+    def _settle_batch_locally(self, state: _BatchState, idx: np.ndarray, error: Exception, sizes: np.ndarray) -> None:
+        state.settle(idx, -1, -1, idx, error)
+        bad = int(sizes[idx].sum())
+        self._unresolved_bytes -= bad
+        state.per_record = (state.per_record * state.n - bad) / max(state.n - len(idx), 1)
+        if state.remaining <= 0:
+            self._finish_batch(state)
+
+    def _finish_batch(self, state: _BatchState) -> None:
+        """Forget a finished batch (lock held); its future is set once the lock is released."""
+        del self._batches[state.start]
+        self._batch_starts.remove(state.start)
+        if not self._batches:
+            self._unresolved_bytes = sum(rec[3] for rec in self._pending.values())  # no rounding drift
+        self._finished.append(state)
+
+    def _complete_finished(self) -> None:
+        with self._lock:
+            finished, self._finished = self._finished, []
+        for state in finished:
+            state.future.set_result(state.result())
+
+    # -- the async style: Sarama's Successes and Errors --------------------------------
+
+    def successes(self, timeout: float | None = None) -> Iterator[RecordMetadata]:
+        """Delivered messages as they are acknowledged (needs `return_successes=True`)."""
+        return self._drain(self._successes, "return_successes", timeout)
+
+    def errors(self, timeout: float | None = None) -> Iterator[Exception]:
+        """Failures as they happen (needs `return_errors=True`)."""
+        return self._drain(self._errors, "return_errors", timeout)
+
+    def _drain(self, q: queue.Queue | None, flag: str, timeout: float | None) -> Iterator[Any]:
+        if q is None:
+            raise RuntimeError(f"construct the Producer with {flag}=True to iterate these")
+        while True:
+            try:
+                yield q.get(timeout=timeout if timeout is not None else 0.1)
+            except queue.Empty:
+                if timeout is not None or self._closed:
+                    return
+
+    # -- flush and close -----------------------------------------------------------------
+
+    def pending(self) -> int:
+        """Messages sent and not yet resolved."""
+        with self._cond:
+            return len(self._pending) + sum(s.remaining for s in self._batches.values())
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything gathered and wait until every message sent so far has ended.
+
+        Returns how many are still unresolved (0 unless `timeout` ran out)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._flush_now = True
+            self._cond.notify_all()
+            while self._pending or self._batches or self._settling:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._cond.wait(0.5 if left is None else min(left, 0.5))
+                if self._open:
+                    self._flush_now = True
+                    self._cond.notify_all()
+            return len(self._pending) + sum(s.remaining for s in self._batches.values())
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver everything already accepted, then stop every actor of this producer."""
+        import ray
+
+        if self._closed:
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._closed = True  # no new sends; what is queued still goes
+        try:
+            left = self.flush(timeout)
+            if left:
+                self._fail_unresolved(ProducerClosedError(
+                    f"producer closed after {timeout}s with the message still undelivered"))
+            with self._cond:
+                self._stopping = True
+                self._cond.notify_all()
+            self._sender.join(5)
+            grace = 30.0 if deadline is None else max(5.0, deadline - time.monotonic())
+            ray.get(self._topic_dispatcher.shutdown.remote(), timeout=grace)
+            rh = self.ctx.retry_handler
+            ray.get(rh.unref.remote())
+            end = time.monotonic() + grace
+            while ray.get(rh.live_writers.remote()) > 0 and time.monotonic() < end:
+                time.sleep(0.02)
+            ray.get(rh.shutdown.remote(), timeout=10)
+        finally:
+            with self._cond:
+                self._stopping = True
+                self._cond.notify_all()
+            self._fail_unresolved(ProducerClosedError("producer closed before the message was delivered"))
+            self._poller.join(5)
+            for handle in self._actors:
+                try:
+                    ray.kill(handle, no_restart=True)
+                except Exception:
+                    pass
+
+    def _fail_unresolved(self, error: Exception) -> None:
+        with self._cond:
+            entries = [(list(self._pending), "", -1, -1, -1, error)]
+            for state in list(self._batches.values()):
+                entries.append(((state.start + np.flatnonzero(~state.settled)).tolist(), "", -1, -1, -1, error))
+        self._resolve(entries)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------------- utilities
+
+
+def _headers(headers: Any) -> list | None:
+    if not headers:
+        return None
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for item in items:
+        try:
+            k, v = item
+        except (TypeError, ValueError):
+            raise TypeError(f"headers: expected (str, bytes) pairs or a dict, got {item!r}") from None
+        if not isinstance(k, str):
+            raise TypeError(f"headers: header key must be str, not {type(k).__name__}")
+        if isinstance(v, str):
+            v = v.encode("utf-8")
+        elif v is not None and not isinstance(v, (bytes, bytearray, memoryview)):
+            raise TypeError(f"headers: header {k!r} value must be bytes, str or None, not {type(v).__name__}")
+        out.append((k, None if v is None else bytes(v)))
+    return out
+
+
+def _columns(values: Any, keys: Any, headers: Any, partitions: Any, timestamps: Any) -> tuple:
+    """The columns of a `send_batch`, from lists or from a pyarrow Table/RecordBatch."""
+    topics = None
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover
+        pa = None
+    if pa is not None and isinstance(values, (pa.Table, pa.RecordBatch)):
+        table = values
+        names = table.schema.names
+        if "value" not in names:
+            raise ValueError(f"send_batch: the table needs a 'value' column (it has {names})")
+
+        def col(name: str) -> list | None:
+            return table.column(name).to_pylist() if name in names else None
+
+        values = col("value")
+        keys = keys if keys is not None else col("key")
+        partitions = partitions if partitions is not None else col("partition")
+        topics = col("topic")
+        if headers is None and "headers" in names:
+            headers = [None if hs is None else [(h["key"], h["value"]) for h in hs] for hs in col("headers")]
+        if timestamps is None and "timestamp" in names:
+            timestamps = [int(t.timestamp() * 1000) if hasattr(t, "timestamp") else t for t in col("timestamp")]
+    elif not isinstance(values, list):
+        values = list(values)
+    for name, column in (("keys", keys), ("headers", headers), ("partitions", partitions)):
+        if column is not None and not isinstance(column, list):
+            column = list(column)
+        if name == "keys":
+            keys = column
+        elif name == "headers":
+            headers = column
+        else:
+            partitions = column
+    if headers is not None:
+        headers = [_headers(h) for h in headers]
+        if not any(headers):
+            headers = None
+    if timestamps is not None and not isinstance(timestamps, int):
+        timestamps = [int(t) for t in timestamps]
+    return values, keys, headers, partitions, timestamps, topics
+
+
+def _partition_column(partitions: list, n: int) -> list[int]:
+    """Explicit partitions as ints, -1 where None (numpy does the loop)."""
+    arr = np.asarray(partitions, dtype=object)
+    arr[np.equal(arr, None)] = -1
+    out = arr.astype(np.int64)
+    if (out < -1).any():
+        raise ValueError(f"partitions must be non-negative ints or None, got {int(out.min())}")
+    return out.tolist()
+
+
+def _lengths(column: list) -> np.ndarray:
+    if None in column:
+        return np.fromiter((len(v) if v is not None else 0 for v in column), dtype=np.int64, count=len(column))
+    return np.fromiter(map(len, column), dtype=np.int64, count=len(column))
+
+
+def _sizes(values: list, keys: list | None, headers: list | None) -> np.ndarray:
+    sizes = _lengths(values) + RECORD_OVERHEAD
+    if keys is not None:
+        sizes += _lengths(keys)
+    if headers is not None:
+        sizes += np.fromiter((sum(len(k) + (len(v) if v else 0) + 4 for k, v in hs) if hs else 0 for hs in headers),
+                             dtype=np.int64, count=len(headers))
+    return sizes

@@ -1,0 +1,68 @@
+"""The aggregator's batching rules (linger.ms, batch.size, batch.num.messages), without Ray."""
+
+from __future__ import annotations
+
+from raykafka.actors.aggregator import AggregatorState
+from raykafka.actors.batch import FIN, MessageBatch
+
+
+def batch(partition: int, n: int, start: int = 0, size: int = 100, retries: int = 0) -> MessageBatch:
+    return MessageBatch(topic="t", partition=partition, ids=list(range(start, start + n)),
+                        values=[b"x" * size] * n, retries=retries).measure()
+
+
+def produce_sets(entries):
+    return [item for kind, item in entries if kind == "produce"]
+
+
+def test_small_batches_linger_until_linger_ms():
+    state = AggregatorState(linger_ms=10, batch_size=1 << 20, batch_num_messages=1000, max_request_size=1 << 20)
+    assert state.add([batch(0, 5)], now=0.0) == []
+    assert state.poll(now=0.005) == []
+    sets = produce_sets(state.poll(now=0.010))
+    assert len(sets) == 1 and [len(b) for b in sets[0]] == [5]
+    assert state.deadline() is None
+
+
+def test_a_full_batch_is_sent_at_once_with_everything_else_buffered():
+    state = AggregatorState(linger_ms=1000, batch_size=1 << 20, batch_num_messages=10, max_request_size=1 << 20)
+    assert state.add([batch(1, 3)], now=0.0) == []
+    sets = produce_sets(state.add([batch(0, 10, start=100)], now=0.0))
+    assert len(sets) == 1
+    assert sorted((b.partition, len(b)) for b in sets[0]) == [(0, 10), (1, 3)]
+
+
+def test_batch_size_cuts_a_large_batch_and_one_request_holds_one_batch_per_partition():
+    state = AggregatorState(linger_ms=1000, batch_size=1000, batch_num_messages=10_000, max_request_size=1 << 20)
+    sets = produce_sets(state.add([batch(0, 25, size=100)], now=0.0))  # ~121 bytes a record: 8 per batch
+    assert all(len(s) == 1 for s in sets)
+    sizes = [len(s[0]) for s in sets]
+    assert sum(sizes) == 25 and max(sizes) <= 8 and len(sets) == 4
+    ids = [i for s in sets for i in s[0].ids]
+    assert ids == list(range(25))  # order kept
+
+
+def test_max_request_size_splits_partitions_across_requests():
+    state = AggregatorState(linger_ms=0, batch_size=1 << 20, batch_num_messages=10_000, max_request_size=2000)
+    state.add([batch(0, 10), batch(1, 10), batch(2, 10)], now=0.0)  # ~1200 bytes each
+    sets = produce_sets(state.poll(now=0.0))
+    assert [[b.partition for b in s] for s in sets] == [[0], [1], [2]]
+
+
+def test_a_retried_batch_is_never_merged_or_cut():
+    state = AggregatorState(linger_ms=1000, batch_size=500, batch_num_messages=3, max_request_size=1 << 20)
+    retried = batch(0, 5, retries=1)
+    retried.base_sequence = 40
+    sets = produce_sets(state.add([batch(0, 1, start=50), retried, batch(0, 1, start=60)], now=0.0))
+    sets += produce_sets(state.drain())
+    got = [(s[0].ids, s[0].retries, s[0].base_sequence) for s in sets]
+    assert got == [([50], 0, -1), ([0, 1, 2, 3, 4], 1, 40), ([60], 0, -1)]
+
+
+def test_a_chaser_flushes_what_is_buffered_and_stays_in_band():
+    state = AggregatorState(linger_ms=1000, batch_size=1 << 20, batch_num_messages=1000, max_request_size=1 << 20)
+    state.add([batch(0, 2)], now=0.0)
+    out = state.add([MessageBatch.control("t", 0, FIN, retries=0), batch(0, 1, start=9)], now=0.0)
+    assert [kind for kind, _ in out] == ["produce", "control"]
+    assert out[0][1][0].ids == [0, 1]
+    assert [b.ids for s in produce_sets(state.drain()) for b in s] == [[9]]

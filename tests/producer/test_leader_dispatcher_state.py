@@ -1,0 +1,164 @@
+"""The leader dispatcher's retry state machine (Sarama's chaser protocol), without Ray."""
+
+from __future__ import annotations
+
+from raykafka.actors.batch import FIN, RESET, SYN, MessageBatch
+from raykafka.actors.leader_dispatcher import LeaderDispatcherState
+from raykafka.wire.errors import BrokerError
+
+
+class FakeBackend:
+    """Records what the state machine does: sends per broker path, abandons, errors."""
+
+    def __init__(self, fail_leader: int = 0):
+        self.path = 0  # which selection we are on
+        self.sent: list[tuple[int, str]] = []
+        self.abandoned = 0
+        self.errors: list[tuple[list, Exception]] = []
+        self.fail_leader = fail_leader
+
+    def update_leader(self) -> None:
+        if self.fail_leader:
+            self.fail_leader -= 1
+            raise BrokerError(5, "t/0")
+        self.path += 1
+
+    def send(self, batch: MessageBatch) -> None:
+        if batch.flags & SYN:
+            self.sent.append((self.path, "syn"))
+        elif batch.flags & FIN:
+            self.sent.append((self.path, f"fin{batch.retries}"))
+        else:
+            self.sent.append((self.path, batch.values[0].decode()))
+
+    def abandon(self) -> None:
+        self.abandoned += 1
+
+    def return_errors(self, batches, error) -> None:
+        self.errors.append(([b.values[0] for b in batches], error))
+
+    def data(self) -> list[str]:
+        return [name for _, name in self.sent if name != "syn" and not name.startswith("fin")]
+
+
+def msg(name: str, retries: int = 0) -> MessageBatch:
+    return MessageBatch(topic="t", ids=[hash(name)], values=[name.encode()], retries=retries, partition=0)
+
+
+def chaser(retries: int) -> MessageBatch:
+    return MessageBatch.control("t", 0, FIN, retries=retries)
+
+
+def test_normal_operation_passes_through_in_order_with_one_syn():
+    backend = FakeBackend()
+    state = LeaderDispatcherState("t", 0, backend)
+    for name in ("a", "b", "c"):
+        state.dispatch(msg(name))
+    assert backend.sent == [(1, "syn"), (1, "a"), (1, "b"), (1, "c")]
+    assert state.high_watermark == 0 and not state.levels
+
+
+def test_a_retry_raises_the_high_watermark_chases_the_old_path_and_buffers_new_messages():
+    backend = FakeBackend()
+    state = LeaderDispatcherState("t", 0, backend)
+    state.dispatch(msg("a"))
+    state.dispatch(msg("a", retries=1))  # "a" failed on path 1 and came back
+    assert state.high_watermark == 1
+    # the chaser went down the OLD path (1), then the broker was abandoned, then a new path opened
+    assert backend.sent[-3:] == [(1, "fin0"), (2, "syn"), (2, "a")]
+    assert backend.abandoned == 1
+    state.dispatch(msg("b"))  # new message: must wait behind the retried ones
+    state.dispatch(msg("x", retries=1))  # another retried message passes
+    assert backend.data() == ["a", "a", "x"]
+    assert [b.values[0] for b in state.levels[0].buf] == [b"b"]
+    # the backlog is released only when the chaser returns
+    state.dispatch(chaser(1))
+    assert backend.data() == ["a", "a", "x", "b"]
+    assert state.high_watermark == 0 and not state.levels
+
+
+def test_several_retry_levels_in_flight_flush_in_order_as_each_chaser_returns():
+    backend = FakeBackend()
+    state = LeaderDispatcherState("t", 0, backend)
+    state.dispatch(msg("a"))
+    state.dispatch(msg("a", retries=1))  # level 1, fin0 on path 1
+    state.dispatch(msg("b"))  # buffered at 0
+    state.dispatch(msg("a", retries=2))  # failed again on path 2: level 2, fin1 on path 2
+    assert state.high_watermark == 2
+    assert state.levels[1].expect_chaser and state.levels[2].expect_chaser
+    state.dispatch(msg("c", retries=1))  # a level-1 straggler: buffered at 1
+    state.dispatch(msg("d"))  # buffered at 0
+    # the level-1 chaser returns (as retries=1 < hwm): clears the flag, flushes nothing yet
+    state.dispatch(chaser(1))
+    assert not state.levels[1].expect_chaser
+    assert backend.data() == ["a", "a", "a"]
+    # the level-2 chaser returns: level 1's buffer, then level 0's, in that order
+    state.dispatch(chaser(2))
+    assert backend.data() == ["a", "a", "a", "c", "b", "d"]
+    assert state.high_watermark == 0
+
+
+def test_flushing_stops_at_a_level_still_waiting_for_its_chaser():
+    backend = FakeBackend()
+    state = LeaderDispatcherState("t", 0, backend)
+    state.dispatch(msg("a"))
+    state.dispatch(msg("a", retries=1))
+    state.dispatch(msg("b"))  # buffered at 0
+    state.dispatch(msg("a", retries=2))
+    state.dispatch(msg("c", retries=1))  # buffered at 1
+    state.dispatch(chaser(2))  # level 2 done, but level 1's chaser is still out
+    assert state.high_watermark == 1
+    assert backend.data() == ["a", "a", "a", "c"]  # level 1's backlog went; level 0's waits
+    assert [b.values[0] for b in state.levels[0].buf] == [b"b"]
+    state.dispatch(chaser(1))
+    assert backend.data()[-1] == "b" and state.high_watermark == 0
+
+
+def test_a_late_chaser_at_high_watermark_zero_is_dropped():
+    backend = FakeBackend()
+    state = LeaderDispatcherState("t", 0, backend)
+    state.dispatch(msg("a"))
+    state.dispatch(chaser(1))  # no retry level open: nothing happens
+    assert backend.data() == ["a"] and state.high_watermark == 0
+
+
+def test_no_leader_fails_exactly_that_message_and_the_next_one_tries_again():
+    backend = FakeBackend(fail_leader=1)
+    state = LeaderDispatcherState("t", 0, backend)
+    state.dispatch(msg("a"))
+    state.dispatch(msg("b"))
+    assert [names for names, _ in backend.errors] == [[b"a"]]
+    assert "LEADER_NOT_AVAILABLE" in str(backend.errors[0][1])
+    assert backend.data() == ["b"]
+
+
+def test_idempotent_sequences_are_assigned_once_and_kept_on_retry():
+    backend = FakeBackend()
+    state = LeaderDispatcherState("t", 0, backend, producer_id=7, producer_epoch=0)
+    first = MessageBatch(topic="t", ids=[1, 2, 3], values=[b"a", b"b", b"c"])
+    second = MessageBatch(topic="t", ids=[4], values=[b"d"])
+    state.dispatch(first)
+    state.dispatch(second)
+    assert (first.base_sequence, second.base_sequence) == (0, 3)
+    first.retries = 1
+    state.dispatch(first)  # a retry keeps its sequence
+    assert first.base_sequence == 0 and state.next_sequence == 4
+
+
+def test_a_broken_sequence_renumbers_from_zero_under_a_new_producer_id():
+    backend = FakeBackend()
+    backend.new_producer_id = lambda: (8, 0)
+    state = LeaderDispatcherState("t", 0, backend, producer_id=7, producer_epoch=0)
+    first = MessageBatch(topic="t", ids=[1, 2], values=[b"a", b"b"])
+    state.dispatch(first)
+    reset = MessageBatch.control("t", 0, RESET)
+    reset.producer_id = 6  # a stale reset (another id) changes nothing
+    state.dispatch(reset)
+    assert state.producer_id == 7
+    reset.producer_id = 7
+    state.dispatch(reset)
+    assert (state.producer_id, state.next_sequence) == (8, 0)
+    first.retries = 1  # it came back: numbered again under the new id
+    state.dispatch(first)
+    assert (first.producer_id, first.base_sequence, state.next_sequence) == (8, 0, 2)
+

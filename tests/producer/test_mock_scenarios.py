@@ -1,0 +1,192 @@
+"""Sarama's producer scenarios on the scripted mock cluster (faults one real broker cannot make)."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import pytest
+import ray
+
+from raykafka.driver.producer import Producer
+from raykafka.wire import messages
+from raykafka.wire.errors import BrokerError, BufferExhaustedError, DeliveryTimeoutError
+from raykafka.wire.mock_broker import MockCluster
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
+
+NOT_LEADER = 6
+
+
+def config(cluster: MockCluster, **extra) -> dict:
+    return {"bootstrap.servers": cluster.bootstrap, "retry.backoff.ms": 20, "linger.ms": 2,
+            "request.timeout.ms": 5000, **extra}
+
+
+def log_of(cluster: MockCluster, topic: str, partition: int) -> list[bytes]:
+    return [r.value for r in cluster.records(topic, partition)]
+
+
+def assert_in_order_and_complete(cluster: MockCluster, topic: str, sent: dict[int, list[bytes]]) -> None:
+    for partition, values in sent.items():
+        assert log_of(cluster, topic, partition) == values, f"partition {partition} differs"
+
+
+@pytest.mark.parametrize("extra", [{}, {"acks": 1, "max.in.flight.requests.per.connection": 1}],
+                         ids=["idempotent", "acks1-one-in-flight"])
+def test_leadership_moves_mid_stream_between_two_brokers(ray_session, extra):
+    """Without idempotence, one request in flight per connection is what keeps the order."""
+    with MockCluster(n_brokers=2, topics={"t": 2}) as cluster, Producer(config(cluster, **extra)) as producer:
+        sent: dict[int, list[bytes]] = defaultdict(list)
+        futures = []
+        for round_ in range(6):
+            for i in range(300):
+                value = f"{round_}-{i}".encode()
+                partition = i % 2
+                sent[partition].append(value)
+                futures.append(producer.send("t", value, partition=partition))
+            if round_ in (1, 3):  # move both leaders while messages are in flight
+                for p in range(2):
+                    cluster.move_leader("t", p, 3 - cluster.leader("t", p))
+            time.sleep(0.05)
+        metas = [f.result(60) for f in futures]
+        assert all(m.offset >= 0 for m in metas)
+        assert cluster.faults["leader_move"] == 4
+        assert_in_order_and_complete(cluster, "t", sent)
+        # both brokers took produce requests: the pipeline followed the leaders
+        assert cluster.requests(messages.PRODUCE, 1) and cluster.requests(messages.PRODUCE, 2)
+
+
+def test_retries_exhausted_fail_exactly_those_messages_with_the_cause(ray_session):
+    with MockCluster(n_brokers=1, topics={"t": 2}) as cluster:
+        cluster.fail_next(messages.PRODUCE, NOT_LEADER, count=1000, topic="t", partition=0)
+        with Producer(config(cluster, retries=2)) as producer:
+            doomed = [producer.send("t", b"d%d" % i, partition=0) for i in range(20)]
+            fine = [producer.send("t", b"f%d" % i, partition=1) for i in range(20)]
+            for f in doomed:
+                with pytest.raises(BrokerError, match="NOT_LEADER_OR_FOLLOWER") as info:
+                    f.result(60)
+                assert info.value.code == NOT_LEADER
+            assert [f.result(60).offset for f in fine] == list(range(20))
+        assert log_of(cluster, "t", 0) == []
+        # 1 try + 2 retries for each batch of partition 0, no more
+        tries = sum(1 for r in cluster.requests(messages.PRODUCE) for t in r.topic_data
+                    for p in t.partition_data if p.index == 0)
+        assert 3 <= tries <= 3 * 20
+
+
+def test_several_retry_levels_in_flight_keep_order(ray_session):
+    """Partition 0 fails again and again while new messages keep coming: retry levels 1, 2, 3
+    are open at once (the high-watermark logic); order and completeness must hold."""
+    with MockCluster(n_brokers=2, topics={"t": 1}) as cluster, Producer(config(cluster)) as producer:
+        sent: list[bytes] = []
+        futures = []
+        for round_ in range(8):
+            if round_ in (1, 2, 3, 5):
+                cluster.fail_next(messages.PRODUCE, NOT_LEADER, count=2, topic="t", partition=0)
+            if round_ == 4:
+                cluster.move_leader("t", 0, 3 - cluster.leader("t", 0))
+            for i in range(100):
+                value = f"{round_}-{i}".encode()
+                sent.append(value)
+                futures.append(producer.send("t", value))
+            time.sleep(0.02)
+        for f in futures:
+            f.result(60)
+        assert log_of(cluster, "t", 0) == sent
+        assert sum(v for k, v in cluster.faults.items() if k.startswith("error/Produce")) == 8
+
+
+def test_a_broker_that_drops_the_connection_loses_and_duplicates_nothing(ray_session):
+    """The connection drops right after a Produce was applied: the retry carries the same
+    sequence numbers, the broker answers DUPLICATE_SEQUENCE_NUMBER, the log has each message once."""
+    with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, Producer(config(cluster)) as producer:
+        assert producer.producer_id >= 0  # idempotence is on by default
+        futures = [producer.send("t", b"a%d" % i, key=b"k%d" % (i % 5)) for i in range(500)]
+        producer.flush(30)
+        cluster.drop_after_request(messages.PRODUCE, count=2, apply=True)
+        futures += [producer.send("t", b"b%d" % i, key=b"k%d" % (i % 5)) for i in range(500)]
+        for f in futures:
+            assert f.result(60).offset >= 0
+        assert cluster.faults["drop/Produce/applied"] == 2
+        values = log_of(cluster, "t", 0) + log_of(cluster, "t", 1)
+        assert len(values) == len(set(values)) == 1000
+
+
+def test_out_of_order_sequence_takes_a_new_producer_id_and_delivers_everything_once(ray_session):
+    """A Produce answered OUT_OF_ORDER_SEQUENCE_NUMBER was not written: the partition asks for a
+    new producer id (InitProducerId, not a local epoch bump) and sends the batch again under it."""
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster, Producer(config(cluster)) as producer:
+        first = [producer.send("t", b"a%d" % i) for i in range(200)]
+        for f in first:
+            f.result(30)
+        cluster.fail_next(messages.PRODUCE, 45, count=1, topic="t", partition=0)
+        second = [producer.send("t", b"b%d" % i) for i in range(200)]
+        for f in second:
+            assert f.result(60).offset >= 0
+        assert log_of(cluster, "t", 0) == [b"a%d" % i for i in range(200)] + [b"b%d" % i for i in range(200)]
+        assert len(cluster.requests(messages.INIT_PRODUCER_ID)) >= 2
+
+
+def test_a_retry_while_the_broker_reference_is_still_open(ray_session, live_actors):
+    """Both partitions are led by broker 1; partition 0 fails once and retries onto the same
+    broker while partition 1's leader dispatcher still holds the broker's aggregator: the SYN
+    reopens partition 0 on the same flusher, and nothing is lost or reordered."""
+    with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, Producer(config(cluster)) as producer:
+        warm = [producer.send("t", b"w%d" % p, partition=p) for p in range(2)]
+        for f in warm:
+            f.result(30)
+        cluster.fail_next(messages.PRODUCE, NOT_LEADER, count=1, topic="t", partition=0)
+        sent = {0: [b"w0"], 1: [b"w1"]}
+        futures = []
+        for i in range(400):
+            p = i % 2
+            sent[p].append(b"m%d" % i)
+            futures.append(producer.send("t", b"m%d" % i, partition=p))
+        for f in futures:
+            f.result(60)
+        assert_in_order_and_complete(cluster, "t", sent)
+        aggregators = [n for n in live_actors(producer.name) if "/aggregator-" in n]
+        assert len(aggregators) == 1  # one broker, one aggregator at a time
+
+
+def test_buffer_memory_blocks_send_then_raises_after_max_block_ms(ray_session):
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
+        cluster.delay(messages.PRODUCE, 3.0)
+        producer = Producer(config(cluster, **{"buffer.memory": 20_000, "max.block.ms": 400}))
+        try:
+            accepted = []
+            started = time.monotonic()
+            with pytest.raises(BufferExhaustedError, match="max.block.ms=400"):
+                for _ in range(100):
+                    accepted.append(producer.send("t", b"x" * 1000))
+                    started = time.monotonic()
+            blocked = time.monotonic() - started
+            assert 0.35 <= blocked < 3.0
+            assert 10 <= len(accepted) <= 20  # what 20,000 bytes hold
+            cluster.delay(messages.PRODUCE, 0)
+            assert all(f.result(30).offset >= 0 for f in accepted)
+        finally:
+            producer.close(30)
+        assert len(log_of(cluster, "t", 0)) == len(accepted)
+
+
+def test_delivery_timeout_bounds_a_message_whose_retries_never_end(ray_session):
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
+        cluster.fail_next(messages.PRODUCE, NOT_LEADER, count=10_000, topic="t", partition=0)
+        with Producer(config(cluster, **{"delivery.timeout.ms": 1500, "retry.backoff.ms": 100})) as producer:
+            start = time.monotonic()
+            future = producer.send("t", b"never")
+            with pytest.raises(DeliveryTimeoutError, match="NOT_LEADER_OR_FOLLOWER"):
+                future.result(30)
+            assert 1.4 <= time.monotonic() - start < 15
+
+
+def test_no_reachable_broker_fails_construction_with_the_cause(ray_session, wait_for):
+    from raykafka.driver.embedded_broker import free_port
+    from raykafka.wire.errors import BrokerConnectionError
+
+    with pytest.raises(BrokerConnectionError, match="no bootstrap server reachable"):
+        Producer({"bootstrap.servers": f"127.0.0.1:{free_port()}", "socket.connection.setup.timeout.ms": 1000},
+                 name="rk-unreachable")
+    wait_for(lambda: not [n for n in ray.util.list_named_actors() if n.startswith("rk-unreachable/")], 10)

@@ -1,0 +1,142 @@
+"""The producer on the real broker (tansu), read back with confluent-kafka."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import defaultdict
+
+import pyarrow as pa
+import pytest
+
+from raykafka.driver.admin import Admin
+from raykafka.driver.producer import BatchResult, Producer
+from raykafka.wire.errors import ConfigError, MessageTooLargeError, UnknownTopicError
+
+pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(300)]
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    with Admin(bootstrap) as admin:
+        admin.create_topics({name: partitions})
+
+
+def read_back(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0) -> list:
+    """Every message of the topic from offset 0, with confluent-kafka assigned to each partition."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            for m in consumer.consume(10000, timeout=0.5):
+                if m.error() is None:
+                    out.append((m.partition(), m.offset(), m.key(), m.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def test_100k_keyed_messages_over_6_partitions_arrive_complete_and_in_per_key_order(ray_session, bootstrap, topic_name):
+    topic = topic_name("keyed")
+    create_topic(bootstrap, topic, 6)
+    n, keys = 100_000, 997
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        futures = [producer.send(topic, b"%d" % i, key=b"key-%d" % (i % keys)) for i in range(n)]
+        assert producer.flush(120) == 0
+        metas = [f.result(0) for f in futures]
+    got = read_back(bootstrap, topic, 6, n)
+    assert len(got) == n
+    assert len({(p, o) for p, o, _, _ in got}) == n  # no duplicates
+    by_key: dict[bytes, list[int]] = defaultdict(list)
+    partition_of: dict[bytes, set[int]] = defaultdict(set)
+    for p, _o, k, v in sorted(got):
+        by_key[k].append(int(v))
+        partition_of[k].add(p)
+    assert all(seq == sorted(seq) for seq in by_key.values())  # per-key order
+    assert all(len(ps) == 1 for ps in partition_of.values())
+    assert sorted(int(v) for *_, v in got) == list(range(n))
+    # the offsets the futures reported are where the messages are
+    where = {int(v): (p, o) for p, o, _k, v in got}
+    assert all(where[i] == (metas[i].partition, metas[i].offset) for i in range(0, n, 997))
+    assert len({m.partition for m in metas}) == 6
+
+
+def test_send_batch_takes_an_arrow_table_with_spark_sink_columns(ray_session, bootstrap, topic_name):
+    topic = topic_name("arrow")
+    create_topic(bootstrap, topic, 3)
+    rows = 10_000
+    table = pa.table({
+        "key": pa.array([b"k%d" % (i % 10) for i in range(rows)], pa.binary()),
+        "value": pa.array([b"v%d" % i for i in range(rows)], pa.binary()),
+        "partition": pa.array([i % 3 if i % 2 else None for i in range(rows)], pa.int32()),
+        "headers": pa.array([[{"key": "h", "value": b"%d" % i}] for i in range(rows)],
+                            pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+    })
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        result: BatchResult = producer.send_batch(topic, table).result(60)
+    assert (result.delivered, result.failed) == (rows, 0) and result.ok
+    assert (result.offsets >= 0).all()
+    assert all(result.partitions[i] == i % 3 for i in range(1, rows, 2))  # explicit partitions honoured
+    got = read_back(bootstrap, topic, 3, rows)
+    assert sorted(v for *_, v in got) == sorted(b"v%d" % i for i in range(rows))
+    where = {v: (p, o) for p, o, _k, v in got}
+    assert all(where[b"v%d" % i] == (result.partitions[i], result.offsets[i]) for i in range(0, rows, 101))
+
+
+def test_close_resolves_every_future_and_leaves_no_actor_alive(ray_session, bootstrap, topic_name, live_actors):
+    topic = topic_name("close")
+    create_topic(bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    futures = [producer.send(topic, b"x%d" % i) for i in range(5000)]
+    batch = producer.send_batch(topic, [b"y%d" % i for i in range(5000)])
+    assert live_actors(producer.name)  # the pipeline is up
+    producer.close()
+    assert all(f.done() for f in futures) and batch.done()
+    assert all(f.result().offset >= 0 for f in futures)
+    assert batch.result().delivered == 5000
+    assert live_actors(producer.name) == []
+
+
+def test_bad_input_fails_alone_with_a_clear_error(ray_session, bootstrap, topic_name):
+    topic = topic_name("bad")
+    create_topic(bootstrap, topic, 1)
+    with pytest.raises(ConfigError, match="linger.msec"):
+        Producer({"bootstrap.servers": bootstrap, "linger.msec": 5})
+    with Producer({"bootstrap.servers": bootstrap, "max.request.size": 10_000}) as producer:
+        with pytest.raises(TypeError, match="value"):
+            producer.send(topic, 12345)
+        before = producer.send(topic, b"before")
+        huge = producer.send(topic, b"x" * 20_000)
+        missing = producer.send(topic_name("missing"), b"lost")
+        after = producer.send(topic, b"after")
+        batch = producer.send_batch(topic, [b"a", b"y" * 20_000, b"c"]).result(30)
+        with pytest.raises(MessageTooLargeError, match="max.request.size"):
+            huge.result(30)
+        with pytest.raises(UnknownTopicError, match="does not exist"):
+            missing.result(30)
+        assert after.result(30).offset == before.result(30).offset + 1
+        assert (batch.delivered, batch.failed) == (2, 1)
+        assert isinstance(batch.errors[1], MessageTooLargeError) and batch.offsets[1] == -1
+        assert batch.offsets[2] == batch.offsets[0] + 1
+
+
+@pytest.mark.parametrize("acks", ["0", "1"])
+def test_acks_0_and_1_deliver(ray_session, bootstrap, topic_name, acks):
+    topic = topic_name(f"acks{acks}")
+    create_topic(bootstrap, topic, 1)
+    delivered = []
+    with Producer({"bootstrap.servers": bootstrap, "acks": acks, "compression.type": "lz4"},
+                  return_successes=True, on_delivery=lambda meta, error: delivered.append(meta)) as producer:
+        assert producer.producer_id == -1  # idempotence needs acks=all
+        metas = [f.result(30) for f in [producer.send(topic, b"m%d" % i) for i in range(300)]]
+        assert list(itertools.islice(producer.successes(timeout=5), 300)) == metas  # Sarama's Successes
+    assert sorted(delivered, key=metas.index) == metas
+    if acks == "1":
+        assert [m.offset for m in metas] == list(range(300))
+    else:
+        assert all(m.offset == -1 for m in metas)  # nobody tells an acks=0 producer
+    assert len(read_back(bootstrap, topic, 1, 300)) == 300
