@@ -192,7 +192,7 @@ class PartitionConsumer:
                 try:
                     await asyncio.wait_for(cond.wait_for(lambda: bool(self.buffer) or self.error is not None),
                                            max_wait)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             batches = list(self.buffer)
             self.buffer.clear()

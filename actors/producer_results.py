@@ -42,7 +42,7 @@ class ProducerResults:
             event.clear()
             try:
                 await asyncio.wait_for(event.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         out, self.entries = self.entries, []
         return out

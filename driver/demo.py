@@ -1,0 +1,183 @@
+"""`raykafka demo`: the main job on embedded defaults.
+
+It starts tansu, local Ray and Spark through RayDP; generates a DataFrame of synthetic
+purchase events; writes it to Kafka through the producer actors; reads it back through a
+consumer group of Ray actors into Spark; aggregates; checks every count against what was
+generated; and stops everything it started.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+KINDS = ("view", "cart", "purchase", "refund")
+
+
+class Progress:
+    """A one-line progress bar on a terminal; silent elsewhere (CI logs stay readable)."""
+
+    def __init__(self, label: str, total: int, stream: Any = sys.stderr):
+        self.label, self.total, self.done, self.stream = label, total, 0, stream
+        self.enabled = stream.isatty()
+        self.started = time.monotonic()
+
+    def add(self, n: int) -> None:
+        self.done += n
+        if self.enabled:
+            width = 30
+            filled = int(width * min(self.done, self.total) / max(self.total, 1))
+            rate = self.done / max(time.monotonic() - self.started, 1e-9)
+            self.stream.write(f"\r{self.label:<10} [{'#' * filled}{'.' * (width - filled)}] "
+                              f"{self.done:>10,}/{self.total:,}  {rate:,.0f}/s")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+@ray.remote(num_cpus=0)
+class BatchCollector:
+    """Receives the group members' batches; keeps one copy per (partition, offset).
+
+    Members call `add` and wait for it before their batch counts as processed, so a batch is
+    marked (and its offset committed) only once it is safe here: at-least-once delivery, with
+    duplicates after a rebalance dropped by offset.
+    """
+
+    def __init__(self) -> None:
+        self.refs: list[Any] = []
+        self.seen: dict[int, set[int]] = {}
+        self.rows = 0
+        self.duplicates = 0
+
+    def add(self, batch: Any) -> int:
+        import numpy as np
+        import pyarrow as pa
+
+        partition = batch.column(3)[0].as_py()
+        offsets = batch.column(4).to_numpy()
+        seen = self.seen.setdefault(partition, set())
+        fresh = np.fromiter((o not in seen for o in offsets.tolist()), bool, len(offsets))
+        self.duplicates += int((~fresh).sum())
+        if fresh.any():
+            kept = batch.filter(pa.array(fresh)) if not fresh.all() else batch
+            seen.update(offsets[fresh].tolist())
+            self.refs.append(ray.put(pa.Table.from_batches([kept])))
+            self.rows += kept.num_rows
+        return self.rows
+
+    def count(self) -> tuple[int, int]:
+        return self.rows, self.duplicates
+
+    def tables(self) -> list[Any]:
+        return self.refs
+
+
+@dataclass
+class DemoReport:
+    rows: int
+    write_seconds: float
+    read_seconds: float
+    delivered: int
+    consumed: int
+    duplicates_dropped: int
+    aggregates: list[tuple[str, int, int]]
+
+
+def expected_aggregates(rows: int) -> dict[str, tuple[int, int]]:
+    """What the aggregation must find, computed from the generator's formula alone."""
+    import numpy as np
+
+    ids = np.arange(rows, dtype=np.int64)
+    kinds = ids % len(KINDS)
+    amounts = ids % 97
+    return {KINDS[k]: (int((kinds == k).sum()), int(amounts[kinds == k].sum())) for k in range(len(KINDS))}
+
+
+def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: Any = sys.stdout) -> DemoReport:
+    from ..spark_bridge import write_kafka
+    from ..spark_bridge.session import init_ray, init_spark, stop_spark
+    from .admin import Admin
+    from .consumer_group import ConsumerGroup
+    from .embedded_broker import EmbeddedBroker
+
+    def say(text: str) -> None:
+        print(text, file=out, flush=True)
+
+    topic = "demo-events"
+    with EmbeddedBroker() as broker:
+        say(f"broker   tansu on {broker.bootstrap}")
+        config = {"bootstrap.servers": broker.bootstrap}
+        with Admin(config) as admin:
+            admin.create_topics({topic: partitions})
+        init_ray(num_cpus=2)
+        spark = init_spark("raykafka-demo")
+        try:
+            say(f"spark    RayDP session up; generating {rows:,} events")
+            events = spark.range(0, rows).selectExpr(
+                "cast(id % 1000 as string) as key",
+                f"to_json(named_struct('id', id, 'user', id % 1000, 'amount', id % 97, "
+                f"'kind', element_at(array({', '.join(repr(k) for k in KINDS)}), cast(id % {len(KINDS)} as int) + 1)))"
+                " as value",
+                "array(named_struct('key', 'source', 'value', cast('demo' as binary))) as headers")
+
+            bar = Progress("write", rows)
+            started = time.monotonic()
+            counts = write_kafka(events, topic, config, on_progress=bar.add)
+            write_seconds = time.monotonic() - started
+            bar.close()
+            say(f"write    {counts['delivered']:,} delivered, {counts['failed']} failed through the producer "
+                f"actors in {write_seconds:.1f}s ({counts['delivered'] / write_seconds:,.0f} rows/s)")
+
+            collector = BatchCollector.remote()
+
+            def handle(batch: Any) -> None:
+                ray.get(collector.add.remote(batch))
+
+            bar = Progress("read", rows)
+            started = time.monotonic()
+            group_config = {**config, "group.id": "raykafka-demo", "auto.offset.reset": "earliest"}
+            with ConsumerGroup(group_config, [topic], handle, members=members):
+                seen = 0
+                while seen < rows:
+                    now, _ = ray.get(collector.count.remote())
+                    bar.add(now - seen)
+                    seen = now
+                    if seen < rows:
+                        time.sleep(0.2)  # polling a counter for the bar; no event to await
+                        if time.monotonic() - started > 600:
+                            raise TimeoutError(f"the group consumed {seen:,} of {rows:,} rows in 600 s")
+            read_seconds = time.monotonic() - started
+            bar.close()
+            consumed, duplicates = ray.get(collector.count.remote())
+            say(f"read     {consumed:,} rows through a consumer group of {members} Ray actors in "
+                f"{read_seconds:.1f}s ({consumed / read_seconds:,.0f} rows/s; {duplicates} redelivered, dropped)")
+
+            df = ray.data.from_arrow_refs(ray.get(collector.tables.remote())).to_spark(spark)
+            df.createOrReplaceTempView("events")
+            rows_out = spark.sql("""
+                SELECT get_json_object(CAST(value AS STRING), '$.kind') AS kind,
+                       COUNT(*) AS n,
+                       SUM(CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)) AS amount
+                FROM events GROUP BY kind ORDER BY kind""").collect()
+            aggregates = [(r["kind"], int(r["n"]), int(r["amount"])) for r in rows_out]
+            say("spark    SELECT kind, COUNT(*), SUM(amount) FROM events GROUP BY kind")
+            for kind, n, amount in aggregates:
+                say(f"           {kind:<9} {n:>10,} {amount:>14,}")
+            expected = expected_aggregates(rows)
+            got = {kind: (n, amount) for kind, n, amount in aggregates}
+            if got != expected or consumed != rows or counts["delivered"] != rows:
+                raise AssertionError(f"demo counts are wrong: got {got}, expected {expected}")
+            say("check    every count matches what was generated")
+            return DemoReport(rows, write_seconds, read_seconds, counts["delivered"], consumed, duplicates,
+                              aggregates)
+        finally:
+            stop_spark()
+            ray.shutdown()

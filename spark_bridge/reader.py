@@ -1,0 +1,29 @@
+"""Kafka into Spark: a bounded range of topics as a DataFrame with Spark's Kafka source schema.
+
+The range is fixed on the driver (`offsets.resolve_ranges`, Spark's `startingOffsets` /
+`endingOffsets` rules); Ray Data reads it with one task per partition range, and RayDP hands
+the Dataset to Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def read_dataset(topics: Iterable[str] | str, config: Mapping[str, Any], starting_offsets: Any = "earliest",
+                 ending_offsets: Any = "latest") -> Any:
+    """A Ray Dataset of the range, one block per partition range."""
+    import ray
+
+    from .ray_data import KafkaDatasource
+
+    return ray.data.read_datasource(KafkaDatasource(topics, config, starting_offsets, ending_offsets))
+
+
+def read_kafka(spark: Any, topics: Iterable[str] | str, starting_offsets: Any = "earliest",
+               ending_offsets: Any = "latest", config: Mapping[str, Any] | None = None) -> Any:
+    """A Spark DataFrame: key, value, topic, partition, offset, timestamp, timestampType, headers."""
+    if config is None:
+        raise ValueError("config: needs at least bootstrap.servers")
+    return read_dataset(topics, config, starting_offsets, ending_offsets).to_spark(spark)

@@ -1,0 +1,101 @@
+"""DataFrames and Datasets into Kafka through the producer actors.
+
+A Spark DataFrame with Spark's Kafka sink columns (`value` required; `key`, `topic`,
+`partition`, `headers` optional; string or binary) becomes a Ray Dataset through RayDP; its
+blocks go whole, as Arrow tables, to one producer pipeline (`Producer.send_batch`), so no
+Python call is made per row. The write fails loudly, naming the first cause, if any row failed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+log = logging.getLogger("raykafka.spark_bridge")
+
+SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
+
+
+class KafkaWriteError(RuntimeError):
+    """Some rows were not delivered; `result` holds the counts and the first causes."""
+
+    def __init__(self, result: WriteResult):
+        self.result = result
+        causes = "; ".join(f"{n} × {cause}" for cause, n in list(result.causes.items())[:3])
+        super().__init__(f"{result.failed} of {result.delivered + result.failed} rows were not delivered: {causes}")
+
+
+@dataclass
+class WriteResult:
+    delivered: int = 0
+    failed: int = 0
+    causes: dict[str, int] = field(default_factory=dict)
+
+    def add(self, batch_result: Any) -> None:
+        self.delivered += batch_result.delivered
+        self.failed += batch_result.failed
+        if batch_result.failed:
+            for error in batch_result.errors:
+                if error is not None:
+                    cause = f"{type(error).__name__}: {error}"
+                    self.causes[cause] = self.causes.get(cause, 0) + 1
+
+
+def _sink_table(block: Any) -> pa.Table:
+    """A block as an Arrow table holding only Spark's Kafka sink columns."""
+    table = block if isinstance(block, pa.Table) else pa.Table.from_pandas(block, preserve_index=False)
+    if "value" not in table.column_names:
+        raise ValueError(f"a Kafka sink needs a 'value' column; got {table.column_names}")
+    unknown = [c for c in table.column_names if c not in SINK_COLUMNS]
+    if unknown:
+        raise ValueError(f"columns {unknown} are not Kafka sink columns {list(SINK_COLUMNS)}")
+    return table
+
+
+def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, Any],
+                 on_progress: Any = None) -> dict[str, int]:
+    """Send every block through one producer; return the delivered/failed counts."""
+    from ..driver.producer import Producer
+
+    result = WriteResult()
+    with Producer(config) as producer:
+        futures = []
+        for block in blocks:
+            table = _sink_table(block)
+            if table.num_rows:
+                futures.append(producer.send_batch(topic, table))
+        for future in futures:
+            batch_result = future.result()
+            result.add(batch_result)
+            if on_progress is not None:
+                on_progress(batch_result.delivered + batch_result.failed)
+    if result.failed:
+        raise KafkaWriteError(result)
+    return {"delivered": result.delivered, "failed": result.failed}
+
+
+def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any], on_progress: Any = None) -> dict[str, int]:
+    """A Ray Dataset with Kafka sink columns into Kafka."""
+    blocks = ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=2)
+    return write_blocks(blocks, topic, config, on_progress)
+
+
+def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | None = None,
+                on_progress: Any = None) -> dict[str, int]:
+    """A Spark DataFrame with Kafka sink columns into Kafka; returns {"delivered", "failed"}."""
+    import ray
+
+    if config is None:
+        raise ValueError("config: needs at least bootstrap.servers")
+    columns = [f.name for f in df.schema.fields]
+    if "value" not in columns:
+        raise ValueError(f"a Kafka sink needs a 'value' column; the DataFrame has {columns}")
+    if topic is None and "topic" not in columns:
+        raise ValueError("topic: give a topic, or a 'topic' column")
+    counts = write_dataset(ray.data.from_spark(df), topic, config, on_progress)
+    log.info("wrote %d rows to Kafka", counts["delivered"])
+    return counts
