@@ -56,6 +56,15 @@ def _sink_table(block: Any) -> pa.Table:
     return table
 
 
+def _chunks(table: pa.Table, max_bytes: int) -> list[pa.Table]:
+    """`table` in slices of about `max_bytes`, so one block never outgrows `buffer.memory`."""
+    if table.num_rows == 0:
+        return []
+    per_row = max(1, table.nbytes // table.num_rows)
+    rows = max(1, max_bytes // per_row)
+    return [table.slice(start, rows) for start in range(0, table.num_rows, rows)]
+
+
 def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, Any],
                  on_progress: Any = None) -> dict[str, int]:
     """Send every block through one producer; return the delivered/failed counts."""
@@ -64,10 +73,11 @@ def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, 
     result = WriteResult()
     with Producer(config) as producer:
         futures = []
+        chunk_bytes = max(1, producer.buffer_memory // 4)
         for block in blocks:
             table = _sink_table(block)
-            if table.num_rows:
-                futures.append(producer.send_batch(topic, table))
+            for chunk in _chunks(table, chunk_bytes):
+                futures.append(producer.send_batch(topic, chunk))
         for future in futures:
             batch_result = future.result()
             result.add(batch_result)

@@ -86,3 +86,19 @@ def test_datasink_then_datasource_round_trip_a_dataset_exactly(ray_for_spark, bo
     for r in back:
         per_partition.setdefault(r["partition"], []).append(r["offset"])
     assert {p: sorted(o) for p, o in per_partition.items()} == {0: list(range(2500)), 1: list(range(2500))}
+
+
+def test_a_block_larger_than_buffer_memory_is_written_in_slices(ray_for_spark, bootstrap, topic_name):
+    import pyarrow as pa
+
+    from raykafka.spark_bridge.writer import write_blocks
+
+    topic = topic_name("bigblock")
+    config = {"bootstrap.servers": bootstrap, "buffer.memory": 400_000}
+    with Admin(config) as admin:
+        admin.create_topics({topic: 2})
+    block = pa.table({"value": [b"x" * 100 + b"%d" % i for i in range(20_000)]})
+    assert block.nbytes > 4 * 400_000
+    assert write_blocks([block], topic, config) == {"delivered": 20_000, "failed": 0}
+    back = ray.data.read_datasource(KafkaDatasource(topic, {"bootstrap.servers": bootstrap})).count()
+    assert back == 20_000
