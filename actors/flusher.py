@@ -65,7 +65,7 @@ class Flusher:
         self._started = False
         self._retry_out: list[MessageBatch] = []
         self._results_out: list[tuple] = []
-        self.resets: set[tuple[tuple[str, int], int]] = set()  # (partition, producer id) reset already asked
+        self.resets: set[tuple[tuple[str, int], int, int]] = set()  # (partition, producer id, numbering) reset asked
 
     def ping(self) -> bool:
         return True
@@ -83,6 +83,7 @@ class Flusher:
         self._started = True
         self.new_work = asyncio.Event()
         self.responses = asyncio.Event()
+        self.handled = asyncio.Event()  # set each time the receiver is done with an entry
         self.slots = asyncio.Semaphore(self.max_in_flight)
         loop = asyncio.get_running_loop()
         self.tasks = [loop.create_task(self._sender()), loop.create_task(self._receiver())]
@@ -123,13 +124,22 @@ class Flusher:
             self.responses.set()
 
     async def _send(self, batches: list[MessageBatch]) -> None:
-        ready = []
+        if not self.conn.connected:
+            # the connection died with requests on it: learn their fate (and flag their partitions)
+            # before a new connection carries later batches ahead of them
+            while any(entry[0] == "request" for entry in self.in_flight):
+                self.handled.clear()
+                await self.handled.wait()
+        ready, held = [], []
         for batch in batches:
             flag = self.flags.get((batch.topic, batch.partition))
             if flag is not None:
-                self.retry_message(batch, flag[0])
+                held.append((batch, flag[0]))
             else:
                 ready.append(batch)
+        if held:  # retried behind every request already in flight, so retries keep the partition's order
+            self.in_flight.append(("held", self.request_index, held))
+            self.responses.set()
         if not ready:
             return
         await self.slots.acquire()
@@ -140,9 +150,13 @@ class Flusher:
                 await self.conn.connect()
             body = self._build_request(ready)
             future = self.conn.send_nowait(messages.PRODUCE, body, expect_response=self.acks != 0)
-        except KafkaError as exc:
+        except KafkaError as exc:  # not sent: retried behind the requests already in flight
             self.slots.release()
-            self._handle_failure(index, ready, exc)
+            log.info("%s request %d not sent: %s", self.path, index, exc)
+            for batch in ready:
+                self._flag((batch.topic, batch.partition), exc, index)
+            self.in_flight.append(("held", index, [(batch, exc) for batch in ready]))
+            self.responses.set()
             return
         if future is None:  # acks=0: nothing will tell us more
             self.slots.release()
@@ -188,6 +202,10 @@ class Flusher:
                         self._handle_response(index, batches, response)
                 except Exception:
                     log.exception("%s response handling failed", self.path)
+            elif kind == "held":
+                self.in_flight.popleft()
+                for batch, cause in head[2]:
+                    self.retry_message(batch, cause)
             elif kind == "fin":
                 self.in_flight.popleft()
                 _, index, batch = head
@@ -213,6 +231,7 @@ class Flusher:
                     done.set_result(None)
                 continue
             self._flush_calls()
+            self.handled.set()
 
     def _handle_response(self, index: int, batches: list[MessageBatch], response: Any) -> None:
         parts = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
@@ -229,10 +248,12 @@ class Flusher:
                                 part.get("error_message") if part is not None else None)
             if code in SEQUENCE_BROKEN and batch.producer_id >= 0:
                 # the batch was not written; its partition numbers again under a new producer id
-                if (tp, batch.producer_id) not in self.resets:
-                    self.resets.add((tp, batch.producer_id))
+                numbering = getattr(batch, "numbering", 0)
+                if (tp, batch.producer_id, numbering) not in self.resets:
+                    self.resets.add((tp, batch.producer_id, numbering))
                     reset = MessageBatch.control(batch.topic, batch.partition, RESET)
                     reset.producer_id = batch.producer_id
+                    reset.numbering = numbering
                     self._retry_out.append(reset)
                 self._flag(tp, error, index)
                 self.retry_message(batch, error)

@@ -73,6 +73,9 @@ class LeaderDispatcherState:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.next_sequence = 0
+        # which numbering a batch's sequences belong to: a restarted broker may hand out the same
+        # producer id and epoch again, so the id alone cannot tell an old numbering from the new
+        self.numbering = 0
         self.path = f"producer/leader/{topic}/{partition}"
 
     def level(self, retries: int) -> _Level:
@@ -85,7 +88,7 @@ class LeaderDispatcherState:
 
     def dispatch(self, batch: MessageBatch) -> None:
         if batch.flags & RESET:
-            self.reset_producer_id(batch.producer_id)
+            self.reset_producer_id(batch.producer_id, getattr(batch, "numbering", 0))
             return
         if batch.retries > self.high_watermark:
             if batch.flags & FIN:  # cannot happen: a chaser never outruns its own level
@@ -147,12 +150,12 @@ class LeaderDispatcherState:
                 log.info("%s state change to [normal]", self.path)
                 return
 
-    def reset_producer_id(self, broken: int) -> None:
+    def reset_producer_id(self, broken: int, numbering: int = 0) -> None:
         """The broker answered OUT_OF_ORDER_SEQUENCE for `broken`: number from 0 under a new id.
 
         Not a local epoch bump: tansu fences those for good. Batches numbered under the old id
         that come back are numbered again when they leave."""
-        if broken != self.producer_id or self.producer_id < 0:
+        if broken != self.producer_id or self.producer_id < 0 or numbering != self.numbering:
             return
         try:
             self.producer_id, self.producer_epoch = self.backend.new_producer_id()
@@ -160,6 +163,7 @@ class LeaderDispatcherState:
             log.warning("%s cannot get a new producer id: %s", self.path, exc)
             return
         self.next_sequence = 0
+        self.numbering += 1
         log.info("%s state change to [producer id %d]", self.path, self.producer_id)
 
     # -- utilities -------------------------------------------------------------
@@ -184,9 +188,11 @@ class LeaderDispatcherState:
 
     def _send_selected(self, batch: MessageBatch) -> None:
         if self.producer_id >= 0 and not batch.is_control and (
-                batch.base_sequence < 0 or batch.producer_id != self.producer_id):
+                batch.base_sequence < 0 or batch.producer_id != self.producer_id
+                or getattr(batch, "numbering", 0) != self.numbering):
             batch.base_sequence = self.next_sequence
             batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
+            batch.numbering = self.numbering  # travels with the batch (pickled with its fields)
             self.next_sequence = (self.next_sequence + len(batch)) & 0x7FFFFFFF
         batch.partition = self.partition
         self.backend.send(batch)

@@ -165,13 +165,20 @@ class PartitionConsumer:
 
     async def feed(self, sub_id: int, data: bytes | None, fetch_offset: int, high_watermark: int) -> None:
         """Data fetched at `fetch_offset`; returns (acks) once its batch is buffered."""
-        if sub_id != self.sub_id or self.closed:
+        if sub_id != self.sub_id or self.closed or self.error is not None:
             return
         self.high_watermark = max(self.high_watermark, high_watermark)
         cond = self._cond()
         if data:
-            batch, after = records_to_arrow(data, self.topic, self.partition, max(fetch_offset, self.offset),
-                                            check_crc=self._check_crcs)
+            try:
+                batch, after = records_to_arrow(data, self.topic, self.partition, max(fetch_offset, self.offset),
+                                                check_crc=self._check_crcs)
+            except Exception as exc:  # corrupt or undecodable: this partition fails, visibly, alone
+                self.error = f"bad data fetched at offset {fetch_offset}: {type(exc).__name__}: {exc}"
+                log.error("consumer/%s/%d failed: %s", self.topic, self.partition, self.error)
+                async with cond:
+                    cond.notify_all()
+                return
             async with cond:
                 await cond.wait_for(lambda: len(self.buffer) < MAX_BUFFERED or self.closed or sub_id != self.sub_id)
                 if sub_id != self.sub_id or self.closed:

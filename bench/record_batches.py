@@ -39,9 +39,9 @@ def _rate(fn, records: int) -> float:
     return statistics.median(rates)
 
 
-def main() -> None:
-    print("| codec | records/batch | encode records/s | decode records/s | batch bytes |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+def measure() -> list[dict]:
+    """One row per codec and batch size: encode and decode records/s, and the batch's bytes."""
+    rows = []
     for codec in Compression:
         for n in BATCH_SIZES:
             values = _values(n)
@@ -50,7 +50,16 @@ def main() -> None:
             assert len(batch.records) == n and batch.records[-1].value == values[-1]
             enc = _rate(lambda v=values, c=codec: encode_record_batch(v, compression=c), n)
             dec = _rate(lambda d=data: decode_record_batches(d), n)
-            print(f"| {codec.name.lower()} | {n:,} | {enc:,.0f} | {dec:,.0f} | {len(data):,} |")
+            rows.append({"codec": codec.name.lower(), "records": n, "encode": enc, "decode": dec,
+                         "bytes": len(data)})
+    return rows
+
+
+def main() -> None:
+    print("| codec | records/batch | encode records/s | decode records/s | batch bytes |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for r in measure():
+        print(f"| {r['codec']} | {r['records']:,} | {r['encode']:,.0f} | {r['decode']:,.0f} | {r['bytes']:,} |")
 
 
 if __name__ == "__main__":

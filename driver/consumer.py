@@ -151,7 +151,10 @@ class Consumer:
                 key = self._polls.pop(ref)
                 if key not in self._children:
                     continue
-                result = ray.get(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayActorError as exc:
+                    raise ConsumerError(f"{key[0]}/{key[1]}: partition consumer died: {exc}") from exc
                 if result["seeks"] < self._seeks.get(key, 0):
                     continue  # answered before a seek: its batches are from the old position
                 if result["error"]:

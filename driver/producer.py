@@ -40,7 +40,7 @@ from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.options import PipelineContext, create
 from ..wire.config import parse_config
 from ..wire.errors import BufferExhaustedError, KafkaError, MessageTooLargeError, ProducerClosedError
-from ..wire.serde import get_serializer, serialize_many, serialize_one
+from ..wire.serde import arrow_bytes_list, get_serializer, serialize_many, serialize_one
 
 log = logging.getLogger("raykafka.producer")
 
@@ -182,6 +182,10 @@ class Producer:
         self._cond = threading.Condition(self._lock)
         self._bytes_values = self.config["value.serializer"] == "bytes"
         self._bytes_keys = self.config["key.serializer"] == "bytes"
+        # Arrow binary/string columns can be sliced to bytes directly when the serializer would
+        # only have encoded them to utf-8 anyway
+        self._raw_arrow = (self.config["value.serializer"] in ("bytes", "str"),
+                           self.config["key.serializer"] in ("bytes", "str"))
         self._next_id = 0
         self._pending: dict[int, tuple[Future, str, int, int]] = {}  # id -> (future, topic, timestamp, bytes)
         self._batches: dict[int, _BatchState] = {}
@@ -227,6 +231,8 @@ class Producer:
         self._poller = threading.Thread(target=self._poll_loop, name=f"{self.name}-results", daemon=True)
         self._sender.start()
         self._poller.start()
+        from .producer_watchdog import ProducerWatchdog  # bounds every message's life, even if an actor dies
+        self._watchdog = ProducerWatchdog.watch(self)
 
     # -- sending -------------------------------------------------------------------
 
@@ -269,7 +275,10 @@ class Producer:
             buf.nbytes += size
             self._open_count += 1
             self._open_bytes += size
-            if self._open_count == 1 or self._open_count >= FLUSH_MESSAGES or self._open_bytes >= FLUSH_BYTES:
+            # wake the sender when a buffer opens or crosses a threshold; past it, the sender
+            # (busy handing over) checks the thresholds again before it waits
+            if (self._open_count == 1 or self._open_count == FLUSH_MESSAGES
+                    or FLUSH_BYTES <= self._open_bytes < FLUSH_BYTES + size):
                 self._cond.notify_all()
         return future
 
@@ -281,7 +290,7 @@ class Producer:
         (`value` required; `key`, `topic`, `partition`, `headers` optional). With a `topic`
         column, `topic` may be None and each row goes to its own topic.
         """
-        columns = _columns(values, keys, headers, partitions, timestamps)
+        columns = _columns(values, keys, headers, partitions, timestamps, self._raw_arrow)
         values, keys, headers, partitions, timestamps, topics = columns
         n = len(values)
         if topics is None and (not isinstance(topic, str) or not topic):
@@ -418,23 +427,27 @@ class Producer:
 
     def _resolve(self, entries: list[tuple]) -> None:
         settled: list[tuple[Future, RecordMetadata | None, Exception | None]] = []
+        add = settled.append
+        meta_of = tuple.__new__  # RecordMetadata(...) without the NamedTuple's Python-level __new__
         with self._cond:
+            pop = self._pending.pop
             for ids, topic, partition, first_offset, append_ms, error in entries:
                 singles: Any = zip(ids, range(len(ids)), strict=True)
                 if self._batches:
                     singles = self._resolve_batches(ids, partition, first_offset, error)
+                freed = 0
                 for mid, i in singles:
-                    rec = self._pending.pop(mid, None)
+                    rec = pop(mid, None)
                     if rec is None:
                         continue
-                    future, _topic, ts, size = rec
-                    self._unresolved_bytes -= size
+                    freed += rec[3]
                     if error is None:
-                        meta = RecordMetadata(topic, partition, first_offset + i if first_offset >= 0 else -1,
-                                              append_ms if append_ms >= 0 else ts)
-                        settled.append((future, meta, None))
+                        add((rec[0], meta_of(RecordMetadata, (topic, partition,
+                                                              first_offset + i if first_offset >= 0 else -1,
+                                                              append_ms if append_ms >= 0 else rec[2])), None))
                     else:
-                        settled.append((future, None, error))
+                        add((rec[0], None, error))
+                self._unresolved_bytes -= freed  # per entry: finishing a batch recounts from _pending
             self._settling += 1  # flush() waits until these futures are set too
         self._complete_finished()
         slow = self._settle_futures(settled)
@@ -637,8 +650,12 @@ def _headers(headers: Any) -> list | None:
     return out
 
 
-def _columns(values: Any, keys: Any, headers: Any, partitions: Any, timestamps: Any) -> tuple:
-    """The columns of a `send_batch`, from lists or from a pyarrow Table/RecordBatch."""
+def _columns(values: Any, keys: Any, headers: Any, partitions: Any, timestamps: Any,
+             raw: tuple[bool, bool] = (False, False)) -> tuple:
+    """The columns of a `send_batch`, from lists or from a pyarrow Table/RecordBatch.
+
+    `raw`: whether the value and key serializers take bytes as they are, so binary and string
+    columns may be sliced to bytes from their buffers."""
     topics = None
     try:
         import pyarrow as pa
@@ -650,11 +667,15 @@ def _columns(values: Any, keys: Any, headers: Any, partitions: Any, timestamps: 
         if "value" not in names:
             raise ValueError(f"send_batch: the table needs a 'value' column (it has {names})")
 
-        def col(name: str) -> list | None:
-            return table.column(name).to_pylist() if name in names else None
+        def col(name: str, as_bytes: bool = False) -> list | None:
+            if name not in names:
+                return None
+            column = table.column(name)
+            fast = arrow_bytes_list(column) if as_bytes else None
+            return column.to_pylist() if fast is None else fast
 
-        values = col("value")
-        keys = keys if keys is not None else col("key")
+        values = col("value", raw[0])
+        keys = keys if keys is not None else col("key", raw[1])
         partitions = partitions if partitions is not None else col("partition")
         topics = col("topic")
         if headers is None and "headers" in names:

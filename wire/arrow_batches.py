@@ -1,11 +1,13 @@
 """Fetched record batches to `pyarrow.RecordBatch` with Spark's Kafka source schema.
 
-`records_to_arrow` reads a Fetch response's `records` bytes straight into columns: per
-record it only appends integers (offset, timestamp, key and value positions) to typed
-arrays; keys and values are then gathered from the fetched bytes with one numpy take, and
-each column is made in one call. No Python object per record survives the loop. Control
-batches and records before the requested offset are skipped; aborted transactions are not
-filtered (read_uncommitted).
+`records_to_arrow` reads a Fetch response's `records` bytes straight into columns. A batch
+of records without headers (the common case) takes one Python step per record, to find where
+each record starts, and then numpy reads every field of every record at once; any other
+batch is read by a loop that only appends integers (offset, timestamp, key and value
+positions) to typed arrays. Keys and values are then copied out of the fetched bytes in one
+join (or one numpy take when they are tiny), and each column is made in one call. No Python
+object per record survives. Control batches and records before the requested offset are
+skipped; aborted transactions are not filtered (read_uncommitted).
 
 `batches_to_arrow` does the same from `records.decode_record_batches` output (tests, peers).
 """
@@ -103,10 +105,16 @@ def records_to_arrow(data: bytes | memoryview | None, topic: str, partition: int
             src, rpos, rend, shift = buf, batch_pos + HEADER_SIZE, batch_end, 0
         log_append = attrs & 0x08
         kept = len(offsets)
+        ts_base = max_ts if log_append else base_ts
         try:
-            rpos = _read_records(src, rpos, rend, count, base, max_ts if log_append else base_ts,
-                                 not log_append, start_offset, shift, offsets, stamps, key_pos, key_len,
-                                 val_pos, val_len, hdr_count, hdr_keys, hdr_pos, hdr_len)
+            if count >= _VECTOR_MIN and _read_plain_records(src, rpos, rend, count, base, ts_base, not log_append,
+                                                            start_offset, shift, offsets, stamps, key_pos, key_len,
+                                                            val_pos, val_len, hdr_count):
+                rpos = rend
+            else:
+                rpos = _read_records(src, rpos, rend, count, base, ts_base, not log_append, start_offset, shift,
+                                     offsets, stamps, key_pos, key_len, val_pos, val_len, hdr_count, hdr_keys,
+                                     hdr_pos, hdr_len)
         except (IndexError, DecodeError, UnicodeDecodeError) as exc:
             raise CorruptRecordError(f"{topic}/{partition}: record batch at offset {base}: {exc}") from None
         if rpos != rend:
@@ -221,6 +229,91 @@ def _read_records(buf, pos, end, count, base, ts_base, delta_ts, start_offset, s
     return pos
 
 
+_VECTOR_MIN = 32  # below this many records a batch is read by the plain loop
+
+
+def _read_plain_records(buf, pos, end, count, base, ts_base, delta_ts, start_offset, shift, offsets, stamps,
+                        key_pos, key_len, val_pos, val_len, hdr_count) -> bool:
+    """The columns of a batch whose records have no headers, read with numpy: one Python step per
+    record finds where records start, then each field is read for every record at once.
+
+    Appends and returns True, or appends nothing and returns False (a record with headers, or
+    anything malformed), and the caller reads the batch with `_read_records`, which says what
+    is wrong."""
+    starts, stops = array("q"), array("q")
+    add_start, add_stop = starts.append, stops.append
+    p = pos
+    try:
+        for _ in range(count):
+            b = buf[p]
+            if b < 0x80:
+                u, p = b, p + 1
+            elif buf[p + 1] < 0x80:  # records of 64 to 8191 bytes: a two-byte length
+                u, p = (b & 0x7F) | (buf[p + 1] << 7), p + 2
+            else:
+                u, p = _uvarint(buf, p)
+            add_start(p)
+            p += (u >> 1) ^ -(u & 1)
+            add_stop(p)
+    except (IndexError, DecodeError):
+        return False
+    if p != end:
+        return False
+    view = np.frombuffer(buf, np.uint8)
+    begin = np.frombuffer(starts, np.int64)
+    record_ends = np.frombuffer(stops, np.int64)
+    if (record_ends <= begin).any():
+        return False
+    try:
+        q = begin + 1  # attributes
+        ts_delta, q = _varints(view, q)
+        off_delta, q = _varints(view, q)
+        klen, q = _varints(view, q)
+        kp = q
+        q = q + np.maximum(klen, 0)
+        vlen, q = _varints(view, q)
+        vp = q
+        q = q + np.maximum(vlen, 0)
+        if (view[q] != 0).any():
+            return False  # headers: the plain loop reads those
+        q = q + 1
+    except (IndexError, DecodeError):
+        return False
+    if (q != record_ends).any() or (klen < -1).any() or (vlen < -1).any():
+        return False
+    record_offsets = base + off_delta
+    keep = record_offsets >= start_offset
+    if not keep.all():
+        record_offsets, ts_delta, kp, klen, vp, vlen = (a[keep] for a in (record_offsets, ts_delta, kp, klen, vp, vlen))
+    n = len(record_offsets)
+    offsets.frombytes(record_offsets.astype(np.int64).tobytes())
+    stamps.frombytes((ts_base + ts_delta if delta_ts else np.full(n, ts_base, np.int64)).astype(np.int64).tobytes())
+    key_pos.frombytes((kp + shift).tobytes())
+    key_len.frombytes(klen.astype(np.int64).tobytes())
+    val_pos.frombytes((vp + shift).tobytes())
+    val_len.frombytes(vlen.astype(np.int64).tobytes())
+    hdr_count.frombytes(bytes(8 * n))
+    return True
+
+
+def _varints(view: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The zigzag varint at each of `pos` in `view`, and the positions after them."""
+    b = view[pos].astype(np.int64)
+    value = b & 0x7F
+    after = pos + 1
+    more = np.flatnonzero(b & 0x80)
+    shift = 7
+    while len(more):
+        if shift > 63:
+            raise DecodeError("varint longer than 10 bytes")
+        b = view[after[more]].astype(np.int64)
+        value[more] |= (b & 0x7F) << shift
+        after[more] += 1
+        more = more[(b & 0x80) != 0]
+        shift += 7
+    return (value >> 1) ^ -(value & 1), after
+
+
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
@@ -244,12 +337,12 @@ def _gather_binary(source: np.ndarray, positions: array, lengths: array) -> pa.A
     np.cumsum(sizes, out=out_offsets[1:])
     total = int(out_offsets[-1])
     if total:
-        uniform = int(sizes[0])
-        if uniform and (sizes == uniform).all():  # one strided take: every value the same size
-            idx = (pos[:, None] + np.arange(uniform)).ravel()
-        else:
-            idx = np.repeat(pos - out_offsets[:-1], sizes) + np.arange(total)
-        data = source[idx]
+        if total >= 16 * n:  # values of some size: one slice each, copied by join
+            mv = memoryview(source)
+            starts = pos.tolist()
+            data = b"".join([mv[a:a + k] for a, k in zip(starts, sizes.tolist(), strict=True)])
+        else:  # tiny values: a byte-index take is cheaper than a Python step per value
+            data = source[np.repeat(pos - out_offsets[:-1], sizes) + np.arange(total)]
     else:
         data = np.zeros(0, np.uint8)
     nulls = lens < 0

@@ -1,0 +1,159 @@
+"""The producer's and consumer's hot paths alone, in this process (no broker, no actors).
+
+    python bench/hot_paths.py [--against GIT_REF]
+
+`send` on the caller's side, `_resolve` settling 20,000 single-message futures, `send_batch`
+turning a 20,000-row Arrow slice into columns, and `records_to_arrow` decoding ten record
+batches of 1,000 records. With `--against`, the same code of that git revision (its
+driver/producer.py and wire/arrow_batches.py, loaded beside the working tree's) runs
+interleaved with the current one, and the table shows both and the speed-up. Medians of 9.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+N = 20_000
+
+
+def _fake_producer(module: Any) -> Any:
+    """A Producer with its caller-side state and no actors: what `send` and `_resolve` touch."""
+    from raykafka.wire.serde import get_serializer
+
+    p = module.Producer.__new__(module.Producer)
+    p._lock = threading.Lock()
+    p._cond = threading.Condition(p._lock)
+    p._futures_condition = threading.Condition()
+    p._pending, p._batches, p._batch_starts, p._finished = {}, {}, [], []
+    p._unresolved_bytes = p._settling = p._open_count = p._open_bytes = p._next_id = 0
+    p._open, p._closed = {}, False
+    p._bytes_values = p._bytes_keys = True
+    p.value_serializer = p.key_serializer = get_serializer("bytes")
+    p.max_request_size, p.buffer_memory = 1 << 20, 1 << 40
+    p._successes = p._errors = p.on_delivery = None
+    p._raw_arrow = (True, True)
+    return p
+
+
+def _send(module: Any) -> float:
+    p = _fake_producer(module)
+    send, value = p.send, b"x" * 100
+    start = time.perf_counter()
+    for _ in range(N):
+        send("t", value)
+    return N / (time.perf_counter() - start)
+
+
+def _resolve(module: Any) -> float:
+    p = _fake_producer(module)
+    futures = [module._MessageFuture(p._futures_condition) for _ in range(N)]
+    for i, f in enumerate(futures):
+        p._pending[i] = (f, "t", 123, 121)
+    entries = [(list(range(k, k + 2000)), "t", 0, k, -1, None) for k in range(0, N, 2000)]
+    start = time.perf_counter()
+    p._resolve(entries)
+    rate = N / (time.perf_counter() - start)
+    assert futures[-1].result(0).offset == N - 1
+    return rate
+
+
+def _columns(module: Any, table: Any) -> float:
+    start = time.perf_counter()
+    try:
+        module._columns(table, None, None, None, None, (True, True))
+    except TypeError:  # a revision before the raw-bytes argument
+        module._columns(table, None, None, None, None)
+    return N / (time.perf_counter() - start)
+
+
+def _decode(module: Any, data: bytes) -> float:
+    start = time.perf_counter()
+    batch, _ = module.records_to_arrow(data, "t", 0, 0)
+    rate = batch.num_rows / (time.perf_counter() - start)
+    return rate
+
+
+def _load(name: str, source: str) -> Any:
+    path = os.path.join(tempfile.mkdtemp(), name.rsplit(".", 1)[-1] + ".py")
+    with open(path, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def cases() -> list[tuple[str, str, Any]]:
+    import pyarrow as pa
+
+    from raykafka.wire.records import encode_record_batch
+
+    values = [os.urandom(50) + b"k" * 50 for _ in range(5 * N)]
+    table = pa.table({"value": pa.array(values, pa.binary())}).slice(2 * N, N)
+    big = [os.urandom(512) + b"k" * 512 for _ in range(10_000)]
+    data100 = b"".join(encode_record_batch(values[i:i + 1000], base_offset=i, timestamps=1_700_000_000_000)
+                       for i in range(0, 10_000, 1000))
+    data1k = b"".join(encode_record_batch(big[i:i + 1000], base_offset=i, timestamps=1_700_000_000_000)
+                      for i in range(0, 10_000, 1000))
+    return [
+        ("`send` on the caller's side (msg/s)", "producer", _send),
+        ("`_resolve`: 20,000 single-message futures settled (msg/s)", "producer", _resolve),
+        ("`send_batch`: 20,000-row Arrow slice to columns (rows/s)", "producer", lambda m: _columns(m, table)),
+        ("`records_to_arrow`: 100 B values (records/s)", "arrow", lambda m: _decode(m, data100)),
+        ("`records_to_arrow`: 1 KiB values (records/s)", "arrow", lambda m: _decode(m, data1k)),
+    ]
+
+
+def measure(against: str | None = None, runs: int = 9) -> list[dict[str, Any]]:
+    """One row per hot path: its rate now, and with `against` the rate at that git revision."""
+    import raykafka.driver.producer as producer
+    import raykafka.wire.arrow_batches as arrow
+
+    current = {"producer": producer, "arrow": arrow}
+    before: dict[str, Any] = {}
+    if against:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        for key, path, name in (("producer", "driver/producer.py", "raykafka.driver._bench_producer_before"),
+                                ("arrow", "wire/arrow_batches.py", "raykafka.wire._bench_arrow_before")):
+            source = subprocess.run(["git", "-C", root, "show", f"{against}:{path}"], check=True,
+                                    capture_output=True, text=True).stdout
+            before[key] = _load(name, source)
+    rows = []
+    for label, key, fn in cases():
+        now, then = [], []
+        for _ in range(runs):
+            now.append(fn(current[key]))
+            if before:
+                then.append(fn(before[key]))
+        rows.append({"path": label, "now": statistics.median(now),
+                     "before": statistics.median(then) if then else None})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", help="a git revision to compare with, e.g. HEAD")
+    args = parser.parse_args()
+    rows = measure(args.against)
+    if args.against:
+        print(f"| hot path | {args.against} | now | speed-up |\n| --- | ---: | ---: | ---: |")
+        for r in rows:
+            print(f"| {r['path']} | {r['before']:,.0f} | {r['now']:,.0f} | {r['now'] / r['before']:.2f}× |")
+    else:
+        print("| hot path | rate |\n| --- | ---: |")
+        for r in rows:
+            print(f"| {r['path']} | {r['now']:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()

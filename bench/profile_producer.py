@@ -1,0 +1,117 @@
+"""Where the producer spends its time: py-spy on the driver and every actor process while it writes.
+
+    python bench/profile_producer.py [--mode batch|send|consume] [--messages 300000] [--out /tmp/prof]
+
+Writes one collapsed-stack file per process (`py-spy record --format raw`) and prints, for each
+process, the functions with the most samples (self and inclusive). Needs `pip install py-spy`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import time
+
+
+def top(path: str, n: int = 12) -> tuple[int, list[tuple[str, int]], list[tuple[str, int]]]:
+    own: collections.Counter[str] = collections.Counter()
+    incl: collections.Counter[str] = collections.Counter()
+    total = 0
+    with open(path) as f:
+        for line in f:
+            stack, _, count = line.rstrip().rpartition(" ")
+            if not stack:
+                continue
+            k = int(count)
+            total += k
+            frames = [fr.split(" (")[0] + " " + fr.split("/")[-1].rstrip(")") for fr in stack.split(";")]
+            own[frames[-1]] += k
+            for fr in set(frames):
+                incl[fr] += k
+    return total, own.most_common(n), incl.most_common(n)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=["batch", "send", "consume"], default="batch")
+    parser.add_argument("--messages", type=int, default=300_000)
+    parser.add_argument("--out", default="/tmp/prof")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    import pyarrow as pa
+    import ray
+    import ray._private.state as state
+
+    from raykafka.driver.admin import Admin
+    from raykafka.driver.consumer import Consumer
+    from raykafka.driver.embedded_broker import EmbeddedBroker
+    from raykafka.driver.producer import Producer
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    n = args.messages
+    value = os.urandom(50).hex().encode()[:50] + b"x" * 50
+    with EmbeddedBroker() as broker, Admin(broker.bootstrap) as admin:
+        topic = f"prof-{os.getpid()}"
+        admin.create_topics({topic: 6})
+        with Producer({"bootstrap.servers": broker.bootstrap, "acks": 1}) as producer:
+            assert producer.send_batch(topic, [b"w"] * 6, partitions=list(range(6))).result(60).ok
+            if args.mode == "consume":
+                table = pa.table({"value": pa.array([value] * n, pa.binary())})
+                assert all(f.result(300).ok for f in [producer.send_batch(topic, table.slice(i, 20000))
+                                                      for i in range(0, n, 20000)])
+            procs = {info["Pid"]: (info.get("Name") or info["ActorClassName"]).split("/")[-1]
+                     for info in state.actors().values() if info.get("State") == "ALIVE"}
+            if args.mode == "consume":
+                consumer = Consumer({"bootstrap.servers": broker.bootstrap})
+                consumer.assign_topic(topic, "earliest")
+                next(consumer.batches(timeout=30))
+                procs = {info["Pid"]: (info.get("Name") or info["ActorClassName"]).split("/")[-1]
+                         for info in state.actors().values() if info.get("State") == "ALIVE"}
+            procs[os.getpid()] = "driver"
+            spies = {pid: subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "200",
+                                            "--output", f"{args.out}/{name}-{pid}.txt", "--nonblocking"],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                     for pid, name in procs.items()}
+            time.sleep(1.0)  # py-spy attaches
+            start = time.perf_counter()
+            if args.mode == "batch":
+                table = pa.table({"value": pa.array([value] * n, pa.binary())})
+                futures = [producer.send_batch(topic, table.slice(i, 20000)) for i in range(0, n, 20000)]
+                assert all(f.result(300).ok for f in futures)
+            elif args.mode == "send":
+                futures = [producer.send(topic, value) for _ in range(n)]
+                assert producer.flush(300) == 0
+            else:
+                got = 0
+                for batch in consumer.batches(timeout=30):
+                    got += batch.num_rows
+                    if got >= n:
+                        break
+            elapsed = time.perf_counter() - start
+            for spy in spies.values():
+                spy.send_signal(2)
+            for spy in spies.values():
+                spy.wait(30)
+            if args.mode == "consume":
+                consumer.close()
+    ray.shutdown()
+    print(f"{args.mode}: {n:,} messages in {elapsed:.2f}s = {n / elapsed:,.0f} msg/s")
+    for pid, name in procs.items():
+        path = f"{args.out}/{name}-{pid}.txt"
+        if not os.path.exists(path):
+            continue
+        total, own, incl = top(path)
+        if total < 20:
+            continue
+        print(f"\n== {name} (pid {pid}): {total} samples")
+        print("  self:  " + "\n         ".join(f"{c / total:5.1%} {f}" for f, c in own[:8]))
+        print("  incl:  " + "\n         ".join(f"{c / total:5.1%} {f}" for f, c in incl[:12]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,778 @@
+"""The benchmark suite behind `raykafka bench`: every client side by side on one tansu, one run.
+
+It starts its own tansu (`EmbeddedBroker`), then for each value size and codec measures, each
+figure the median of `runs` runs, every client on a fresh topic of 6 partitions with acks=1:
+
+* produce: raykafka `send` per message, `send_batch`, N pipelines in parallel; confluent-kafka
+  `produce`; aiokafka `send`; kafka-python `send`; Ray Data's `Dataset.write_kafka`; raykafka's
+  Ray Data path (`spark_bridge.write_dataset`); and `tansu perf` as the broker's ceiling;
+* consume (a topic written once by confluent-kafka): raykafka `Consumer` into Arrow batches, a
+  `ConsumerGroup` of N members, confluent-kafka `consume`, aiokafka `getmany`, kafka-python
+  `poll`, `ray.data.read_kafka` and raykafka's `spark_bridge.read_dataset`;
+* send→ack latency at a fixed rate with linger.ms=0 (raykafka and confluent-kafka), and the
+  peak RSS of the producer's actor processes.
+
+Timing starts after each client has connected (and, for raykafka, its actors have started),
+and ends at the last acknowledgement (produce) or once every message has been read (consume).
+`run_suite` returns a `Report`; `render_markdown` writes BENCHMARKS.md, `render_chart` the PNG.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+PARTITIONS = 6
+
+
+@dataclass
+class Settings:
+    messages: int = 100_000
+    runs: int = 3
+    sizes: tuple[int, ...] = (100, 1024)
+    codecs: tuple[str, ...] = ("none", "lz4")
+    pipelines: int = 2  # parallel producer pipelines / group members
+    latency_rate: int = 2000  # msg/s
+    latency_seconds: float = 5.0
+    perf_seconds: int = 10
+    spark: bool = False
+    clients: tuple[str, ...] | None = None  # only these labels (by prefix); None: all
+    record_batches: bool = True
+    hot_paths: bool = True
+    against: str | None = None  # a git revision whose hot paths run beside the current ones
+    quick_mode: bool = False
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(messages=5_000, runs=3, sizes=(100,), codecs=("none",), latency_seconds=1.0,
+                   perf_seconds=2, record_batches=False, hot_paths=False, quick_mode=True)
+
+
+@dataclass
+class Row:
+    kind: str  # "produce", "consume", "latency", "memory"
+    client: str
+    size: int
+    codec: str
+    rate: float  # msg/s (latency: p50 ms; memory: MiB)
+    runs: list[float] = field(default_factory=list)  # seconds per run (latency: p99 ms)
+    note: str = ""
+
+
+@dataclass
+class Report:
+    settings: Settings
+    rows: list[Row] = field(default_factory=list)
+    machine: dict[str, str] = field(default_factory=dict)
+    command: str = ""
+    record_batches: list[dict[str, Any]] = field(default_factory=list)
+    hot_paths: list[dict[str, Any]] = field(default_factory=list)
+    against: str | None = None
+
+    def find(self, kind: str, client: str, size: int = 100, codec: str = "none") -> Row | None:
+        for row in self.rows:
+            if row.kind == kind and row.client == client and row.size == size and row.codec == codec:
+                return row
+        return None
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def _topic(admin: Any, label: str) -> str:
+    name = f"bench-{re.sub('[^a-z0-9]+', '-', label.lower())[:24]}-{uuid.uuid4().hex[:6]}"
+    admin.create_topics({name: PARTITIONS})
+    return name
+
+
+def _value(size: int) -> bytes:
+    """A value half random, half repeated bytes, so compression has something to do."""
+    half = size // 2
+    return os.urandom(half).hex().encode()[:half] + b"x" * (size - half)
+
+
+def _rk_config(bootstrap: str, codec: str, **extra: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "acks": 1, "compression.type": codec, **extra}
+
+
+# ------------------------------------------------------------------------------- produce
+
+
+def produce_raykafka_send(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    from raykafka.driver.producer import Producer
+
+    value, n, times = _value(size), s.messages, []
+    with Producer(_rk_config(bootstrap, codec)) as producer:
+        for _ in range(s.runs):
+            t = _topic(admin, "rk-send")
+            _warm(producer, t)
+            start = time.perf_counter()
+            send = producer.send
+            futures = [send(t, value) for _ in range(n)]
+            assert producer.flush(300) == 0
+            times.append(time.perf_counter() - start)
+            assert all(f.exception() is None for f in futures[:: max(1, n // 100)])
+    return times
+
+
+def _warm(producer: Any, t: str) -> None:
+    """One message to every partition, so the dispatcher actors start outside the timing."""
+    assert producer.send_batch(t, [b"warm"] * PARTITIONS, partitions=list(range(PARTITIONS))).result(60).ok
+
+
+def _arrow_values(value: bytes, n: int) -> Any:
+    import pyarrow as pa
+
+    return pa.table({"value": pa.array([value] * n, pa.binary())})
+
+
+def produce_raykafka_batch(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    from raykafka.driver.producer import Producer
+
+    table, n, times = _arrow_values(_value(size), s.messages), s.messages, []
+    step = 20_000
+    with Producer(_rk_config(bootstrap, codec)) as producer:
+        for _ in range(s.runs):
+            t = _topic(admin, "rk-batch")
+            _warm(producer, t)
+            start = time.perf_counter()
+            futures = [producer.send_batch(t, table.slice(i, step)) for i in range(0, n, step)]
+            results = [f.result(300) for f in futures]
+            times.append(time.perf_counter() - start)
+            assert sum(r.delivered for r in results) == n, [r.failed for r in results]
+    return times
+
+
+class _Pipeline:
+    """One producer pipeline in its own process: N of them write in parallel."""
+
+    def __init__(self, config: dict[str, Any]):
+        from raykafka.driver.producer import Producer
+
+        self.producer = Producer(config)
+
+    def warm(self, topic: str) -> None:
+        _warm(self.producer, topic)
+
+    def write(self, topic: str, n: int, size: int) -> int:
+        table, step = _arrow_values(_value(size), n), 20_000
+        futures = [self.producer.send_batch(topic, table.slice(i, step)) for i in range(0, n, step)]
+        return sum(f.result(300).delivered for f in futures)
+
+    def close(self) -> None:
+        self.producer.close()
+
+
+def produce_raykafka_pipelines(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    import ray
+
+    cls = ray.remote(num_cpus=0)(_Pipeline)
+    pipes = [cls.remote(_rk_config(bootstrap, codec)) for _ in range(s.pipelines)]
+    times = []
+    try:
+        for _ in range(s.runs):
+            t = _topic(admin, "rk-pipes")
+            ray.get([p.warm.remote(t) for p in pipes])
+            share = s.messages // s.pipelines
+            start = time.perf_counter()
+            delivered = sum(ray.get([p.write.remote(t, share, size) for p in pipes]))
+            times.append((time.perf_counter() - start) * s.messages / (share * s.pipelines))
+            assert delivered == share * s.pipelines
+    finally:
+        ray.get([p.close.remote() for p in pipes])
+        for p in pipes:
+            ray.kill(p)
+    return times
+
+
+def produce_confluent(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    from confluent_kafka import Producer
+
+    value, times = _value(size), []
+    for _ in range(s.runs):
+        t = _topic(admin, "confluent")
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "compression.type": codec})
+        producer.produce(t, b"warm")
+        producer.flush(30)
+        start = time.perf_counter()
+        for i in range(s.messages):
+            while True:
+                try:
+                    producer.produce(t, value)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            if i % 10_000 == 0:
+                producer.poll(0)
+        assert producer.flush(300) == 0
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def produce_aiokafka(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    from aiokafka import AIOKafkaProducer
+
+    value = _value(size)
+
+    async def run(t: str) -> float:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
+                                    compression_type=None if codec == "none" else codec)
+        await producer.start()
+        try:
+            await producer.send_and_wait(t, b"warm")
+            start = time.perf_counter()
+            futures = [await producer.send(t, value) for _ in range(s.messages)]
+            await asyncio.gather(*futures)
+            return time.perf_counter() - start
+        finally:
+            await producer.stop()
+
+    return [asyncio.run(run(_topic(admin, "aiokafka"))) for _ in range(s.runs)]
+
+
+def produce_kafka_python(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    from kafka import KafkaProducer
+
+    value, times = _value(size), []
+    for _ in range(s.runs):
+        t = _topic(admin, "kafka-python")
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
+                                 compression_type=None if codec == "none" else codec)
+        producer.send(t, b"warm").get(30)
+        start = time.perf_counter()
+        futures = [producer.send(t, value) for _ in range(s.messages)]
+        producer.flush(300)
+        times.append(time.perf_counter() - start)
+        assert all(f.succeeded() for f in futures[:: max(1, s.messages // 100)])
+        producer.close()
+    return times
+
+
+def _string_dataset(size: int, n: int) -> Any:
+    """A Ray Dataset of `n` rows with one string column `value`, materialized (blocks in the store)."""
+    import pyarrow as pa
+    import ray
+
+    value = _value(size).decode()
+    blocks = max(PARTITIONS, n // 50_000)
+    per = -(-n // blocks)
+    tables = [pa.table({"value": pa.array([value] * min(per, n - i), pa.string())}) for i in range(0, n, per)]
+    return ray.data.from_arrow(tables).materialize()
+
+
+def produce_ray_data(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    ds, times = _string_dataset(size, s.messages), []
+    for _ in range(s.runs):
+        t = _topic(admin, "ray-data")
+        start = time.perf_counter()
+        ds.write_kafka(t, bootstrap, value_serializer="string",
+                       producer_config={"acks": 1, "linger.ms": 5, "compression.type": codec})
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def produce_raykafka_dataset(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    from raykafka.spark_bridge.writer import write_dataset
+
+    ds, times = _string_dataset(size, s.messages), []
+    for _ in range(s.runs):
+        t = _topic(admin, "rk-dataset")
+        start = time.perf_counter()
+        counts = write_dataset(ds, t, _rk_config(bootstrap, codec))
+        times.append(time.perf_counter() - start)
+        assert counts["delivered"] == s.messages, counts
+    return times
+
+
+def produce_raykafka_spark(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    from raykafka.spark_bridge.session import init_spark
+    from raykafka.spark_bridge.writer import write_kafka
+
+    spark = init_spark("raykafka-bench")
+    value = _value(size).decode()
+    df = spark.range(s.messages).selectExpr(f"'{value}' AS value").cache()
+    df.count()
+    times = []
+    for _ in range(s.runs):
+        t = _topic(admin, "rk-spark")
+        start = time.perf_counter()
+        counts = write_kafka(df, t, _rk_config(bootstrap, codec))
+        times.append(time.perf_counter() - start)
+        assert counts["delivered"] == s.messages, counts
+    return times
+
+
+PERF_LINE = re.compile(r"produce_duration_ms=")
+
+
+def produce_tansu_perf(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    """`tansu perf produce` for `perf_seconds`: every produce call it logs carries batch-size records."""
+    from raykafka.driver.embedded_broker import tansu_binary
+
+    batch, times = 1000, []
+    for _ in range(s.runs):
+        t = _topic(admin, "tansu-perf")
+        cmd = [tansu_binary(), "perf", t, "--broker", f"tcp://{bootstrap}", "produce", "--batch-size", str(batch),
+               "--record-size", str(size), "--producers", "2", "--duration", f"{s.perf_seconds}s"]
+        env = {**os.environ, "RUST_LOG": "tansu_perf=debug", "NO_COLOR": "1"}
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=s.perf_seconds + 60, env=env)
+        calls = len(PERF_LINE.findall(out.stdout + out.stderr))
+        if out.returncode or not calls:
+            raise RuntimeError(f"tansu perf exited {out.returncode} after {calls} produce calls")
+        times.append(s.perf_seconds * s.messages / (calls * batch))  # seconds per `messages` at its rate
+    return times
+
+
+# Rows whose runs are mostly start-up (a producer's actors per run, a second pipeline, tansu
+# perf's fixed 10 s): measured at the first codec only, to keep the whole run near 15 minutes
+UNCOMPRESSED_ONLY = {"raykafka N pipelines send_batch()", "raykafka Ray Data write_dataset",
+                     "raykafka Spark write_kafka", "tansu perf (broker ceiling)", "Ray Data read_kafka",
+                     "raykafka Ray Data read_dataset", "raykafka Spark read_kafka"}
+
+PRODUCERS: list[tuple[str, Callable[..., list[float]]]] = [
+    ("raykafka send() per message", produce_raykafka_send),
+    ("raykafka send_batch() Arrow", produce_raykafka_batch),
+    ("raykafka N pipelines send_batch()", produce_raykafka_pipelines),
+    ("confluent-kafka produce()", produce_confluent),
+    ("aiokafka send()", produce_aiokafka),
+    ("kafka-python send()", produce_kafka_python),
+    ("Ray Data write_kafka", produce_ray_data),
+    ("raykafka Ray Data write_dataset", produce_raykafka_dataset),
+    ("raykafka Spark write_kafka", produce_raykafka_spark),
+    ("tansu perf (broker ceiling)", produce_tansu_perf),
+]
+
+
+# ------------------------------------------------------------------------------- consume
+
+
+def fill_topic(bootstrap: str, admin: Any, n: int, size: int, codec: str, per_batch: int = 10_000) -> str:
+    """A topic of `n` messages written by confluent-kafka, `per_batch` records per record batch at most."""
+    from confluent_kafka import Producer
+
+    t = _topic(admin, f"consume-{size}-{codec}-{per_batch}")
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20 if per_batch > 1 else 0,
+                         "batch.num.messages": per_batch, "queue.buffering.max.messages": 1_000_000,
+                         "compression.type": codec})
+    value = _value(size)
+    for i in range(n):
+        while True:
+            try:
+                producer.produce(t, value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+    return t
+
+
+def consume_raykafka(bootstrap: str, t: str, s: Settings) -> list[float]:
+    """Warm: the consumer's actors run already; each run seeks to 0 and reads everything again."""
+    from raykafka.driver.consumer import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap})
+    times = []
+    try:
+        partitions = sorted(consumer.assign_topic(t, "latest"))
+        for run in range(s.runs + 1):  # run 0 starts the actors and is not counted
+            start = time.perf_counter()
+            for p in partitions:
+                consumer.seek(t, p, 0)
+            got = 0
+            for batch in consumer.batches(timeout=60):
+                got += batch.num_rows
+                if got >= s.messages:
+                    break
+            if run:
+                times.append(time.perf_counter() - start)
+            assert got == s.messages, got
+    finally:
+        consumer.close()
+    return times
+
+
+def _count_rows(batch: Any) -> None:
+    """The group members' handler: reading into Arrow is the work measured."""
+
+
+def consume_raykafka_group(bootstrap: str, t: str, s: Settings) -> list[float]:
+    """A ConsumerGroup of N members, timed from the first claimed partition to every partition's
+    end committed: joining takes tens of seconds on tansu and is left out (see the row's note)."""
+    from raykafka.driver.consumer_group import ConsumerGroup
+
+    times = []
+    per_partition = -(-s.messages // PARTITIONS)
+    for _ in range(s.runs):
+        config = {"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                  "auto.offset.reset": "earliest", "auto.commit.interval.ms": 50}
+        with ConsumerGroup(config, [t], _count_rows, members=s.pipelines) as group:
+            deadline, start = time.monotonic() + 180, None
+            while True:
+                committed: dict[Any, int] = {}
+                statuses = group.status()
+                for status in statuses:
+                    if status.get("error"):
+                        raise RuntimeError(status["error"])
+                    committed.update(status.get("committed") or {})
+                if start is None and any(status.get("claims") for status in statuses):
+                    start = time.perf_counter()
+                done = sum(min(int(v), per_partition) for v in committed.values())
+                if done >= s.messages:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"group committed {done} of {s.messages}")
+                time.sleep(0.02)  # polling the members' committed offsets: no event to await
+            times.append(time.perf_counter() - (start or time.perf_counter()))
+    return times
+
+
+def consume_confluent(bootstrap: str, t: str, s: Settings) -> list[float]:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    times = []
+    for _ in range(s.runs):
+        start = time.perf_counter()
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                      "enable.auto.commit": False})
+        c.assign([TopicPartition(t, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        got = 0
+        while got < s.messages:
+            got += sum(1 for m in c.consume(num_messages=10000, timeout=1.0) if not m.error())
+        times.append(time.perf_counter() - start)
+        c.close()
+    return times
+
+
+def consume_aiokafka(bootstrap: str, t: str, s: Settings) -> list[float]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def go() -> float:
+        start = time.perf_counter()
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        await c.start()
+        tps = [TopicPartition(t, p) for p in range(PARTITIONS)]
+        c.assign(tps)
+        await c.seek_to_beginning(*tps)
+        got = 0
+        while got < s.messages:
+            batches = await c.getmany(timeout_ms=1000, max_records=10000)
+            got += sum(len(v) for v in batches.values())
+        elapsed = time.perf_counter() - start
+        await c.stop()
+        return elapsed
+
+    return [asyncio.run(go()) for _ in range(s.runs)]
+
+
+def consume_kafka_python(bootstrap: str, t: str, s: Settings) -> list[float]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    times = []
+    for _ in range(s.runs):
+        start = time.perf_counter()
+        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        tps = [TopicPartition(t, p) for p in range(PARTITIONS)]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        got = 0
+        while got < s.messages:
+            got += sum(len(v) for v in c.poll(timeout_ms=1000, max_records=10000).values())
+        times.append(time.perf_counter() - start)
+        c.close()
+    return times
+
+
+def consume_ray_data(bootstrap: str, t: str, s: Settings) -> list[float]:
+    import ray
+
+    times = []
+    for _ in range(s.runs):
+        start = time.perf_counter()
+        n = ray.data.read_kafka(t, bootstrap_servers=bootstrap).materialize().count()
+        times.append(time.perf_counter() - start)
+        assert n == s.messages, n
+    return times
+
+
+def consume_raykafka_dataset(bootstrap: str, t: str, s: Settings) -> list[float]:
+    from raykafka.spark_bridge.reader import read_dataset
+
+    times = []
+    for _ in range(s.runs):
+        start = time.perf_counter()
+        n = read_dataset(t, {"bootstrap.servers": bootstrap}).materialize().count()
+        times.append(time.perf_counter() - start)
+        assert n == s.messages, n
+    return times
+
+
+def consume_raykafka_spark(bootstrap: str, t: str, s: Settings) -> list[float]:
+    from raykafka.spark_bridge.reader import read_kafka
+    from raykafka.spark_bridge.session import init_spark
+
+    spark = init_spark("raykafka-bench")
+    times = []
+    for _ in range(s.runs):
+        start = time.perf_counter()
+        n = read_kafka(spark, t, config={"bootstrap.servers": bootstrap}).count()
+        times.append(time.perf_counter() - start)
+        assert n == s.messages, n
+    return times
+
+
+# tansu's ListOffsets(latest) answers the last record batch's base offset + 1, and Ray Data's
+# read_kafka ends each partition there: these two read a topic of one record per batch, where
+# that answer is right (both on the same topic, side by side).
+SINGLE_RECORD_BATCHES = {"Ray Data read_kafka", "raykafka Ray Data read_dataset"}
+# --quick leaves out what costs tens of seconds of start-up: a group's join (~25 s on tansu) and
+# a second set of producer actors
+QUICK_SKIPS = {"raykafka ConsumerGroup N members", "raykafka N pipelines send_batch()"}
+NOTES = {"raykafka ConsumerGroup N members": "from the first claim; joining (~25 s on tansu) not counted",
+         "Ray Data read_kafka": "topic of 1 record per batch",
+         "raykafka Ray Data read_dataset": "topic of 1 record per batch"}
+
+CONSUMERS: list[tuple[str, Callable[..., list[float]]]] = [
+    ("raykafka Consumer → Arrow", consume_raykafka),
+    ("raykafka ConsumerGroup N members", consume_raykafka_group),
+    ("confluent-kafka consume()", consume_confluent),
+    ("aiokafka getmany()", consume_aiokafka),
+    ("kafka-python poll()", consume_kafka_python),
+    ("Ray Data read_kafka", consume_ray_data),
+    ("raykafka Ray Data read_dataset", consume_raykafka_dataset),
+    ("raykafka Spark read_kafka", consume_raykafka_spark),
+]
+
+
+# ------------------------------------------------------------------------------- latency and memory
+
+
+def _percentiles(latencies: list[float]) -> tuple[float, float]:
+    ordered = sorted(latencies)
+    p = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000  # noqa: E731
+    return p(0.50), p(0.99)
+
+
+def _paced(count: int, rate: int, send: Callable[[float], None], idle: Callable[[float], None]) -> None:
+    start = time.perf_counter()
+    for i in range(count):
+        due = start + i / rate
+        while (now := time.perf_counter()) < due:
+            idle(due - now)
+        send(time.perf_counter())
+
+
+def latency_raykafka(bootstrap: str, admin: Any, s: Settings) -> tuple[float, float]:
+    from raykafka.driver.producer import Producer
+
+    t, lat = _topic(admin, "lat-rk"), []
+    with Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0}) as producer:
+        _warm(producer, t)
+        value = _value(100)
+
+        def send(t0: float) -> None:
+            producer.send(t, value).add_done_callback(lambda f, t0=t0: lat.append(time.perf_counter() - t0))
+
+        _paced(int(s.latency_rate * s.latency_seconds), s.latency_rate, send, lambda d: time.sleep(min(d, 0.0005)))
+        assert producer.flush(60) == 0
+    return _percentiles(lat)
+
+
+def latency_confluent(bootstrap: str, admin: Any, s: Settings) -> tuple[float, float]:
+    from confluent_kafka import Producer
+
+    t, lat = _topic(admin, "lat-confluent"), []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    producer.produce(t, b"warm")
+    producer.flush(30)
+    value = _value(100)
+
+    def send(t0: float) -> None:
+        producer.produce(t, value, on_delivery=lambda err, msg, t0=t0: lat.append(time.perf_counter() - t0))
+        producer.poll(0)
+
+    _paced(int(s.latency_rate * s.latency_seconds), s.latency_rate, send, lambda d: producer.poll(min(d, 0.0005)))
+    assert producer.flush(60) == 0
+    return _percentiles(lat)
+
+
+def producer_memory(bootstrap: str, admin: Any, s: Settings) -> tuple[float, int]:
+    """Peak RSS (MiB), summed over the producer's actor processes, while `send_batch` writes."""
+    import psutil
+    import ray._private.state as state
+
+    from raykafka.driver.producer import Producer
+
+    with Producer(_rk_config(bootstrap, "none")) as producer:
+        t = _topic(admin, "memory")
+        _warm(producer, t)
+        pids = {info["Pid"] for info in state.actors().values()
+                if info.get("State") == "ALIVE" and (info.get("Name") or "").startswith(producer.name + "/")}
+        procs = [psutil.Process(pid) for pid in pids]
+        peak, stop = [0], threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                total = 0
+                for proc in procs:
+                    try:
+                        total += proc.memory_info().rss
+                    except psutil.Error:
+                        pass
+                peak[0] = max(peak[0], total)
+                stop.wait(0.02)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        table = _arrow_values(_value(100), s.messages)
+        futures = [producer.send_batch(t, table.slice(i, 20_000)) for i in range(0, s.messages, 20_000)]
+        assert all(f.result(300).ok for f in futures)
+        stop.set()
+        sampler.join()
+    return peak[0] / 2**20, len(procs)
+
+
+# ------------------------------------------------------------------------------- the run
+
+
+def machine() -> dict[str, str]:
+    import aiokafka
+    import confluent_kafka
+    import kafka
+    import pyarrow
+    import ray
+
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    from raykafka.driver.embedded_broker import tansu_binary
+
+    return {"nproc": str(os.cpu_count()), "cpu": cpu, "python": platform.python_version(),
+            "os": f"{platform.system()} {platform.release()}", "ray": ray.__version__,
+            "pyarrow": pyarrow.__version__, "confluent-kafka": getattr(confluent_kafka, "__version__", None) or str(confluent_kafka.version()[0]),
+            "librdkafka": confluent_kafka.libversion()[0], "aiokafka": aiokafka.__version__,
+            "kafka-python": kafka.__version__, "tansu": os.path.basename(tansu_binary()),
+            "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+
+
+def _wanted(s: Settings, label: str) -> bool:
+    if "Spark" in label and not s.spark:
+        return False
+    return s.clients is None or any(label.startswith(c) for c in s.clients)
+
+
+def _log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def run_suite(s: Settings, command: str = "") -> Report:
+    import ray
+
+    from raykafka.driver.admin import Admin
+    from raykafka.driver.embedded_broker import EmbeddedBroker
+
+    report = Report(settings=s, machine=machine(), command=command)
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        from raykafka.spark_bridge.session import init_ray
+
+        init_ray(num_cpus=2, configure_logging=False) if s.spark else ray.init(
+            num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        from ray.data import DataContext
+
+        DataContext.get_current().enable_progress_bars = False
+    except Exception:
+        pass
+    try:
+        with EmbeddedBroker() as broker, Admin(broker.bootstrap) as admin:
+            bootstrap = broker.bootstrap
+            for size in s.sizes:
+                for codec in s.codecs:
+                    for label, fn in PRODUCERS:
+                        if label in UNCOMPRESSED_ONLY and codec != s.codecs[0]:
+                            continue
+                        if _wanted(s, label) and not (label in QUICK_SKIPS and s.quick_mode):
+                            report.rows.append(_measure("produce", label, size, codec, s,
+                                                        lambda fn=fn, size=size, codec=codec: fn(bootstrap, admin, s, size, codec)))
+                    if not any(_wanted(s, label) for label, _ in CONSUMERS):
+                        continue
+                    t = fill_topic(bootstrap, admin, s.messages, size, codec)
+                    single = None
+                    for label, fn in CONSUMERS:
+                        if not _wanted(s, label) or (label in QUICK_SKIPS and s.quick_mode):
+                            continue
+                        if label in QUICK_SKIPS and (size, codec) != (s.sizes[0], s.codecs[0]):
+                            continue  # the group's join costs ~25 s a run: one config is enough
+                        if label in UNCOMPRESSED_ONLY and codec != s.codecs[0]:
+                            continue
+                        if label in SINGLE_RECORD_BATCHES:
+                            single = single or fill_topic(bootstrap, admin, s.messages, size, codec, per_batch=1)
+                        topic = single if label in SINGLE_RECORD_BATCHES else t
+                        report.rows.append(_measure("consume", label, size, codec, s,
+                                                    lambda fn=fn, topic=topic: fn(bootstrap, topic, s),
+                                                    NOTES.get(label, "")))
+            for label, fn in (("raykafka send() linger.ms=0", latency_raykafka),
+                              ("confluent-kafka produce() linger.ms=0", latency_confluent)):
+                if _wanted(s, label):
+                    try:
+                        p50, p99 = fn(bootstrap, admin, s)
+                        report.rows.append(Row("latency", label, 100, "none", p50, [p99]))
+                    except Exception as exc:
+                        report.rows.append(Row("latency", label, 100, "none", float("nan"), note=_why(exc)))
+                    _log(f"latency {label} done")
+            if _wanted(s, "raykafka producer actors RSS"):
+                try:
+                    mib, procs = producer_memory(bootstrap, admin, s)
+                    report.rows.append(Row("memory", "raykafka producer actors RSS", 100, "none", mib,
+                                           note=f"{procs} actor processes, send_batch of {s.messages:,}"))
+                except Exception as exc:
+                    report.rows.append(Row("memory", "raykafka producer actors RSS", 100, "none", float("nan"),
+                                           note=_why(exc)))
+    finally:
+        if started_ray:
+            ray.shutdown()
+    if s.record_batches:
+        report.record_batches = record_batch_rates()
+    if s.hot_paths:
+        from raykafka.bench import hot_paths
+
+        _log("hot paths")
+        report.hot_paths, report.against = hot_paths.measure(s.against), s.against
+    return report
+
+
+def _why(exc: BaseException) -> str:
+    return f"failed: {type(exc).__name__}: {str(exc)[:120]}".replace("|", "/").replace("\n", " ")
+
+
+def _measure(kind: str, label: str, size: int, codec: str, s: Settings, fn: Callable[[], list[float]],
+             note: str = "") -> Row:
+    """One client's runs; a client failing leaves a row saying why, and the others still run."""
+    try:
+        times = fn()
+        row = Row(kind, label, size, codec, s.messages / statistics.median(times), times, note)
+    except Exception as exc:
+        row = Row(kind, label, size, codec, float("nan"), note=_why(exc))
+    _log(f"{kind} {label} {size}B {codec}: {row.rate:,.0f} msg/s {row.note}")
+    return row
+
+
+def record_batch_rates() -> list[dict[str, Any]]:
+    """The codec table of bench/record_batches.py (encode/decode in this process)."""
+    from raykafka.bench import record_batches
+
+    return record_batches.measure()

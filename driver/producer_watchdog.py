@@ -1,0 +1,165 @@
+"""`ProducerWatchdog`: one per `Producer`, a driver-side thread that bounds every message's life.
+
+Started by the `Producer` (`ProducerWatchdog.watch(producer)`); reads the producer's pending
+messages under its lock and the GCS actor table; calls nothing in the pipeline. It keeps no
+order: it only settles messages the pipeline has not settled in time.
+
+Why: pipeline actors are never restarted, and a message inside an actor that dies (killed, out of
+memory, a crash) would otherwise stay pending until `close()`. The Flushers enforce
+`delivery.timeout.ms` only on messages that reach them. So the driver enforces it too: a message
+still unresolved `delivery.timeout.ms` after `send` fails with `DeliveryTimeoutError`; when an
+actor of this producer has died, the error names it (and its death cause). With every actor
+alive, the driver waits `request.timeout.ms` longer, so that the pipeline's own answer (an
+offset, or the Flusher's timeout with its last error) wins the race.
+
+Ages come from checkpoints of the producer's message id counter (ids only grow), so no
+per-message timestamp is kept: a message sent before a checkpoint taken at time T is at least
+`now - T` old.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from ..wire.errors import DeliveryTimeoutError
+
+log = logging.getLogger("raykafka.producer.watchdog")
+
+TICK = 0.2  # seconds between checks
+ACTOR_SCAN = 1.0  # seconds between looks at the actor table
+
+
+class ProducerWatchdog:
+    def __init__(self, producer: Any):
+        self.producer = producer
+        config = producer.config
+        self.delivery_timeout = config["delivery.timeout.ms"] / 1000
+        self.grace = config["request.timeout.ms"] / 1000
+        self.marks: deque[tuple[float, int]] = deque()  # (monotonic time, next id then)
+        self.dead: dict[str, str] = {}  # actor name -> death cause, for this producer's actors
+        self.expired = 0
+        self._last_scan = 0.0
+        self._suspects: dict[str, float] = {}
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"{producer.name}-watchdog", daemon=True)
+
+    @classmethod
+    def watch(cls, producer: Any) -> ProducerWatchdog:
+        dog = cls(producer)
+        dog.thread.start()
+        return dog
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- the loop ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        p = self.producer
+        while not self._stop.wait(TICK):
+            try:
+                with p._cond:
+                    if p._stopping and not p._pending and not p._batches:
+                        return
+                    self.marks.append((time.monotonic(), p._next_id))
+                now = time.monotonic()
+                if now - self._last_scan >= ACTOR_SCAN:
+                    self._last_scan = now
+                    self._scan_actors()
+                self._expire(now)
+            except Exception:  # never let the safety net die silently
+                log.exception("%s: watchdog check failed", p.name)
+
+    def _scan_actors(self, patient: bool = True) -> None:
+        """Note this producer's actors that died unexpectedly, with their death cause.
+
+        Broker workers close in normal life: an Aggregator exits by itself (`exit_actor`) after
+        killing its Flusher. A dead Flusher whose Aggregator (its owner) still lives, a few
+        seconds later, or any other dead role, is a death the pipeline did not ask for."""
+        if self.producer._closed:
+            return  # close() kills them on purpose
+        import ray._private.state
+
+        prefix = self.producer.name + "/"
+        mine = [a for a in ray._private.state.actors().values() if (a.get("Name") or "").startswith(prefix)]
+        owners = {(a.get("Address") or {}).get("Port"): a for a in mine}
+        now = time.monotonic()
+        for a in mine:
+            name = a["Name"]
+            if a.get("State") != "DEAD" or name in self.dead:
+                continue
+            text = str(a.get("DeathCause") or "")
+            role = name[len(prefix):]
+            if role.startswith("aggregator") and _intended(text):
+                continue
+            if role.startswith("flusher"):
+                owner = owners.get((a.get("OwnerAddress") or {}).get("Port"))
+                if owner is None or (owner.get("State") == "DEAD" and _intended(str(owner.get("DeathCause") or ""))):
+                    continue
+                first = self._suspects.setdefault(name, now)
+                if patient and now - first < 3.0:  # its Aggregator may be closing right now
+                    continue
+            self.dead[name] = _death_reason(text)
+            log.error("%s: actor %s died (%s)", self.producer.name, name, self.dead[name] or "unknown cause")
+
+    def _expire(self, now: float) -> None:
+        """Fail every message sent before the deadline that is still unresolved."""
+        bound = self.delivery_timeout + (0 if self.dead else self.grace)
+        cutoff = -1
+        while self.marks and self.marks[0][0] <= now - bound:
+            cutoff = self.marks.popleft()[1]
+        if cutoff < 0:
+            return
+        p = self.producer
+        with p._cond:
+            singles = []
+            for mid in p._pending:  # insertion order is id order
+                if mid >= cutoff:
+                    break
+                singles.append(mid)
+            entries = []
+            if singles:
+                entries.append(singles)
+            for state in list(p._batches.values()):
+                ids = state.start + np.flatnonzero(~state.settled)
+                ids = ids[ids < cutoff]
+                if len(ids):
+                    entries.append(ids.tolist())
+        if not entries:
+            return
+        if not self.dead:  # look once more, impatiently, so the error names a death if there was one
+            self._scan_actors(patient=False)
+        error = DeliveryTimeoutError(self._message(bound))
+        self.expired += sum(len(ids) for ids in entries)
+        log.error("%s: %d message(s) expired: %s", p.name, sum(len(ids) for ids in entries), error)
+        p._resolve([(ids, "", -1, -1, -1, error) for ids in entries])
+
+    def _message(self, bound: float) -> str:
+        text = f"not delivered within {bound:g}s (delivery.timeout.ms={int(self.delivery_timeout * 1000)})"
+        if self.dead:
+            named = ", ".join(f"{n} ({c or 'unknown cause'})" for n, c in sorted(self.dead.items()))
+            return f"{text}: ActorDiedError: producer actor(s) died: {named}"
+        return f"{text}; every producer actor is alive"
+
+
+def _intended(text: str) -> bool:
+    return "INTENDED_USER_EXIT" in text or "exit_actor()" in text
+
+
+def _death_reason(text: str) -> str:
+    """Why Ray says the actor died: the `reason:` of its death-cause record, or its error message."""
+    if "ray.kill" in text:
+        return "killed by ray.kill"
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("reason:"):
+            return line.split(":", 1)[1].strip()
+        if line.startswith("error_message:"):
+            return line.split(":", 1)[1].strip().strip('"')[:200]
+    return ""

@@ -1,0 +1,59 @@
+"""The benchmark suite's smallest configuration, end to end: its own tansu, two clients each way,
+the report's rows and figures. Not a timed test: it checks the suite works, not how fast."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from raykafka.bench.report import render_markdown, target_results
+from raykafka.bench.suite import Settings, run_suite
+
+pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(240)]
+
+CLIENTS = ("raykafka send_batch", "confluent-kafka produce", "raykafka Consumer", "confluent-kafka consume")
+
+
+@pytest.fixture(scope="module")
+def report():
+    import ray
+
+    assert not ray.is_initialized()  # the suite starts Ray itself and shuts it down
+    settings = Settings(messages=600, runs=1, sizes=(100,), codecs=("none",), latency_rate=500,
+                        latency_seconds=0.4, clients=CLIENTS, record_batches=False, quick_mode=True)
+    result = run_suite(settings, command="raykafka bench (smoke)")
+    assert not ray.is_initialized()
+    return result
+
+
+def test_report_has_one_row_per_client_with_positive_rates(report):
+    produce = {r.client: r for r in report.rows if r.kind == "produce"}
+    consume = {r.client: r for r in report.rows if r.kind == "consume"}
+    assert set(produce) == {"raykafka send_batch() Arrow", "confluent-kafka produce()"}
+    assert set(consume) == {"raykafka Consumer → Arrow", "confluent-kafka consume()"}
+    for row in [*produce.values(), *consume.values()]:
+        assert not row.note.startswith("failed"), row.note
+        assert row.size == 100 and row.codec == "none"
+        assert len(row.runs) == 1 and row.runs[0] > 0
+        assert math.isfinite(row.rate) and row.rate > 0
+        assert row.rate == pytest.approx(600 / row.runs[0])
+
+
+def test_latency_row_has_ordered_percentiles(report):
+    (row,) = [r for r in report.rows if r.kind == "latency"]
+    assert row.client == "confluent-kafka produce() linger.ms=0"
+    p50, p99 = row.rate, row.runs[0]
+    assert 0 < p50 <= p99 < 5000
+
+
+def test_markdown_names_machine_command_rows_and_ratios(report):
+    text = render_markdown(report, None, "skipped: matplotlib is not installed")
+    assert "Command: `raykafka bench (smoke)`" in text
+    assert f"Machine: {report.machine['nproc']} CPUs" in text
+    assert "| raykafka send_batch() Arrow |" in text
+    assert "| confluent-kafka consume() |" in text
+    assert "Chart: skipped: matplotlib is not installed" in text
+    assert "### Produce: raykafka's ratio to each peer" in text
+    (target,) = [t for t in target_results(report) if t[0].startswith("batch produce 100 B ≥ 1.5×")]
+    assert target[1] is not None and target[1] > 0

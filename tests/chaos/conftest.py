@@ -1,0 +1,220 @@
+"""Chaos suite helpers: Ray once per module, the short/long switch, a results recorder, and the
+accounting every chaos test applies to what it sent.
+
+Short form by default (CI); `--chaos-full` or `RAYKAFKA_CHAOS_FULL=1` for the long form. Each
+test writes one JSON record to `tests/chaos/results/` (or `$RAYKAFKA_CHAOS_RESULTS`);
+`python tests/chaos/report.py` renders them into RELIABILITY.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+RESULTS = Path(os.environ.get("RAYKAFKA_CHAOS_RESULTS", Path(__file__).parent / "results"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    try:
+        parser.addoption("--chaos-full", action="store_true", default=False,
+                         help="run the chaos suite's long form (100,000 messages per scenario)")
+    except ValueError:  # already added
+        pass
+
+
+@pytest.fixture(scope="session")
+def chaos_full(request: pytest.FixtureRequest) -> bool:
+    try:
+        flag = bool(request.config.getoption("--chaos-full"))
+    except ValueError:  # this conftest was not an initial one: only the env var works
+        flag = False
+    return flag or os.environ.get("RAYKAFKA_CHAOS_FULL", "") not in ("", "0")
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[None]:
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.05, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+def cause_of(error: BaseException) -> str:
+    """A short name for why a message failed: the class, and the broker error's name if any."""
+    name = type(error).__name__
+    code = getattr(error, "code", None)
+    if code is not None:
+        from raykafka.wire.errors import code_for
+
+        name += f"/{code_for(code).name}"
+    text = str(error)
+    if "ActorDiedError" in text or "died" in text:
+        name += "/actor-died"
+    return name
+
+
+class Ledger:
+    """What one test sent and how each message ended; the figures a chaos record holds."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []  # by send index; values are unique
+        self.futures: list = []
+        self.callbacks = 0
+        self.started = time.monotonic()
+
+    def on_delivery(self, meta, error) -> None:  # called once per message by the producer
+        self.callbacks += 1
+
+    def send(self, producer, topic: str, value: bytes, key: bytes | None = None, **kw) -> None:
+        self.values.append(value)
+        self.futures.append(producer.send(topic, value, key=key, **kw))
+
+    def settle(self, timeout: float) -> dict:
+        """Wait for every future (each within `timeout` of now); split delivered and failed."""
+        deadline = time.monotonic() + timeout
+        delivered: dict[int, tuple[int, int]] = {}  # send index -> (partition, offset)
+        failed: dict[int, BaseException] = {}
+        unresolved = 0
+        for i, f in enumerate(self.futures):
+            left = max(0.0, deadline - time.monotonic())
+            try:
+                meta = f.result(left)
+                delivered[i] = (meta.partition, meta.offset)
+            except TimeoutError:
+                unresolved += 1
+            except Exception as exc:  # noqa: BLE001 - every cause is counted
+                failed[i] = exc
+        self.delivered, self.failed, self.unresolved = delivered, failed, unresolved
+        return {"sent": len(self.futures), "delivered": len(delivered), "failed": len(failed),
+                "unresolved": unresolved,
+                "failed_by_cause": dict(Counter(cause_of(e) for e in failed.values()))}
+
+    def check_log(self, log: dict[int, list[tuple[int, bytes]]], *, expect_all: bool = True) -> dict:
+        """Compare with what the broker holds: partition -> [(offset, value)] in log order.
+
+        lost: delivered but not at its reported offset (or not at all); duplicated: a value in
+        the log more than once; reordered: within a partition, a message first logged after one
+        sent later (duplicate copies not counted); failed_but_written: failed but in the log (a failed message's fate may be unknown)."""
+        index = {v: i for i, v in enumerate(self.values)}
+        at: dict[tuple[int, int], bytes] = {}
+        seen: Counter = Counter()
+        reordered = 0
+        for partition, entries in log.items():
+            last = -1
+            for offset, value in entries:
+                at[(partition, offset)] = value
+                i = index.get(value)
+                if i is None:
+                    continue
+                seen[value] += 1
+                if seen[value] > 1:
+                    continue  # a duplicate copy: counted as duplicated, not as reordered
+                if i < last:
+                    reordered += 1
+                last = max(last, i)
+        lost = sum(1 for i, where in self.delivered.items()
+                   if where[1] >= 0 and at.get(where) != self.values[i])
+        duplicated = sum(n - 1 for n in seen.values() if n > 1)
+        failed_but_written = sum(1 for i in self.failed if seen[self.values[i]])
+        return {"lost": lost, "duplicated": duplicated, "reordered": reordered,
+                "failed_but_written": failed_but_written}
+
+
+@pytest.fixture()
+def ledger() -> Ledger:
+    return Ledger()
+
+
+@pytest.fixture()
+def record(request: pytest.FixtureRequest, chaos_full: bool) -> Callable[..., None]:
+    """record(**figures): write this test's figures to the results dir as JSON."""
+
+    def write(**figures) -> None:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        name = request.node.name
+        figures = {"test": name, "module": request.node.module.__name__.rsplit(".", 1)[-1],
+                   "form": "full" if chaos_full else "short", "doc": (request.node.function.__doc__ or "").strip(),
+                   "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **figures}
+        (RESULTS / f"{name}.json").write_text(json.dumps(figures, indent=2, sort_keys=True, default=str))
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def kit():
+    """The helpers above for test modules (importlib mode cannot import conftest by name)."""
+
+    class Kit:
+        pass
+
+    k = Kit()
+    k.wait_for = staticmethod(wait_for)
+    k.cause_of = staticmethod(cause_of)
+    k.read_back = staticmethod(read_back)
+    k.create_topic = staticmethod(create_topic)
+    k.kill_by_role = staticmethod(kill_by_role)
+    return k
+
+
+def read_back(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0,
+              idle: float = 2.0) -> dict[int, list[tuple[int, bytes]]]:
+    """Every record of `topic` with confluent-kafka, partition -> [(offset, value)] in log order:
+    until `expected` records came and then `idle` s passed with no more (to see duplicates)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + timeout
+        got, last = 0, time.monotonic()
+        while time.monotonic() < deadline:
+            msgs = consumer.consume(10000, 0.2)
+            for m in msgs:
+                if m.error() is None:
+                    out[m.partition()].append((m.offset(), m.value()))
+                    got += 1
+            if msgs:
+                last = time.monotonic()
+            elif got >= expected and time.monotonic() - last > idle:
+                break
+    finally:
+        consumer.close()
+    return out
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from raykafka.driver.admin import Admin
+
+    with Admin(bootstrap) as admin:
+        admin.create_topics({name: partitions})
+
+
+def kill_by_role(prefix: str, role: str) -> str:
+    """ray.kill one live actor of this producer whose role starts with `role`; its name."""
+    import ray
+
+    names = sorted(n for n in ray.util.list_named_actors() if n.startswith(prefix + role))
+    assert names, f"no live {role} actor with prefix {prefix}"
+    ray.kill(ray.get_actor(names[0]), no_restart=True)
+    return names[0]

@@ -1,0 +1,121 @@
+"""Render the chaos suite's JSON records into RELIABILITY.md.
+
+    python -m pytest tests/chaos -q          # writes tests/chaos/results/*.json
+    python tests/chaos/report.py             # writes RELIABILITY.md at the repository root
+
+Options: --results DIR (default tests/chaos/results or $RAYKAFKA_CHAOS_RESULTS), --out FILE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+INTRO = """# Reliability
+
+What the chaos suite (`tests/chaos/`) did to raykafka and what came out. Every figure below is
+read from the JSON record a test wrote when it ran (`tests/chaos/results/`), rendered by
+`python tests/chaos/report.py`. Short form: `python -m pytest tests/chaos -q` (CI); long form:
+`--chaos-full` or `RAYKAFKA_CHAOS_FULL=1` (100,000 messages in the producer scenarios).
+
+Definitions. *sent*: futures returned by `send`. *delivered*: futures with an offset. *failed*:
+futures with an exception (by cause: the class, the broker error's name, `actor-died` when the
+message names a dead actor). *lost*: delivered, but the broker's log does not hold that message
+at the reported offset (must be 0). *duplicated*: a message more than once in the log.
+*reordered*: within a partition, a message logged after one sent later. *failed but written*:
+failed, yet in the log (a failure whose fate was unknown, e.g. a timeout). *unresolved*: futures
+still pending when the test's bound ran out (must be 0).
+"""
+
+SCENARIOS = {
+    "test_producer_mock_chaos": "1. Producer on a mock cluster of 3 brokers: leaders move, retriable errors, dropped connections",
+    "test_producer_tansu_proxy": "2. Producer against tansu behind the fault-injecting proxy",
+    "test_actor_failure": "3. Actor failure mid-stream (ray.kill)",
+    "test_broker_restart": "4. Broker restart mid-stream (tansu stopped and started on the same port)",
+    "test_corrupt_batch": "5. A corrupted batch on consume",
+}
+
+MAIN = ["sent", "delivered", "failed", "unresolved", "lost", "reordered", "duplicated", "failed_but_written"]
+SKIP = {"test", "module", "doc", "written_at", "faults", "failed_by_cause", "actors_killed", "form", *MAIN}
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {_fmt(x)}" for k, x in sorted(v.items())) or "none"
+    if isinstance(v, list):
+        return "; ".join(_fmt(x) for x in v) or "none"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def render(records: list[dict]) -> str:
+    out = [INTRO]
+    forms = sorted({r.get("form", "?") for r in records})
+    when = max((r.get("written_at", "") for r in records), default="")
+    out.append(f"Records: {len(records)}, form: {', '.join(forms)}, last written {when}.\n")
+    out.append("## Summary\n")
+    out.append("| scenario | test | " + " | ".join(MAIN) + " | failed by cause | faults injected | actors killed |")
+    out.append("|" + "---|" * (len(MAIN) + 5))
+    for r in records:
+        cells = [_fmt(r.get(k, "")) for k in MAIN]
+        out.append(f"| {r['module'].replace('test_', '')} | {r['test'].replace('test_', '')} | " + " | ".join(cells)
+                   + f" | {_fmt(r.get('failed_by_cause', {}))} | {_fmt(r.get('faults', {}))} | "
+                   f"{_fmt(r.get('actors_killed', []))} |")
+    totals = {k: sum(int(r.get(k, 0) or 0) for r in records) for k in ("sent", "delivered", "failed", "lost",
+                                                                       "reordered", "duplicated", "unresolved")}
+    out.append("\nTotals: " + ", ".join(f"{k} {v:,}" for k, v in totals.items()) + ".\n")
+    faults: dict[str, int] = {}
+    for r in records:
+        for k, v in (r.get("faults") or {}).items():
+            if k not in ("proxy/requests", "proxy/connections"):
+                faults[k] = faults.get(k, 0) + int(v)
+    out.append("Faults injected, all scenarios, by kind: " + _fmt(faults) + ".\n")
+    killed = [a for r in records for a in r.get("actors_killed", [])]
+    out.append(f"Actors killed: {len(killed)}.\n")
+    for module, title in SCENARIOS.items():
+        mine = [r for r in records if r.get("module") == module]
+        if not mine:
+            continue
+        out.append(f"## {title}\n")
+        for r in mine:
+            out.append(f"### `{r['test']}`\n")
+            if r.get("doc"):
+                out.append(" ".join(r["doc"].split()) + "\n")
+            for k in MAIN:
+                if k in r:
+                    out.append(f"- {k}: {_fmt(r[k])}")
+            out.append(f"- failed by cause: {_fmt(r.get('failed_by_cause', {}))}")
+            out.append(f"- faults injected: {_fmt(r.get('faults', {}))}")
+            out.append(f"- actors killed: {_fmt(r.get('actors_killed', []))}")
+            for k in sorted(set(r) - SKIP):
+                out.append(f"- {k.replace('_', ' ')}: {_fmt(r[k])}")
+            out.append("")
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", default=os.environ.get("RAYKAFKA_CHAOS_RESULTS", str(HERE / "results")))
+    parser.add_argument("--out", default=str(ROOT / "RELIABILITY.md"))
+    parser.add_argument("--notes", default=str(HERE / "NOTES.md"),
+                        help="hand-written findings appended after the figures, if the file exists")
+    args = parser.parse_args()
+    records = [json.loads(p.read_text()) for p in sorted(Path(args.results).glob("*.json"))]
+    order = list(SCENARIOS)
+    records.sort(key=lambda r: (order.index(r["module"]) if r.get("module") in order else 99, r["test"]))
+    text = render(records)
+    notes = Path(args.notes)
+    if notes.exists():
+        text += "\n" + notes.read_text()
+    Path(args.out).write_text(text)
+    print(f"wrote {args.out} from {len(records)} records")
+
+
+if __name__ == "__main__":
+    main()
