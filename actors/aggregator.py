@@ -121,7 +121,7 @@ class AggregatorState:
             return True
         last = queue[-1] if queue else None
         if (last is None or last.sealed or last.count + len(piece) > self.batch_num_messages
-                or last.nbytes + piece.nbytes > self.batch_size):
+                or last.nbytes + piece.nbytes > self.batch_size or not piece.follows(last.chunks[-1])):
             if last is not None:
                 last.sealed = True
             last = _RecordBatch()

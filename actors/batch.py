@@ -58,6 +58,7 @@ class MessageBatch:
     base_sequence: int = -1  # with idempotence: the first record's sequence, under producer_id/epoch
     producer_id: int = -1
     producer_epoch: int = -1
+    numbering: int = 0  # which numbering of its partition the sequences belong to (see LeaderDispatcher)
     created_ms: int = 0  # when the oldest message was sent, for delivery.timeout.ms
     nbytes: int = 0  # record bytes (estimate), for batch.size and buffer accounting
 
@@ -71,6 +72,19 @@ class MessageBatch:
     @property
     def is_control(self) -> bool:
         return self.flags != 0
+
+    def span(self) -> tuple[int, int, int, int] | None:
+        """(producer id, numbering, base sequence, count) of a numbered batch, else None."""
+        if self.producer_id < 0 or self.base_sequence < 0 or self.is_control:
+            return None
+        return self.producer_id, self.numbering, self.base_sequence, len(self.values)
+
+    def follows(self, other: MessageBatch) -> bool:
+        """Whether this batch's sequences continue `other`'s, so one record batch can hold both."""
+        if self.base_sequence < 0 and other.base_sequence < 0:
+            return True
+        return (self.producer_id == other.producer_id and self.numbering == other.numbering
+                and self.base_sequence == (other.base_sequence + len(other)) & 0x7FFFFFFF)
 
     def timestamp_list(self) -> list[int]:
         ts = self.timestamps

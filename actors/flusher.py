@@ -9,8 +9,8 @@ RetryHandler (messages to retry; it holds a reference there, released after its 
 Response handling is one switch, as Sarama's: success (or DUPLICATE_SEQUENCE_NUMBER: written
 before) → results; a retriable error or a dropped connection → flag the partition and retry the
 batch (`retry_message`: give up at `retries` or past `delivery.timeout.ms`, with the cause);
-OUT_OF_ORDER_SEQUENCE_NUMBER → the same, after asking the partition's LeaderDispatcher, in-band,
-for a new producer id; anything else → an error naming the cause. While a partition is flagged,
+OUT_OF_ORDER_SEQUENCE_NUMBER → the same, telling the partition's LeaderDispatcher in-band (RESET),
+which takes a new producer id if no earlier batch of the partition is unresolved; anything else → an error naming the cause. While a partition is flagged,
 its batches are retried without being sent, until its chaser (FIN) comes through after every
 request sent before it, or a SYN opens the partition on a new path.
 With one request in flight per connection, a partition's batch is alone on the wire: order holds.
@@ -65,7 +65,7 @@ class Flusher:
         self._started = False
         self._retry_out: list[MessageBatch] = []
         self._results_out: list[tuple] = []
-        self.resets: set[tuple[tuple[str, int], int, int]] = set()  # (partition, producer id, numbering) reset asked
+        self._spans_out: list[tuple] = []  # the sequence numbers of the batches in _results_out
 
     def ping(self) -> bool:
         return True
@@ -247,14 +247,14 @@ class Flusher:
             error = BrokerError(code, f"{self.path}: produce to {batch.topic}/{batch.partition}",
                                 part.get("error_message") if part is not None else None)
             if code in SEQUENCE_BROKEN and batch.producer_id >= 0:
-                # the batch was not written; its partition numbers again under a new producer id
-                numbering = getattr(batch, "numbering", 0)
-                if (tp, batch.producer_id, numbering) not in self.resets:
-                    self.resets.add((tp, batch.producer_id, numbering))
-                    reset = MessageBatch.control(batch.topic, batch.partition, RESET)
-                    reset.producer_id = batch.producer_id
-                    reset.numbering = numbering
-                    self._retry_out.append(reset)
+                # not written. Either an earlier batch of the partition is still unresolved (it failed
+                # or went unanswered and comes round again: retrying is enough), or the broker lost
+                # this producer's sequence: the LeaderDispatcher tells the two apart (RESET) and only
+                # in the second case numbers the partition again under a new producer id
+                reset = MessageBatch.control(batch.topic, batch.partition, RESET)
+                reset.producer_id, reset.numbering = batch.producer_id, batch.numbering
+                reset.base_sequence = batch.base_sequence
+                self._retry_out.append(reset)
                 self._flag(tp, error, index)
                 self.retry_message(batch, error)
             elif error.retriable or tp in self.flags:
@@ -297,18 +297,25 @@ class Flusher:
             offset = part.base_offset if part is not None else -1
             append_time = part.get("log_append_time_ms", -1) if part is not None else -1
             self._results_out.append((batch.ids, batch.topic, batch.partition, offset, append_time, None))
+            self._note_span(batch)
 
     def _report_error(self, batch: MessageBatch, error: Exception) -> None:
         if batch.ids:
             self._results_out.append((batch.ids, batch.topic, batch.partition, -1, -1, error))
+            self._note_span(batch)
+
+    def _note_span(self, batch: MessageBatch) -> None:
+        span = batch.span()
+        if span is not None:
+            self._spans_out.append((batch.topic, batch.partition, *span))
 
     def _flush_calls(self) -> None:
         if self._retry_out:
             self.calls.append(self.ctx.retry_handler.retry.remote(self._retry_out))
             self._retry_out = []
         if self._results_out:
-            self.calls.append(self.ctx.results.report.remote(self._results_out))
-            self._results_out = []
+            self.calls.append(self.ctx.results.report.remote(self._results_out, self._spans_out))
+            self._results_out, self._spans_out = [], []
         if len(self.calls) > 64:
             import ray
 

@@ -40,6 +40,9 @@ class LeaderBackend(Protocol):
     def new_producer_id(self) -> tuple[int, int]:
         """A fresh producer id and epoch (InitProducerId)."""
 
+    def first_unresolved(self, producer_id: int, numbering: int) -> int:
+        """The first sequence of this numbering whose batch has not ended (succeeded or failed)."""
+
     def send(self, batch: MessageBatch) -> None:
         """Send to the selected broker's Aggregator."""
 
@@ -88,7 +91,7 @@ class LeaderDispatcherState:
 
     def dispatch(self, batch: MessageBatch) -> None:
         if batch.flags & RESET:
-            self.reset_producer_id(batch.producer_id, getattr(batch, "numbering", 0))
+            self.reset_producer_id(batch.producer_id, batch.numbering, batch.base_sequence)
             return
         if batch.retries > self.high_watermark:
             if batch.flags & FIN:  # cannot happen: a chaser never outruns its own level
@@ -150,12 +153,23 @@ class LeaderDispatcherState:
                 log.info("%s state change to [normal]", self.path)
                 return
 
-    def reset_producer_id(self, broken: int, numbering: int = 0) -> None:
-        """The broker answered OUT_OF_ORDER_SEQUENCE for `broken`: number from 0 under a new id.
-
-        Not a local epoch bump: tansu fences those for good. Batches numbered under the old id
-        that come back are numbered again when they leave."""
+    def reset_producer_id(self, broken: int, numbering: int, base_sequence: int) -> None:
+        """The broker answered OUT_OF_ORDER_SEQUENCE (or UNKNOWN_PRODUCER_ID) for the batch at
+        `base_sequence`. If a batch before it has not ended yet, that batch comes round again and the
+        sequence heals: nothing to do. If every batch before it has ended, the broker lost this
+        producer's sequence: number from 0 under a new producer id (not a local epoch bump: tansu
+        fences those for good). Batches numbered under the old id are numbered again when they
+        leave, in the order the chasers keep."""
         if broken != self.producer_id or self.producer_id < 0 or numbering != self.numbering:
+            return  # stale: the partition already numbers anew
+        try:
+            first = self.backend.first_unresolved(self.producer_id, self.numbering)
+        except Exception as exc:  # cannot tell: keep the id, the batch is retried and asks again
+            log.warning("%s cannot tell whether the sequence is broken: %s", self.path, exc)
+            return
+        if first != base_sequence:
+            log.info("%s sequence %d out of order behind unresolved sequence %d: retrying", self.path,
+                     base_sequence, first)
             return
         try:
             self.producer_id, self.producer_epoch = self.backend.new_producer_id()
@@ -189,10 +203,10 @@ class LeaderDispatcherState:
     def _send_selected(self, batch: MessageBatch) -> None:
         if self.producer_id >= 0 and not batch.is_control and (
                 batch.base_sequence < 0 or batch.producer_id != self.producer_id
-                or getattr(batch, "numbering", 0) != self.numbering):
+                or batch.numbering != self.numbering):
             batch.base_sequence = self.next_sequence
             batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
-            batch.numbering = self.numbering  # travels with the batch (pickled with its fields)
+            batch.numbering = self.numbering
             self.next_sequence = (self.next_sequence + len(batch)) & 0x7FFFFFFF
         batch.partition = self.partition
         self.backend.send(batch)
@@ -249,6 +263,12 @@ class LeaderDispatcher:
 
         return self.loop.run(init_producer_id(self.cluster), self.ctx.timeout)
 
+    def first_unresolved(self, producer_id: int, numbering: int) -> int:
+        import ray
+
+        return ray.get(self.ctx.results.first_unresolved.remote(self.topic, self.partition, producer_id, numbering),
+                       timeout=self.ctx.timeout)
+
     def send(self, batch: MessageBatch) -> None:
         self.window.submit(self.aggregator.add.remote([batch]))
 
@@ -261,8 +281,9 @@ class LeaderDispatcher:
             ray.get(self.ctx.retry_handler.unref_broker.remote(self.node_id, self.generation))
 
     def return_errors(self, batches: list[MessageBatch], error: Exception) -> None:
-        self.ctx.results.report.remote(
-            [(b.ids, b.topic, self.partition, -1, -1, error) for b in batches if not b.is_control and b.ids])
+        ended = [b for b in batches if not b.is_control and b.ids]
+        self.ctx.results.report.remote([(b.ids, b.topic, self.partition, -1, -1, error) for b in ended],
+                                       [(b.topic, self.partition, *b.span()) for b in ended if b.span()])
 
     def shutdown(self) -> None:
         """Release the broker (the leader's Aggregator closes when its last writer has)."""

@@ -8,6 +8,10 @@ no order across them, since every entry names the message ids it settles.
 
 An entry: (ids, topic, partition, first offset or -1, log-append time or -1, error or None); the
 i-th id's offset is first offset + i.
+
+With idempotence it also knows, per partition and numbering, up to which sequence number every
+batch has ended (`first_unresolved`): a LeaderDispatcher asks before it takes a new producer id,
+since renumbering a batch whose earlier attempt may yet be written would write it twice.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ class ProducerResults:
         self.entries: list[tuple] = []
         self.event: asyncio.Event | None = None
         self.reported = 0
+        # (topic, partition, producer id, numbering) -> [first unresolved sequence, {base: end} ended beyond it]
+        self.sequences: dict[tuple[str, int, int, int], list] = {}
 
     def _event(self) -> asyncio.Event:
         if self.event is None:
@@ -30,10 +36,25 @@ class ProducerResults:
     async def ping(self) -> bool:
         return True
 
-    async def report(self, entries: list[tuple]) -> None:
+    async def report(self, entries: list[tuple], spans: list[tuple] = ()) -> None:
+        """`entries` ended; `spans` are the sequence numbers of those that were numbered:
+        (topic, partition, producer id, numbering, base sequence, count)."""
         self.entries.extend(entries)
         self.reported += sum(len(e[0]) for e in entries)
+        for topic, partition, producer_id, numbering, base, count in spans:
+            self._ended(topic, partition, producer_id, numbering, base, count)
         self._event().set()
+
+    def _ended(self, topic: str, partition: int, producer_id: int, numbering: int, base: int, count: int) -> None:
+        state = self.sequences.setdefault((topic, partition, producer_id, numbering), [0, {}])
+        state[1][base] = (base + count) & 0x7FFFFFFF
+        while state[0] in state[1]:
+            state[0] = state[1].pop(state[0])
+
+    async def first_unresolved(self, topic: str, partition: int, producer_id: int, numbering: int) -> int:
+        """The first sequence number of the partition's numbering whose batch has not ended."""
+        state = self.sequences.get((topic, partition, producer_id, numbering))
+        return 0 if state is None else state[0]
 
     async def poll(self, timeout: float) -> list[tuple]:
         """Every entry reported since the last poll; waits up to `timeout` s for the first one."""

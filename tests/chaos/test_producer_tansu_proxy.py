@@ -61,7 +61,4 @@ def test_producer_through_a_dropping_delaying_proxy_loses_nothing(ray_session, c
     assert checks["lost"] == 0
     assert checks["duplicated"] == 0
     assert proxy.faults["drop"] > 0 and proxy.faults["delay"] > 0
-    if checks["reordered"]:
-        pytest.xfail(f"{checks['reordered']} reordered: known bug, order is not yet kept when dropped "
-                     "connections and retries combine (see RELIABILITY.md)")
     assert checks["reordered"] == 0

@@ -66,3 +66,15 @@ def test_a_chaser_flushes_what_is_buffered_and_stays_in_band():
     assert [kind for kind, _ in out] == ["produce", "control"]
     assert out[0][1][0].ids == [0, 1]
     assert [b.ids for s in produce_sets(state.drain()) for b in s] == [[9]]
+
+
+def test_a_record_batch_holds_only_pieces_whose_sequences_run_on():
+    """Pieces numbered 0-1 and 2-3 under one producer id share a record batch; a piece numbered
+    under a new producer id (after the partition renumbered) starts its own."""
+    state = AggregatorState(linger_ms=1000, batch_size=1 << 20, batch_num_messages=1000, max_request_size=1 << 20)
+    pieces = [batch(0, 2, start=0), batch(0, 2, start=2), batch(0, 2, start=4)]
+    for piece, (pid, numbering, seq) in zip(pieces, [(7, 0, 0), (7, 0, 2), (8, 1, 0)], strict=True):
+        piece.producer_id, piece.numbering, piece.base_sequence = pid, numbering, seq
+    sets = produce_sets(state.add(pieces, now=0.0)) + produce_sets(state.drain())
+    got = [(b.ids, b.producer_id, b.numbering, b.base_sequence) for s in sets for b in s]
+    assert got == [([0, 1, 2, 3], 7, 0, 0), ([4, 5], 8, 1, 0)]

@@ -34,6 +34,11 @@ class FakeBackend:
     def abandon(self) -> None:
         self.abandoned += 1
 
+    first_unresolved_sequence = 0
+
+    def first_unresolved(self, producer_id: int, numbering: int) -> int:
+        return self.first_unresolved_sequence
+
     def return_errors(self, batches, error) -> None:
         self.errors.append(([b.values[0] for b in batches], error))
 
@@ -152,6 +157,7 @@ def test_a_broken_sequence_renumbers_from_zero_under_a_new_producer_id():
     first = MessageBatch(topic="t", ids=[1, 2], values=[b"a", b"b"])
     state.dispatch(first)
     reset = MessageBatch.control("t", 0, RESET)
+    reset.base_sequence = 0  # the first batch broke, and nothing before it is unresolved
     reset.producer_id = 6  # a stale reset (another id) changes nothing
     state.dispatch(reset)
     assert state.producer_id == 7
@@ -162,3 +168,27 @@ def test_a_broken_sequence_renumbers_from_zero_under_a_new_producer_id():
     state.dispatch(first)
     assert (first.producer_id, first.base_sequence, state.next_sequence) == (8, 0, 2)
 
+
+
+def test_a_broken_sequence_behind_an_unresolved_batch_keeps_the_producer_id():
+    """OUT_OF_ORDER_SEQUENCE for the second batch while the first has not ended: the first may
+    yet be written (its answer was lost), so renumbering would write it twice. Keep the id; the
+    second batch is retried and heals once the first lands."""
+    backend = FakeBackend()
+    backend.new_producer_id = lambda: (8, 0)
+    state = LeaderDispatcherState("t", 0, backend, producer_id=7, producer_epoch=0)
+    first = MessageBatch(topic="t", ids=[1, 2], values=[b"a", b"b"])
+    second = MessageBatch(topic="t", ids=[3], values=[b"c"])
+    state.dispatch(first)
+    state.dispatch(second)
+    reset = MessageBatch.control("t", 0, RESET)
+    reset.producer_id, reset.base_sequence = 7, second.base_sequence
+    backend.first_unresolved_sequence = 0  # the first batch is still out there
+    state.dispatch(reset)
+    assert (state.producer_id, state.numbering, state.next_sequence) == (7, 0, 3)
+    backend.first_unresolved_sequence = 2  # the first batch ended: the broker lost the sequence
+    state.dispatch(reset)
+    assert (state.producer_id, state.numbering, state.next_sequence) == (8, 1, 0)
+    reset.producer_id, reset.numbering = 7, 0
+    state.dispatch(reset)  # a second report of the old numbering changes nothing more
+    assert (state.producer_id, state.numbering) == (8, 1)
