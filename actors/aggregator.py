@@ -24,6 +24,9 @@ from .batch import BATCH_OVERHEAD, REQUEST_OVERHEAD, SHUTDOWN, MessageBatch
 
 log = logging.getLogger("raykafka.producer.aggregator")
 
+# at most this long (s) a lingered set waits for the Flusher to take the previous one
+NAGLE_WAIT = 0.05
+
 Entry = tuple[str, Any]  # ("produce", [MessageBatch, one per partition]) or ("control", MessageBatch)
 
 
@@ -151,6 +154,7 @@ class Aggregator:
         self.flusher = create(Flusher, "flusher", ctx, f"{node_id}-{time.monotonic_ns()}", node_id, host, port)
         self.window = CallWindow(ctx.window)
         self.seq = 0
+        self.last: Any = None  # the previous call to the Flusher
         self.lock = threading.Lock()
         self.closing = False
         self.wake = threading.Event()
@@ -181,15 +185,22 @@ class Aggregator:
 
     def _emit(self, entries: list[Entry]) -> None:
         if entries:
-            self.window.submit(self.flusher.flush.remote(self.seq, entries))
+            self.last = self.flusher.flush.remote(self.seq, entries)
+            self.window.submit(self.last)
             self.seq += 1
 
     def _linger_loop(self) -> None:
+        import ray
+
         while not self.closing:
             deadline = self.state.deadline()
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             self.wake.wait(timeout if timeout is not None else 1.0)
             self.wake.clear()
+            last = self.last
+            if last is not None and self.state.deadline() is not None:
+                # Nagle: while the Flusher is still taking the previous set, let more gather
+                ray.wait([last], timeout=NAGLE_WAIT)
             try:
                 with self.lock:
                     if not self.closing:

@@ -1,10 +1,11 @@
-"""LeaderDispatcher: one per partition. Finds the partition's leader and sends its messages to
-that broker's Aggregator, keeping their order across retries and leader changes.
+"""LeaderDispatcher: one per topic, with a state machine per partition (Sarama's
+partitionProducer). Finds each partition's leader and sends its messages to that broker's
+Aggregator, keeping their order across retries and leader changes.
 
 Called by its PartitionDispatcher only, with the topic's new messages and, interleaved in no
 particular order, the messages the RetryHandler sends back (through the TopicDispatcher and the
 PartitionDispatcher). A synchronous actor runs one caller's calls in order, but two streams meet
-here, so order within the partition is kept by Sarama's chaser protocol, held in
+here, so order within a partition is kept by Sarama's chaser protocol, held in
 `LeaderDispatcherState`:
 
 - a batch whose retry count equals the high-watermark passes through;
@@ -216,52 +217,91 @@ class LeaderDispatcherState:
 
 
 class LeaderDispatcher:
-    """The actor: a `LeaderDispatcherState` whose backend is this partition's broker workers."""
+    """The actor: one per topic, a `LeaderDispatcherState` per partition, each with its own
+    route (`PartitionRoute`) to the broker that leads it.
 
-    def __init__(self, ctx: Any, topic: str, partition: int):
+    One process per topic rather than per partition: a Ray actor is a process (~130 MB, ~1 s to
+    start), and a topic of a hundred partitions would otherwise cost a hundred. The state
+    machines share the actor's one thread, so a partition waiting on a metadata refresh holds
+    the others of its topic up to `request.timeout.ms`; their order is not affected."""
+
+    def __init__(self, ctx: Any, topic: str):
         from ..wire.cluster import Cluster
         from ..wire.loop import LoopThread
-        from .calls import CallWindow
 
         self.ctx = ctx
         self.topic = topic
-        self.partition = partition
-        self.loop = LoopThread(f"leader-{topic}-{partition}")
+        self.loop = LoopThread(f"leader-{topic}")
         self.cluster = Cluster(ctx.config)
-        self.aggregator: Any = None
-        self.window = CallWindow(ctx.window)
-        self.state = LeaderDispatcherState(topic, partition, self, producer_id=ctx.producer_id,
-                                           producer_epoch=ctx.producer_epoch)
+        self.partitions: dict[int, LeaderDispatcherState] = {}
 
     def ping(self) -> bool:
         return True
 
     def dispatch(self, batches: list[MessageBatch]) -> None:
         for batch in batches:
-            self.state.dispatch(batch)
+            state = self.partitions.get(batch.partition)
+            if state is None:
+                state = self.partitions[batch.partition] = LeaderDispatcherState(
+                    self.topic, batch.partition, PartitionRoute(self, batch.partition),
+                    producer_id=self.ctx.producer_id, producer_epoch=self.ctx.producer_epoch)
+            state.dispatch(batch)
 
-    # backend
+    def shutdown(self) -> None:
+        """Release the brokers (a leader's Aggregator closes when its last writer has)."""
+        from ..wire.errors import ProducerClosedError
+
+        closed = ProducerClosedError("producer closed while the message waited for a retry")
+        try:
+            for state in self.partitions.values():
+                pending = [b for level in state.levels.values() for b in level.buf]
+                if pending:
+                    state.backend.return_errors(pending, closed)
+                if state.selected:
+                    state.backend.abandon()
+                state.backend.window.drain()
+            self.loop.run(self.cluster.close(), 5)
+        finally:
+            self.loop.stop()
+
+
+class PartitionRoute:
+    """One partition's backend: its leader's Aggregator (with the reference held on it) and the
+    calls in flight there; metadata and producer ids come through the actor's shared cluster."""
+
+    def __init__(self, actor: LeaderDispatcher, partition: int):
+        from .calls import CallWindow
+
+        self.actor = actor
+        self.ctx = actor.ctx
+        self.topic = actor.topic
+        self.partition = partition
+        self.path = f"producer/leader/{self.topic}/{partition}"
+        self.aggregator: Any = None
+        self.window = CallWindow(actor.ctx.window)
+
     def update_leader(self) -> None:
         from .aggregator import get_broker_worker
 
+        cluster = self.actor.cluster
         try:
-            self.loop.run(self.cluster.refresh_metadata([self.topic]), self.ctx.timeout)
+            self.actor.loop.run(cluster.refresh_metadata([self.topic]), self.ctx.timeout)
         except KafkaError:
             raise
         except Exception as exc:  # timeouts of the loop
             raise KafkaError(f"metadata for {self.topic!r}: {exc}") from exc
-        leader = self.cluster.metadata.leader(self.topic, self.partition)
+        leader = cluster.metadata.leader(self.topic, self.partition)
         if leader < 0:
             raise BrokerError(5, f"{self.topic}/{self.partition}")
-        broker = self.cluster.metadata.brokers[leader]
+        broker = cluster.metadata.brokers[leader]
         self.aggregator, self.generation = get_broker_worker(self.ctx, broker.node_id, broker.host, broker.port)
         self.node_id = broker.node_id
-        log.info("%s selected broker %d", self.state.path, leader)
+        log.info("%s selected broker %d", self.path, leader)
 
     def new_producer_id(self) -> tuple[int, int]:
         from .topic_dispatcher import init_producer_id
 
-        return self.loop.run(init_producer_id(self.cluster), self.ctx.timeout)
+        return self.actor.loop.run(init_producer_id(self.actor.cluster), self.ctx.timeout)
 
     def first_unresolved(self, producer_id: int, numbering: int) -> int:
         import ray
@@ -284,18 +324,3 @@ class LeaderDispatcher:
         ended = [b for b in batches if not b.is_control and b.ids]
         self.ctx.results.report.remote([(b.ids, b.topic, self.partition, -1, -1, error) for b in ended],
                                        [(b.topic, self.partition, *b.span()) for b in ended if b.span()])
-
-    def shutdown(self) -> None:
-        """Release the broker (the leader's Aggregator closes when its last writer has)."""
-        pending = [b for level in self.state.levels.values() for b in level.buf]
-        if pending:
-            from ..wire.errors import ProducerClosedError
-
-            self.return_errors(pending, ProducerClosedError("producer closed while the message waited for a retry"))
-        if self.state.selected:
-            self.abandon()
-        self.window.drain()
-        try:
-            self.loop.run(self.cluster.close(), 5)
-        finally:
-            self.loop.stop()

@@ -1,10 +1,10 @@
 """PartitionDispatcher: one per topic. Partitions the topic's messages with the configured
 partitioner (an explicit `partition=` wins) and dispatches each partition's messages to that
-partition's LeaderDispatcher.
+partition's state in the topic's LeaderDispatcher.
 
 Called by the TopicDispatcher only, so it sees one ordered stream, in which new messages and
 retried ones (already partitioned, passed straight through) interleave. Calls the
-LeaderDispatchers (created on a partition's first message) and the ProducerResults (a message
+LeaderDispatcher (created on the topic's first message) and the ProducerResults (a message
 asking for a partition the topic does not have fails here, alone). Keeps the order of each
 partition's messages as they arrived.
 """
@@ -21,26 +21,29 @@ from .batch import MessageBatch
 
 
 class PartitionDispatcher:
-    def __init__(self, ctx: Any, topic: str, num_partitions: int):
+    def __init__(self, ctx: Any, topic: str, num_partitions: int, leader: Any = None):
         self.ctx = ctx
         self.topic = topic
         self.num_partitions = num_partitions
         spec = ctx.config["partitioner"]
-        self.partitioner = None if callable(spec) else get_partitioner(spec)
+        self.partitioner = None if callable(spec) else get_partitioner(
+            spec, ctx.config["sticky.partitioning.linger.ms"])
         self.custom = spec if callable(spec) else None
-        self.leaders: dict[int, Any] = {}
-        self.windows: dict[int, Any] = {}
+        self.leader: Any = leader  # the topic's LeaderDispatcher (started by the TopicDispatcher alongside this one)
+        self.window: Any = None
 
     def ping(self) -> bool:
         return True
 
     def dispatch(self, batches: list[MessageBatch]) -> None:
+        parts: list[MessageBatch] = []
         for batch in batches:
             if batch.partition >= 0:  # a retry, or a control message: already partitioned
-                self._forward(batch.partition, batch)
+                parts.append(batch)
                 continue
-            for partition, part in self.partition(batch):
-                self._forward(partition, part)
+            parts.extend(part for _, part in self.partition(batch))
+        if parts:
+            self._leaders().submit(self.leader.dispatch.remote(parts))
 
     def partition(self, batch: MessageBatch) -> list[tuple[int, MessageBatch]]:
         """`batch` cut by partition, each part in arrival order; bad explicit partitions fail here."""
@@ -74,24 +77,23 @@ class PartitionDispatcher:
         return [(int(parts[idx[0]]), batch.take(idx.tolist(), int(parts[idx[0]])))
                 for idx in np.split(order, bounds)]
 
-    def _forward(self, partition: int, batch: MessageBatch) -> None:
-        leader = self.leaders.get(partition)
-        if leader is None:
+    def _leaders(self) -> Any:
+        """The window of calls to the topic's LeaderDispatcher (started here if not given)."""
+        if self.window is None:
             from .calls import CallWindow
             from .leader_dispatcher import LeaderDispatcher
             from .options import create
 
-            leader = create(LeaderDispatcher, "leader_dispatcher", self.ctx, f"{self.topic}-{partition}",
-                            self.topic, partition)
-            self.leaders[partition] = leader
-            self.windows[partition] = CallWindow(self.ctx.window)
-        self.windows[partition].submit(leader.dispatch.remote([batch]))
+            if self.leader is None:
+                self.leader = create(LeaderDispatcher, "leader_dispatcher", self.ctx, self.topic, self.topic)
+            self.window = CallWindow(self.ctx.window)
+        return self.window
 
     def shutdown(self) -> None:
         import ray
 
-        for partition, leader in self.leaders.items():
-            self.windows[partition].drain()
-            ray.get(leader.shutdown.remote())
-            ray.kill(leader, no_restart=True)
-        self.leaders.clear()
+        if self.leader is not None:
+            self._leaders().drain()
+            ray.get(self.leader.shutdown.remote())
+            ray.kill(self.leader, no_restart=True)
+            self.leader = None

@@ -106,16 +106,34 @@ class RetryHandler:
         """The Aggregator of broker `node_id` and its generation, with one more reference on it."""
         entry = self.brokers.get(node_id)
         if entry is None:
-            from .aggregator import Aggregator
-            from .options import create
-
-            self.generation += 1
-            self.writers += 1  # its Flusher's reference, released after its last response
-            handle = create(Aggregator, "aggregator", self.ctx, f"{node_id}-{self.generation}", node_id, host, port)
-            entry = self.brokers[node_id] = [handle, 0, self.generation]
-            log.info("producer/broker/%d starting", node_id)
+            entry = self._start_broker(node_id, host, port)
         entry[1] += 1
         return entry[0], entry[2]
+
+    def _start_broker(self, node_id: int, host: str, port: int) -> list[Any]:
+        from .aggregator import Aggregator
+        from .options import create
+
+        self.generation += 1
+        self.writers += 1  # its Flusher's reference, released after its last response
+        handle = create(Aggregator, "aggregator", self.ctx, f"{node_id}-{self.generation}", node_id, host, port)
+        log.info("producer/broker/%d starting", node_id)
+        entry = self.brokers[node_id] = [handle, 0, self.generation]
+        return entry
+
+    def prestart(self, brokers: list[tuple[int, str, int]]) -> None:
+        """Start the workers of these brokers with no reference yet (closed by `release_idle` if
+        no LeaderDispatcher ever takes one)."""
+        for node_id, host, port in brokers:
+            if node_id not in self.brokers and not self.closing:
+                self._start_broker(node_id, host, port)
+
+    def release_idle(self) -> None:
+        """Close the workers nobody holds (started ahead, never used): the producer is closing."""
+        for node_id, entry in list(self.brokers.items()):
+            if entry[1] == 0:
+                del self.brokers[node_id]
+                entry[0].close.remote()
 
     def unref_broker(self, node_id: int, generation: int) -> None:
         entry = self.brokers.get(node_id)

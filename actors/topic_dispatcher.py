@@ -43,12 +43,25 @@ class TopicDispatcher:
                 self.loop.run(self.cluster.any_connection(), ctx.timeout * 2)  # fail early: no broker
         except Exception as exc:  # reported by `ping`, so the driver raises the cause itself
             self.init_error = exc
+        else:
+            self._prestart_brokers()
 
     def ping(self) -> tuple[int, int]:
         """Liveness, and the producer id and epoch in use (-1 without idempotence)."""
         if self.init_error is not None:
             raise self.init_error
         return self.ctx.producer_id, self.ctx.producer_epoch
+
+    def _prestart_brokers(self) -> None:
+        """Have the broker workers (Aggregator and Flusher) of every broker start now, while the
+        first messages are still on their way: each is a process that takes about a second."""
+        try:
+            self.loop.run(self.cluster.refresh_metadata([]), self.ctx.timeout)
+        except Exception as exc:  # only a head start: the first message starts them anyway
+            log.info("producer/topic: no broker list to start workers for: %s", exc)
+            return
+        brokers = [(b.node_id, b.host, b.port) for b in self.cluster.metadata.brokers.values()]
+        self.ctx.retry_handler.prestart.remote(brokers)
 
     def dispatch(self, batches: list[MessageBatch]) -> None:
         for batch in batches:
@@ -67,11 +80,14 @@ class TopicDispatcher:
         if found is not None:
             return found
         from .calls import CallWindow
+        from .leader_dispatcher import LeaderDispatcher
         from .options import create
         from .partition_dispatcher import PartitionDispatcher
 
         info = self.loop.run(self.cluster.topic(topic), self.ctx.timeout)  # raises UnknownTopicError
-        handle = create(PartitionDispatcher, "partition_dispatcher", self.ctx, topic, topic, len(info.partitions))
+        # both processes start at once: each takes about a second to come up
+        leader = create(LeaderDispatcher, "leader_dispatcher", self.ctx, topic, topic)
+        handle = create(PartitionDispatcher, "partition_dispatcher", self.ctx, topic, topic, len(info.partitions), leader)
         self.partition_dispatchers[topic] = handle
         self.windows[topic] = CallWindow(self.ctx.window)
         return handle

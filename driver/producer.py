@@ -47,6 +47,8 @@ log = logging.getLogger("raykafka.producer")
 # the caller-side buffer is handed over when it holds this much, or after linger.ms
 FLUSH_MESSAGES = 20000
 FLUSH_BYTES = 4 << 20
+# at most this long (s) a lingered hand-over waits for the previous one to be taken
+NAGLE_WAIT = 0.05
 
 
 class _MessageFuture(Future):
@@ -210,14 +212,15 @@ class Producer:
         ctx = PipelineContext(config=self.config, prefix=self.name + "/")
         self._actors: list[Any] = []
         try:
+            # the three start at once (each is a process); then the driver takes its reference
             ctx.results = create(ProducerResults, "producer_results", ctx)
             self._actors.append(ctx.results)
             ctx.retry_handler = create(RetryHandler, "retry_handler", ctx)
             self._actors.append(ctx.retry_handler)
-            ray.get(ctx.retry_handler.ref.remote())  # the driver's reference, released at close
             self._topic_dispatcher = create(TopicDispatcher, "topic_dispatcher", ctx)
             self._actors.insert(0, self._topic_dispatcher)
-            ray.get(ctx.retry_handler.set_topic_dispatcher.remote(self._topic_dispatcher))
+            ray.get([ctx.retry_handler.ref.remote(),  # the driver's reference, released at close
+                     ctx.retry_handler.set_topic_dispatcher.remote(self._topic_dispatcher)])
             self.producer_id, self.producer_epoch = ray.get(self._topic_dispatcher.ping.remote())
         except BaseException as exc:
             for handle in self._actors:
@@ -375,9 +378,12 @@ class Producer:
 
     def _send_loop(self) -> None:
         """Hand gathered messages to the TopicDispatcher, a bounded number of calls in flight."""
+        import ray
+
         from ..actors.calls import CallWindow
 
         window = CallWindow(self.ctx.window)
+        last = None  # the previous hand-over
         while True:
             with self._cond:
                 while True:
@@ -393,11 +399,21 @@ class Producer:
                         return
                     else:
                         self._cond.wait(1.0)
+                lingered = not (self._ready or self._flush_now or self._stopping or self._open_count >= FLUSH_MESSAGES
+                                or self._open_bytes >= FLUSH_BYTES)
+            if lingered and last is not None:
+                # Nagle: while the previous hand-over is still being taken, gather what comes in
+                # meanwhile into the next one, rather than a call per message at small linger.ms
+                ray.wait([last], timeout=NAGLE_WAIT)
+            with self._cond:
                 self._seal_open()
                 batches, self._ready = self._ready, []
                 self._flush_now = False
+            if not batches:
+                continue
             try:
-                window.submit(self._topic_dispatcher.dispatch.remote(batches))
+                last = self._topic_dispatcher.dispatch.remote(batches)
+                window.submit(last)
             except Exception as exc:
                 log.error("%s: the topic dispatcher failed: %s", self.name, exc)
                 error = exc if isinstance(exc, KafkaError) else KafkaError(f"producer pipeline failed: {exc}")
@@ -596,7 +612,7 @@ class Producer:
             grace = 30.0 if deadline is None else max(5.0, deadline - time.monotonic())
             ray.get(self._topic_dispatcher.shutdown.remote(), timeout=grace)
             rh = self.ctx.retry_handler
-            ray.get(rh.unref.remote())
+            ray.get([rh.release_idle.remote(), rh.unref.remote()])
             end = time.monotonic() + grace
             while ray.get(rh.live_writers.remote()) > 0 and time.monotonic() < end:
                 time.sleep(0.02)

@@ -65,13 +65,22 @@ def _chunks(table: pa.Table, max_bytes: int) -> list[pa.Table]:
     return [table.slice(start, rows) for start in range(0, table.num_rows, rows)]
 
 
-def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, Any],
-                 on_progress: Any = None) -> dict[str, int]:
-    """Send every block through one producer; return the delivered/failed counts."""
+def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, Any] | None,
+                 on_progress: Any = None, producer: Any = None) -> dict[str, int]:
+    """Send every block through one producer; return the delivered/failed counts.
+
+    Without `producer`, one is started from `config` and closed at the end (its actors take a
+    few seconds to start). A `producer` given is used and left open, so that writes one after
+    another (a notebook's) share one pipeline."""
     from ..driver.producer import Producer
 
+    owned = producer is None
+    if owned:
+        if config is None:
+            raise ValueError("config: needs at least bootstrap.servers")
+        producer = Producer(config)
     result = WriteResult()
-    with Producer(config) as producer:
+    try:
         futures = []
         chunk_bytes = max(1, producer.buffer_memory // 4)
         for block in blocks:
@@ -83,29 +92,36 @@ def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, 
             result.add(batch_result)
             if on_progress is not None:
                 on_progress(batch_result.delivered + batch_result.failed)
+    finally:
+        if owned:
+            producer.close()
     if result.failed:
         raise KafkaWriteError(result)
     return {"delivered": result.delivered, "failed": result.failed}
 
 
-def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any], on_progress: Any = None) -> dict[str, int]:
-    """A Ray Dataset with Kafka sink columns into Kafka."""
+def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None = None, on_progress: Any = None,
+                  producer: Any = None) -> dict[str, int]:
+    """A Ray Dataset with Kafka sink columns into Kafka (through `producer`, if given)."""
     blocks = ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=2)
-    return write_blocks(blocks, topic, config, on_progress)
+    return write_blocks(blocks, topic, config, on_progress, producer)
 
 
 def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | None = None,
-                on_progress: Any = None) -> dict[str, int]:
-    """A Spark DataFrame with Kafka sink columns into Kafka; returns {"delivered", "failed"}."""
+                on_progress: Any = None, producer: Any = None) -> dict[str, int]:
+    """A Spark DataFrame with Kafka sink columns into Kafka; returns {"delivered", "failed"}.
+
+    `producer`: a `raykafka.driver.Producer` to write through and leave open (else one is
+    started from `config` for this write)."""
     import ray
 
-    if config is None:
+    if config is None and producer is None:
         raise ValueError("config: needs at least bootstrap.servers")
     columns = [f.name for f in df.schema.fields]
     if "value" not in columns:
         raise ValueError(f"a Kafka sink needs a 'value' column; the DataFrame has {columns}")
     if topic is None and "topic" not in columns:
         raise ValueError("topic: give a topic, or a 'topic' column")
-    counts = write_dataset(ray.data.from_spark(df), topic, config, on_progress)
+    counts = write_dataset(ray.data.from_spark(df), topic, config, on_progress, producer)
     log.info("wrote %d rows to Kafka", counts["delivered"])
     return counts

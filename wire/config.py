@@ -178,6 +178,7 @@ PROPERTIES: dict[str, Property] = {
     "max.block.ms": Property(60000, MS, "how long send blocks for buffer memory"),
     "max.request.size": Property(1048576, POSITIVE, "largest message (and request) sent"),
     "partitioner": Property("murmur2_random", _partitioner, "how keys map to partitions"),
+    "sticky.partitioning.linger.ms": Property(10, MS, "how long null keys stay on one partition (0: one per message)"),
     "key.serializer": Property("bytes", _serde, ""),
     "value.serializer": Property("bytes", _serde, ""),
     "transactional.id": Property(None, _optional_str, "not supported yet; must stay unset"),

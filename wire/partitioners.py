@@ -7,7 +7,10 @@ Keyed formulas (n = partition count):
                               (`int32(hash) % n`, negated if negative: the same partitions)
     consistent, consistent_random   crc32(key) % n               librdkafka's rd_crc32 (zlib's crc32)
 Null keys: `murmur2`, `fnv1a` and `consistent` hash them as the empty key; the `*_random` ones
-pick a random partition (`consistent_random` also for an empty key, as librdkafka does).
+pick a random partition (`consistent_random` also for an empty key, as librdkafka does) and, as
+librdkafka does, keep it for `sticky.partitioning.linger.ms` (10 ms by default; 0 picks one per
+message), so that unkeyed messages fill a few large batches instead of one small one per
+partition.
 
 `partition_many` is on the producer's hot path: for many keys it hashes all keys of one length
 at once with numpy, column by column, instead of byte by byte per key.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import random
 import struct
+import time
 import zlib
 
 import numpy as np
@@ -183,8 +187,23 @@ class _HashPartitioner(Partitioner):
     random_null = False  # null keys go to a random partition instead of the empty key's
     random_empty = False  # empty keys too (consistent_random)
 
-    def __init__(self, seed: int | None = None):
+    def __init__(self, seed: int | None = None, sticky_ms: int = 0):
         self._random = random.Random(seed)
+        self.sticky_s = sticky_ms / 1000
+        self._sticky: tuple[int, int, float] | None = None  # (partition, partition count, chosen at)
+
+    def _random_partition(self, n: int) -> int:
+        """Where a null key goes: the sticky partition while it lasts, else a new random one."""
+        if not self.sticky_s:
+            return self._random.randrange(n)
+        now = time.monotonic()
+        held = self._sticky
+        if held is None or held[1] != n or now - held[2] >= self.sticky_s:
+            choice = self._random.randrange(n)
+            if held is not None and n > 1 and choice == held[0]:
+                choice = (choice + 1 + self._random.randrange(n - 1)) % n
+            held = self._sticky = (choice, n, now)
+        return held[0]
 
     def _hash(self, key: bytes) -> int:
         raise NotImplementedError
@@ -198,19 +217,21 @@ class _HashPartitioner(Partitioner):
         _check(num_partitions)
         if key is None or (not key and self.random_empty):
             if self.random_null:
-                return self._random.randrange(num_partitions)
+                return self._random_partition(num_partitions)
             key = b""
         return self._reduce(self._hash(key if type(key) is bytes else bytes(key)), num_partitions)
 
     def partition_many(self, keys: list[bytes | None], num_partitions: int) -> list[int]:
         _check(num_partitions)
         n = num_partitions
+        if self.random_null and self.sticky_s and keys.count(None) == len(keys):
+            return [self._random_partition(n)] * len(keys)  # unkeyed: all to the sticky partition
         if len(keys) < _VECTOR_MIN or self._rows is None:
             return [self.partition(k, n) for k in keys]
         out = [0] * len(keys)
         hashed: list[int] = []
         keys = list(keys)
-        randrange = self._random.randrange
+        randrange = self._random_partition
         for i, k in enumerate(keys):
             if k is None or (not k and self.random_empty):
                 if self.random_null:
@@ -362,12 +383,15 @@ PARTITIONERS: dict[str, type[Partitioner]] = {
 }
 
 
-def get_partitioner(name: str = "murmur2_random") -> Partitioner:
-    """A new partitioner for a `partitioner` config value (default `murmur2_random`)."""
+def get_partitioner(name: str = "murmur2_random", sticky_ms: int = 0) -> Partitioner:
+    """A new partitioner for a `partitioner` config value (default `murmur2_random`); with the
+    `*_random` ones, null keys keep one partition for `sticky_ms`."""
     try:
         cls = PARTITIONERS[name]
     except (KeyError, TypeError):
         raise ConfigError(
             f"partitioner: unknown value {name!r}; expected one of {', '.join(PARTITIONERS)}"
         ) from None
+    if issubclass(cls, _HashPartitioner):
+        return cls(sticky_ms=sticky_ms)
     return cls()

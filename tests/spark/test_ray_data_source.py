@@ -102,3 +102,31 @@ def test_a_block_larger_than_buffer_memory_is_written_in_slices(ray_for_spark, b
     assert write_blocks([block], topic, config) == {"delivered": 20_000, "failed": 0}
     back = ray.data.read_datasource(KafkaDatasource(topic, {"bootstrap.servers": bootstrap})).count()
     assert back == 20_000
+
+
+def test_writes_one_after_another_share_a_producer_given_to_them(ray_for_spark, bootstrap, topic_name):
+    """`write_dataset(..., producer=p)` writes through `p` and leaves it open for the next write;
+    its actors stay the same ones, and every row of both writes is read back once."""
+    import ray._private.state
+
+    from raykafka.driver.producer import Producer
+    from raykafka.spark_bridge.writer import write_dataset
+
+    topic = topic_name("shared")
+    config = {"bootstrap.servers": bootstrap}
+    with Admin(config) as admin:
+        admin.create_topics({topic: 2})
+    with Producer(config) as producer:
+        first = ray.data.from_items([{"value": b"a%d" % i} for i in range(3000)])
+        assert write_dataset(first, topic, producer=producer) == {"delivered": 3000, "failed": 0}
+        actors = {a["Name"] for a in ray._private.state.actors().values()
+                  if a["State"] == "ALIVE" and a["Name"].startswith(producer.name + "/")}
+        second = ray.data.from_items([{"value": b"b%d" % i} for i in range(2000)])
+        assert write_dataset(second, topic, producer=producer) == {"delivered": 2000, "failed": 0}
+        assert producer.send(topic, b"still open").result(30).offset >= 0
+        after = {a["Name"] for a in ray._private.state.actors().values()
+                 if a["State"] == "ALIVE" and a["Name"].startswith(producer.name + "/")}
+        assert after == actors
+    values = [r["value"] for r in ray.data.read_datasource(KafkaDatasource(topic, config)).take_all()]
+    assert sorted(values) == sorted([b"a%d" % i for i in range(3000)] + [b"b%d" % i for i in range(2000)]
+                                    + [b"still open"])

@@ -237,3 +237,22 @@ def test_unknown_partitioner(name):
 def test_bad_partition_count():
     with pytest.raises(ValueError, match="num_partitions"):
         Murmur2Partitioner().partition(b"a", 0)
+
+
+def test_null_keys_stick_to_one_partition_for_sticky_partitioning_linger_ms():
+    """As librdkafka: with a `*_random` partitioner, unkeyed messages keep one partition for
+    `sticky.partitioning.linger.ms`, then move to another; keyed ones still hash."""
+    p = get_partitioner("murmur2_random", sticky_ms=60_000)
+    first = p.partition_many([None] * 100, 6)
+    assert len(set(first)) == 1
+    assert p.partition(None, 6) == first[0]
+    mixed = p.partition_many([None, b"k1", None] * 50, 6)
+    assert {mixed[i] for i in range(0, 150, 3)} == {first[0]}
+    assert mixed[1] == p.partition(b"k1", 6) == (murmur2(b"k1") & 0x7FFFFFFF) % 6
+    p.sticky_s = 0.0  # the window is over: a different partition, then one per message
+    spread = p.partition_many([None] * 600, 6)
+    assert len(set(spread)) == 6
+    expired = get_partitioner("murmur2_random", sticky_ms=1)
+    a = expired.partition(None, 6)
+    expired._sticky = (a, 6, expired._sticky[2] - 1.0)  # chosen a second ago: past its 1 ms
+    assert expired.partition(None, 6) != a
