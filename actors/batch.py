@@ -16,6 +16,11 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..wire.columns import BinaryColumn
 
 SYN = 1
 FIN = 2
@@ -35,20 +40,43 @@ def record_size(key: bytes | None, value: bytes | None, headers: list | None = N
     return size
 
 
-def _pick(column: list | None, idx: Sequence[int]) -> list | None:
+def _pick(column: Any, idx: Sequence[int]) -> Any:
+    """The entries of a column (a list, a numpy array of ids, a BinaryColumn) at `idx`."""
     if column is None:
         return None
+    if isinstance(column, BinaryColumn):
+        return column.take(idx)
+    if isinstance(column, np.ndarray):
+        return column[np.asarray(idx, dtype=np.int64)]
     if len(idx) == 1:
         return [column[idx[0]]]
     return list(operator.itemgetter(*idx)(column))
 
 
+def _join(columns: list[Any]) -> Any:
+    """Columns of one kind joined end to end (mixed kinds become a list)."""
+    if all(isinstance(c, BinaryColumn) for c in columns):
+        return BinaryColumn.concat(columns)
+    if all(isinstance(c, np.ndarray) for c in columns):
+        return np.concatenate(columns)
+    out: list = []
+    for c in columns:
+        out.extend(c.to_list() if isinstance(c, BinaryColumn | np.ndarray) else c)
+    return out
+
+
+def _lengths_sum(column: Any) -> int:
+    if isinstance(column, BinaryColumn):
+        return column.nbytes
+    return sum(len(v) for v in column if v)
+
+
 @dataclass
 class MessageBatch:
     topic: str
-    ids: list[int] = field(default_factory=list)
-    values: list = field(default_factory=list)
-    keys: list | None = None
+    ids: Any = field(default_factory=list)  # message ids: a list, or a numpy array (send_batch)
+    values: Any = field(default_factory=list)  # a list of bytes/None, or a BinaryColumn
+    keys: Any = None  # the same, or None when every key is null
     timestamps: int | list[int] = 0  # one timestamp (ms) for all, or one per record
     headers: list | None = None  # per record: list of (str, bytes | None)
     partition: int = -1  # -1 until partitioned
@@ -93,9 +121,9 @@ class MessageBatch:
     def measure(self) -> MessageBatch:
         """Fill in `nbytes` from the columns."""
         keys, headers = self.keys, self.headers
-        total = RECORD_OVERHEAD * len(self.values) + sum(len(v) for v in self.values if v)
+        total = RECORD_OVERHEAD * len(self.values) + _lengths_sum(self.values)
         if keys is not None:
-            total += sum(len(k) for k in keys if k)
+            total += _lengths_sum(keys)
         if headers is not None:
             total += sum(len(k) + (len(v) if v else 0) + 4 for hs in headers if hs for k, v in hs)
         self.nbytes = total
@@ -132,16 +160,11 @@ class MessageBatch:
         if len(batches) == 1:
             return batches[0]
         first = batches[0]
-        ids: list[int] = []
-        values: list = []
-        for b in batches:
-            ids.extend(b.ids)
-            values.extend(b.values)
+        ids = _join([b.ids for b in batches])
+        values = _join([b.values for b in batches])
         keys = None
         if any(b.keys is not None for b in batches):
-            keys = []
-            for b in batches:
-                keys.extend(b.keys if b.keys is not None else [None] * len(b))
+            keys = _join([b.keys if b.keys is not None else [None] * len(b) for b in batches])
         headers = None
         if any(b.headers is not None for b in batches):
             headers = []

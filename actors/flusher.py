@@ -300,7 +300,7 @@ class Flusher:
             self._note_span(batch)
 
     def _report_error(self, batch: MessageBatch, error: Exception) -> None:
-        if batch.ids:
+        if len(batch.ids):
             self._results_out.append((batch.ids, batch.topic, batch.partition, -1, -1, error))
             self._note_span(batch)
 

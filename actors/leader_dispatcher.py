@@ -321,6 +321,6 @@ class PartitionRoute:
             ray.get(self.ctx.retry_handler.unref_broker.remote(self.node_id, self.generation))
 
     def return_errors(self, batches: list[MessageBatch], error: Exception) -> None:
-        ended = [b for b in batches if not b.is_control and b.ids]
+        ended = [b for b in batches if not b.is_control and len(b.ids)]
         self.ctx.results.report.remote([(b.ids, b.topic, self.partition, -1, -1, error) for b in ended],
                                        [(b.topic, self.partition, *b.span()) for b in ended if b.span()])

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..wire.columns import BinaryColumn
 from ..wire.errors import UnknownTopicError
 from ..wire.partitioners import get_partitioner
 from .batch import MessageBatch
@@ -49,6 +50,8 @@ class PartitionDispatcher:
         """`batch` cut by partition, each part in arrival order; bad explicit partitions fail here."""
         n = self.num_partitions
         keys = batch.keys if batch.keys is not None else [None] * len(batch)
+        if isinstance(keys, BinaryColumn):
+            keys = keys.to_list()
         if self.custom is not None:
             chosen = [int(self.custom(k, n)) for k in keys]
         else:

@@ -85,7 +85,7 @@ class RetryHandler:
                 log.info("producer/retry: cannot forward %d batches: %s", len(batches), exc)
                 failed = [(b.ids, b.topic, b.partition, -1, -1, ProducerClosedError(
                     f"producer closed while the message waited for a retry ({exc})"))
-                    for b in batches if b.ids and not b.is_control]
+                    for b in batches if len(b.ids) and not b.is_control]
                 if failed:
                     self.ctx.results.report.remote(failed)
 

@@ -93,7 +93,7 @@ class TopicDispatcher:
         return handle
 
     def _fail(self, batch: MessageBatch, error: Exception) -> None:
-        if batch.ids and not batch.is_control:
+        if len(batch.ids) and not batch.is_control:
             self.ctx.results.report.remote([(batch.ids, batch.topic, batch.partition, -1, -1, error)])
 
     def shutdown(self) -> None:

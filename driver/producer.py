@@ -38,9 +38,10 @@ import numpy as np
 
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.options import PipelineContext, create
+from ..wire.columns import BinaryColumn
 from ..wire.config import parse_config
 from ..wire.errors import BufferExhaustedError, KafkaError, MessageTooLargeError, ProducerClosedError
-from ..wire.serde import arrow_bytes_list, get_serializer, serialize_many, serialize_one
+from ..wire.serde import get_serializer, serialize_many, serialize_one
 
 log = logging.getLogger("raykafka.producer")
 
@@ -154,7 +155,8 @@ class _Buffer:
         ids, values, keys, timestamps, headers, partitions = map(list, zip(*self.rows, strict=True))
         n = len(ids)
         return MessageBatch(
-            topic=topic, ids=ids, values=values, keys=None if keys.count(None) == n else keys,
+            topic=topic, ids=np.array(ids, dtype=np.int64), values=_packed(values),
+            keys=None if keys.count(None) == n else _packed(keys),
             timestamps=timestamps, headers=None if headers.count(None) == n else headers,
             partitions=None if partitions.count(-1) == n else partitions, created_ms=self.created_ms,
             nbytes=self.nbytes)
@@ -298,9 +300,9 @@ class Producer:
         n = len(values)
         if topics is None and (not isinstance(topic, str) or not topic):
             raise TypeError(f"topic must be a non-empty str (or give a topic column), not {topic!r}")
-        values = serialize_many(self.value_serializer, values, "values")
+        values = _packed(serialize_many(self.value_serializer, values, "values"))
         if keys is not None:
-            keys = serialize_many(self.key_serializer, keys, "keys")
+            keys = _packed(serialize_many(self.key_serializer, keys, "keys"))
         for name, column in (("keys", keys), ("headers", headers), ("partitions", partitions), ("timestamps", timestamps)):
             if column is not None and not isinstance(column, int) and len(column) != n:
                 raise ValueError(f"{name} has {len(column)} entries for {n} values")
@@ -321,7 +323,7 @@ class Producer:
             self._batches[start] = state
             bisect.insort(self._batch_starts, start)
             self._seal_open()
-            batch = MessageBatch(topic=topic or "", ids=list(range(start, start + n)), values=values, keys=keys,
+            batch = MessageBatch(topic=topic or "", ids=np.arange(start, start + n, dtype=np.int64), values=values, keys=keys,
                                  timestamps=ts, headers=headers,
                                  partitions=None if partitions is None else _partition_column(partitions, n),
                                  created_ms=now_ms, nbytes=total)
@@ -687,8 +689,8 @@ def _columns(values: Any, keys: Any, headers: Any, partitions: Any, timestamps: 
             if name not in names:
                 return None
             column = table.column(name)
-            fast = arrow_bytes_list(column) if as_bytes else None
-            return column.to_pylist() if fast is None else fast
+            packed = BinaryColumn.from_arrow(column) if as_bytes else None
+            return column.to_pylist() if packed is None else packed
 
         values = col("value", raw[0])
         keys = keys if keys is not None else col("key", raw[1])
@@ -718,6 +720,14 @@ def _columns(values: Any, keys: Any, headers: Any, partitions: Any, timestamps: 
     return values, keys, headers, partitions, timestamps, topics
 
 
+def _packed(column: Any) -> Any:
+    """A list of bytes/None as one BinaryColumn (one buffer to pickle at each actor hop, not a
+    bytes object per message); anything else as it is."""
+    if isinstance(column, list):
+        return BinaryColumn.from_list(column) or column
+    return column
+
+
 def _partition_column(partitions: list, n: int) -> list[int]:
     """Explicit partitions as ints, -1 where None (numpy does the loop)."""
     arr = np.asarray(partitions, dtype=object)
@@ -728,7 +738,9 @@ def _partition_column(partitions: list, n: int) -> list[int]:
     return out.tolist()
 
 
-def _lengths(column: list) -> np.ndarray:
+def _lengths(column: Any) -> np.ndarray:
+    if isinstance(column, BinaryColumn):
+        return column.lengths()
     if None in column:
         return np.fromiter((len(v) if v is not None else 0 for v in column), dtype=np.int64, count=len(column))
     return np.fromiter(map(len, column), dtype=np.int64, count=len(column))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from .columns import BinaryColumn
 from .compression import compress as _compress
 from .compression import decompress as _decompress
 from .errors import CorruptRecordError, DecodeError
@@ -170,6 +171,8 @@ def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
 
 def _as_bytes_list(items: list, what: str) -> list:
     """`items` with every element bytes or None; other buffers are copied, anything else is a TypeError."""
+    if isinstance(items, BinaryColumn):
+        return items.to_list()
     kinds = set(map(type, items))
     if kinds <= {bytes, type(None)}:
         return items

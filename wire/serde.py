@@ -72,7 +72,12 @@ def serialize_one(serializer: Serializer, obj: Any, what: str) -> bytes | None:
 
 
 def serialize_many(serializer: Serializer, objs: list, what: str) -> list:
-    """`objs` serialized; the bytes serializer on a list of bytes/None returns it untouched."""
+    """`objs` serialized; the bytes serializer on a list of bytes/None returns it untouched, and
+    a BinaryColumn (sliced from a binary or string Arrow column) is bytes already."""
+    from .columns import BinaryColumn
+
+    if isinstance(objs, BinaryColumn):
+        return objs
     if serializer is _to_bytes:
         kinds = set(map(type, objs))
         if kinds <= {bytes, type(None)}:
@@ -83,38 +88,6 @@ def serialize_many(serializer: Serializer, objs: list, what: str) -> list:
             out.append(serializer(obj))
         except TypeError as exc:
             raise TypeError(f"{what}[{i}]: {exc}") from None
-    return out
-
-
-def arrow_bytes_list(column: Any) -> list | None:
-    """A binary or string Arrow column as a list of bytes (None where null), sliced straight from
-    its buffers: `to_pylist` builds an Arrow scalar per value and costs ten times more. None when
-    the column has another type (the caller converts it the general way)."""
-    import numpy as np
-    import pyarrow as pa
-
-    t = column.type
-    if pa.types.is_binary(t) or pa.types.is_string(t):
-        width: Any = np.int32
-    elif pa.types.is_large_binary(t) or pa.types.is_large_string(t):
-        width = np.int64
-    else:
-        return None
-    out: list = []
-    for chunk in (column.chunks if isinstance(column, pa.ChunkedArray) else [column]):
-        n = len(chunk)
-        if n == 0:
-            continue
-        _validity, offsets, data = chunk.buffers()
-        bounds = np.frombuffer(offsets, dtype=width)[chunk.offset:chunk.offset + n + 1]
-        first = int(bounds[0])
-        blob = b"" if data is None else data.slice(first, int(bounds[-1]) - first).to_pybytes()
-        ends = (bounds - first).tolist()
-        part = [blob[a:b] for a, b in zip(ends, ends[1:])]  # noqa: B905 (one shorter by design)
-        if chunk.null_count:
-            for i in np.flatnonzero(~chunk.is_valid().to_numpy(zero_copy_only=False)).tolist():
-                part[i] = None
-        out.extend(part)
     return out
 
 

@@ -1,5 +1,5 @@
 """The faster hot paths give exactly what the plain ones give: the numpy record reader against
-the per-record loop, and Arrow columns sliced from their buffers against `to_pylist`."""
+the per-record loop, and Arrow columns taken from their buffers against `to_pylist`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pyarrow as pa
 import pytest
 
 from raykafka.wire import arrow_batches
+from raykafka.wire.columns import BinaryColumn
 from raykafka.wire.errors import CorruptRecordError
 from raykafka.wire.records import encode_record_batch
-from raykafka.wire.serde import arrow_bytes_list
 
 
 def _fetched(n: int, per_batch: int, *, keys: bool, headers: bool, codec: int, size: int) -> tuple[bytes, list]:
@@ -49,9 +49,9 @@ def test_a_corrupt_record_in_a_long_batch_still_names_the_batch():
 
 
 @pytest.mark.parametrize("kind", [pa.binary(), pa.string(), pa.large_binary(), pa.large_string()])
-def test_arrow_bytes_list_matches_to_pylist(kind):
+def test_binary_column_from_arrow_matches_to_pylist(kind):
     raw = [None if i % 4 == 0 else (f"é{i}" * (i % 9)) for i in range(500)]
     column = pa.chunked_array([pa.array(raw[:200], kind), pa.array(raw[200:], kind)]).slice(37, 400)
     expected = [None if v is None else (v.encode() if isinstance(v, str) else v) for v in column.to_pylist()]
-    assert arrow_bytes_list(column) == expected
-    assert arrow_bytes_list(pa.array([1, 2])) is None  # not a bytes column: the caller converts it
+    assert BinaryColumn.from_arrow(column).to_list() == expected
+    assert BinaryColumn.from_arrow(pa.array([1, 2])) is None  # not a bytes column: the caller converts it
