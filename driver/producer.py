@@ -48,7 +48,7 @@ log = logging.getLogger("raykafka.producer")
 # the caller-side buffer is handed over when it holds this much, or after linger.ms
 FLUSH_MESSAGES = 20000
 FLUSH_BYTES = 4 << 20
-# at most this long (s) a lingered hand-over waits for the previous one to be taken
+# at most this long (s) a lingered hand-over waits for the messages handed over before it
 NAGLE_WAIT = 0.05
 
 
@@ -372,6 +372,19 @@ class Producer:
                 raise ProducerClosedError("send on a closed producer")
         self._unresolved_bytes += size
 
+    def _nagle(self) -> None:
+        """Nagle's rule for a lingered hand-over: while messages handed over before are still
+        unanswered, let new ones gather (up to NAGLE_WAIT s), so that at small linger.ms the
+        pipeline gets one call per round trip rather than one per message."""
+        deadline = time.monotonic() + NAGLE_WAIT
+        with self._cond:
+            while (len(self._pending) > self._open_count and not (self._ready or self._flush_now or self._stopping)
+                   and self._open_count < FLUSH_MESSAGES and self._open_bytes < FLUSH_BYTES):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
+
     def _seal_open(self) -> None:
         for topic, buf in self._open.items():
             self._ready.append(buf.batch(topic))
@@ -380,12 +393,9 @@ class Producer:
 
     def _send_loop(self) -> None:
         """Hand gathered messages to the TopicDispatcher, a bounded number of calls in flight."""
-        import ray
-
         from ..actors.calls import CallWindow
 
         window = CallWindow(self.ctx.window)
-        last = None  # the previous hand-over
         while True:
             with self._cond:
                 while True:
@@ -403,10 +413,8 @@ class Producer:
                         self._cond.wait(1.0)
                 lingered = not (self._ready or self._flush_now or self._stopping or self._open_count >= FLUSH_MESSAGES
                                 or self._open_bytes >= FLUSH_BYTES)
-            if lingered and last is not None:
-                # Nagle: while the previous hand-over is still being taken, gather what comes in
-                # meanwhile into the next one, rather than a call per message at small linger.ms
-                ray.wait([last], timeout=NAGLE_WAIT)
+            if lingered:
+                self._nagle()
             with self._cond:
                 self._seal_open()
                 batches, self._ready = self._ready, []
@@ -414,8 +422,7 @@ class Producer:
             if not batches:
                 continue
             try:
-                last = self._topic_dispatcher.dispatch.remote(batches)
-                window.submit(last)
+                window.submit(self._topic_dispatcher.dispatch.remote(batches))
             except Exception as exc:
                 log.error("%s: the topic dispatcher failed: %s", self.name, exc)
                 error = exc if isinstance(exc, KafkaError) else KafkaError(f"producer pipeline failed: {exc}")
