@@ -20,6 +20,7 @@ and ends at the last acknowledgement (produce) or once every message has been re
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import os
 import platform
 import re
@@ -682,7 +683,7 @@ def machine() -> dict[str, str]:
 
     return {"nproc": str(os.cpu_count()), "cpu": cpu, "python": platform.python_version(),
             "os": f"{platform.system()} {platform.release()}", "ray": ray.__version__,
-            "pyarrow": pyarrow.__version__, "confluent-kafka": getattr(confluent_kafka, "__version__", None) or str(confluent_kafka.version()[0]),
+            "pyarrow": pyarrow.__version__, "confluent-kafka": importlib.metadata.version("confluent-kafka"),
             "librdkafka": confluent_kafka.libversion()[0], "aiokafka": aiokafka.__version__,
             "kafka-python": kafka.__version__, "tansu": os.path.basename(tansu_binary()),
             "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
