@@ -158,8 +158,10 @@ def render_markdown(report: Any, chart: str | None, chart_note: str = "") -> str
                    if against else "."), ""]
         if against:
             out += [f"| hot path | {against} | now | speed-up |", "| --- | ---: | ---: | ---: |"]
-            out += [f"| {r['path']} | {r['before']:,.0f} | {r['now']:,.0f} | {r['now'] / r['before']:.2f}× |"
+            out += [f"| {r['path']} | {_fmt(r['before'])} | {_fmt(r['now'])} | {_ratio(r['now'], r['before'])} |"
                     for r in report.hot_paths]
+            if any(r["before"] is None for r in report.hot_paths):
+                out += ["", f"—: the module at `{against}` does not load beside today's package."]
         else:
             out += ["| hot path | rate |", "| --- | ---: |"]
             out += [f"| {r['path']} | {r['now']:,.0f} |" for r in report.hot_paths]
