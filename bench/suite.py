@@ -612,6 +612,34 @@ def latency_raykafka(bootstrap: str, admin: Any, s: Settings) -> tuple[float, fl
     return _percentiles(lat)
 
 
+def latency_rows(bootstrap: str, admin: Any, s: Settings) -> list[Row]:
+    """Each client's p50 and p99, the median over `s.runs` runs taken in turn (a run is short, so
+    one stall on the box would otherwise decide a p99)."""
+    clients = [(label, fn) for label, fn in (("raykafka send() linger.ms=0", latency_raykafka),
+                                             ("confluent-kafka produce() linger.ms=0", latency_confluent))
+               if _wanted(s, label)]
+    figures: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in clients}
+    failed: dict[str, str] = {}
+    for _ in range(s.runs):
+        for label, fn in clients:
+            if label in failed:
+                continue
+            try:
+                figures[label].append(fn(bootstrap, admin, s))
+            except Exception as exc:
+                failed[label] = _why(exc)
+    rows = []
+    for label, _ in clients:
+        runs = figures[label]
+        if label in failed or not runs:
+            rows.append(Row("latency", label, 100, "none", float("nan"), note=failed.get(label, "no run")))
+        else:
+            rows.append(Row("latency", label, 100, "none", statistics.median(p50 for p50, _ in runs),
+                            [statistics.median(p99 for _, p99 in runs)]))
+        _log(f"latency {label} done")
+    return rows
+
+
 def latency_confluent(bootstrap: str, admin: Any, s: Settings) -> tuple[float, float]:
     from confluent_kafka import Producer
 
@@ -724,6 +752,7 @@ def run_suite(s: Settings, command: str = "") -> Report:
     try:
         with EmbeddedBroker() as broker, Admin(broker.bootstrap) as admin:
             bootstrap = broker.bootstrap
+            report.rows += latency_rows(bootstrap, admin, s)  # first, while nothing else runs on the box
             for size in s.sizes:
                 for codec in s.codecs:
                     for label, fn in PRODUCERS:
@@ -749,15 +778,6 @@ def run_suite(s: Settings, command: str = "") -> Report:
                         report.rows.append(_measure("consume", label, size, codec, s,
                                                     lambda fn=fn, topic=topic: fn(bootstrap, topic, s),
                                                     NOTES.get(label, "")))
-            for label, fn in (("raykafka send() linger.ms=0", latency_raykafka),
-                              ("confluent-kafka produce() linger.ms=0", latency_confluent)):
-                if _wanted(s, label):
-                    try:
-                        p50, p99 = fn(bootstrap, admin, s)
-                        report.rows.append(Row("latency", label, 100, "none", p50, [p99]))
-                    except Exception as exc:
-                        report.rows.append(Row("latency", label, 100, "none", float("nan"), note=_why(exc)))
-                    _log(f"latency {label} done")
             if _wanted(s, "raykafka producer actors RSS"):
                 try:
                     mib, procs = producer_memory(bootstrap, admin, s)
