@@ -60,11 +60,12 @@ def render(records: list[dict]) -> str:
     when = max((r.get("written_at", "") for r in records), default="")
     out.append(f"Records: {len(records)}, form: {', '.join(forms)}, last written {when}.\n")
     out.append("## Summary\n")
-    out.append("| scenario | test | " + " | ".join(MAIN) + " | failed by cause | faults injected | actors killed |")
-    out.append("|" + "---|" * (len(MAIN) + 5))
+    out.append("| scenario | test | form | " + " | ".join(MAIN) + " | failed by cause | faults injected | actors killed |")
+    out.append("|" + "---|" * (len(MAIN) + 6))
     for r in records:
         cells = [_fmt(r.get(k, "")) for k in MAIN]
-        out.append(f"| {r['module'].replace('test_', '')} | {r['test'].replace('test_', '')} | " + " | ".join(cells)
+        out.append(f"| {r['module'].replace('test_', '')} | {r['test'].replace('test_', '')} | {r.get('form', '?')} | "
+                   + " | ".join(cells)
                    + f" | {_fmt(r.get('failed_by_cause', {}))} | {_fmt(r.get('faults', {}))} | "
                    f"{_fmt(r.get('actors_killed', []))} |")
     totals = {k: sum(int(r.get(k, 0) or 0) for r in records) for k in ("sent", "delivered", "failed", "lost",
@@ -84,7 +85,7 @@ def render(records: list[dict]) -> str:
             continue
         out.append(f"## {title}\n")
         for r in mine:
-            out.append(f"### `{r['test']}`\n")
+            out.append(f"### `{r['test']}` ({r.get('form', '?')} form)\n")
             if r.get("doc"):
                 out.append(" ".join(r["doc"].split()) + "\n")
             for k in MAIN:
