@@ -12,8 +12,9 @@ that reason; the forwarding thread is what waits.
 
 It is also the producer's registry of broker workers, Sarama's getBrokerProducer and
 unrefBrokerProducer: a single synchronous actor serialises them as Sarama's mutex does. A
-broker's Aggregator (with its Flusher) is created on the first reference and closed when the
-last LeaderDispatcher using it lets go.
+broker's Aggregator (with its Flusher) is created on the first reference, or ahead of it
+(`prestart`, for the first brokers of the cluster), and closed when the last LeaderDispatcher
+using it lets go (or at close, if none ever took it).
 """
 
 from __future__ import annotations

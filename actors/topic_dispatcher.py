@@ -23,6 +23,10 @@ from .batch import MessageBatch
 
 log = logging.getLogger("raykafka.producer.topic")
 
+# broker workers started before the first message, at most: on a large cluster the others start
+# when a partition they lead is first written (two processes each)
+PRESTART_BROKERS = 3
+
 
 class TopicDispatcher:
     def __init__(self, ctx: Any):
@@ -61,7 +65,7 @@ class TopicDispatcher:
             log.info("producer/topic: no broker list to start workers for: %s", exc)
             return
         brokers = [(b.node_id, b.host, b.port) for b in self.cluster.metadata.brokers.values()]
-        self.ctx.retry_handler.prestart.remote(brokers)
+        self.ctx.retry_handler.prestart.remote(brokers[:PRESTART_BROKERS])
 
     def dispatch(self, batches: list[MessageBatch]) -> None:
         for batch in batches:
