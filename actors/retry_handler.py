@@ -43,6 +43,7 @@ class RetryHandler:
         self.writers = 0  # live Flushers, each may still call `retry`
         self.brokers: dict[int, list[Any]] = {}  # node id -> [aggregator, references, generation]
         self.generation = 0
+        self.idle_released = False
         self.closing = False
         self.forwarded = 0
         self.thread = threading.Thread(target=self._forward_loop, name="retry-forwarder", daemon=True)
@@ -126,11 +127,12 @@ class RetryHandler:
         """Start the workers of these brokers with no reference yet (closed by `release_idle` if
         no LeaderDispatcher ever takes one)."""
         for node_id, host, port in brokers:
-            if node_id not in self.brokers and not self.closing:
+            if node_id not in self.brokers and not self.closing and not self.idle_released:
                 self._start_broker(node_id, host, port)
 
     def release_idle(self) -> None:
         """Close the workers nobody holds (started ahead, never used): the producer is closing."""
+        self.idle_released = True  # a late `prestart` must not start workers nobody will close
         for node_id, entry in list(self.brokers.items()):
             if entry[1] == 0:
                 del self.brokers[node_id]

@@ -65,6 +65,14 @@ def _chunks(table: pa.Table, max_bytes: int) -> list[pa.Table]:
     return [table.slice(start, rows) for start in range(0, table.num_rows, rows)]
 
 
+def _check_target(config: Mapping[str, Any] | None, producer: Any) -> None:
+    """Exactly one of: a config to start a producer for the write, or an open producer."""
+    if config is None and producer is None:
+        raise ValueError("config: needs at least bootstrap.servers")
+    if config is not None and producer is not None:
+        raise ValueError("give config (a producer is started for this write) or producer (an open one), not both")
+
+
 def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, Any] | None,
                  on_progress: Any = None, producer: Any = None) -> dict[str, int]:
     """Send every block through one producer; return the delivered/failed counts.
@@ -74,10 +82,9 @@ def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, 
     another (a notebook's) share one pipeline."""
     from ..driver.producer import Producer
 
+    _check_target(config, producer)
     owned = producer is None
     if owned:
-        if config is None:
-            raise ValueError("config: needs at least bootstrap.servers")
         producer = Producer(config)
     result = WriteResult()
     try:
@@ -115,8 +122,7 @@ def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | N
     started from `config` for this write)."""
     import ray
 
-    if config is None and producer is None:
-        raise ValueError("config: needs at least bootstrap.servers")
+    _check_target(config, producer)
     columns = [f.name for f in df.schema.fields]
     if "value" not in columns:
         raise ValueError(f"a Kafka sink needs a 'value' column; the DataFrame has {columns}")

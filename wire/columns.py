@@ -116,13 +116,6 @@ class BinaryColumn:
             return None
         return np.frombuffer(self.data, dtype=np.uint8)[int(self.offsets[i]):int(self.offsets[i + 1])].tobytes()
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, BinaryColumn | list):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return f"BinaryColumn({len(self)} values, {self.nbytes} bytes)"
 

@@ -15,6 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -162,17 +163,8 @@ def record(request: pytest.FixtureRequest, chaos_full: bool) -> Callable[..., No
 @pytest.fixture(scope="session")
 def kit():
     """The helpers above for test modules (importlib mode cannot import conftest by name)."""
-
-    class Kit:
-        pass
-
-    k = Kit()
-    k.wait_for = staticmethod(wait_for)
-    k.cause_of = staticmethod(cause_of)
-    k.read_back = staticmethod(read_back)
-    k.create_topic = staticmethod(create_topic)
-    k.kill_by_role = staticmethod(kill_by_role)
-    return k
+    return SimpleNamespace(wait_for=wait_for, cause_of=cause_of, read_back=read_back, create_topic=create_topic,
+                           kill_by_role=kill_by_role)
 
 
 def read_back(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0,

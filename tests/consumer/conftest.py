@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 
 import pytest
 
@@ -68,12 +69,4 @@ def produce(bootstrap: str, topic: str, messages: list[dict], **config) -> list[
 @pytest.fixture(scope="session")
 def kit():
     """The helpers above, for test modules (importlib mode cannot import conftest by name)."""
-
-    class Kit:
-        pass
-
-    k = Kit()
-    k.wait_for = staticmethod(wait_for)
-    k.create_topic = staticmethod(create_topic)
-    k.produce = staticmethod(produce)
-    return k
+    return SimpleNamespace(wait_for=wait_for, create_topic=create_topic, produce=produce)

@@ -118,6 +118,8 @@ def test_writes_one_after_another_share_a_producer_given_to_them(ray_for_spark, 
         admin.create_topics({topic: 2})
     with Producer(config) as producer:
         first = ray.data.from_items([{"value": b"a%d" % i} for i in range(3000)])
+        with pytest.raises(ValueError, match="not both"):  # which one would apply is unclear: refused
+            write_dataset(first, topic, config, producer=producer)
         assert write_dataset(first, topic, producer=producer) == {"delivered": 3000, "failed": 0}
         actors = {a["Name"] for a in ray._private.state.actors().values()
                   if a["State"] == "ALIVE" and a["Name"].startswith(producer.name + "/")}
