@@ -83,7 +83,7 @@ async def _resolve(config: Any, names: list[str], start_spec: Any, end_spec: Any
             info = await cluster.topic(topic)
             partitions = sorted(info.partitions)
             earliest = await list_offsets(cluster, topic, partitions, EARLIEST)
-            latest = await high_watermarks(cluster, topic, partitions)
+            latest = await high_watermarks(cluster, topic, partitions, earliest)
 
             for p in partitions:
                 start = _pick(start_spec, topic, p, earliest[p], latest[p], earliest[p])

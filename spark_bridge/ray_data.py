@@ -20,7 +20,7 @@ from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasink
 
 from ..wire import messages
-from ..wire.arrow_batches import SCHEMA, records_to_arrow
+from ..wire.arrow_batches import SCHEMA, next_offset, records_to_arrow
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import BrokerError, KafkaError
@@ -32,48 +32,82 @@ READ_ATTEMPTS = 20
 
 def read_range(config: Mapping[str, Any], part: PartitionRange) -> Iterator[pa.Table]:
     """The records of `part`, exactly [start, end), in order, as Arrow tables (Ray Data blocks)."""
-    if part.count == 0:
+    return read_ranges(config, [part])
+
+
+def read_ranges(config: Mapping[str, Any], parts: list[PartitionRange]) -> Iterator[pa.Table]:
+    """One table per range of `parts`, the ranges read at once: while one is decoded, the
+    broker is already serving the others."""
+    parts = [p for p in parts if p.count]
+    if not parts:
         return iter(())
-    batches = asyncio.run(_read_range(parse_config(config), part))
-    return iter([pa.Table.from_batches(batches, schema=SCHEMA)])
+    parsed = parse_config(config)
+
+    async def read_all() -> list[list[pa.RecordBatch]]:
+        return await asyncio.gather(*(_read_range(parsed, part) for part in parts))
+
+    return iter([pa.Table.from_batches(batches, schema=SCHEMA) for batches in asyncio.run(read_all())])
 
 
 async def _read_range(config: Any, part: PartitionRange) -> list[pa.RecordBatch]:
+    """Fetch and decode in turn, with the next fetch already asked for while one is decoded."""
     cluster = Cluster(config)
     batches: list[pa.RecordBatch] = []
-    offset, failures = part.start, 0
+    offset = part.start
+    prefetch: asyncio.Future | None = None
     try:
-        while offset < part.end:
-            try:
-                conn = await cluster.leader_connection(part.topic, part.partition)
-                body = fetch_body(config, [(part.topic, part.partition, offset)])
-                response = await conn.request(messages.FETCH, body, fetch_version(conn))
-                data = response.responses[0].partitions[0]
-                if data.error_code:
-                    raise BrokerError(data.error_code, f"fetch {part.topic}/{part.partition} at {offset}")
-            except KafkaError as exc:
-                failures += 1
-                retriable = exc.retriable or getattr(exc, "code", None) in LEADER_ERRORS
-                if not retriable or failures >= READ_ATTEMPTS:
-                    raise
-                await asyncio.sleep(config["retry.backoff.ms"] / 1000)
-                await cluster.refresh_metadata([part.topic])
-                continue
+        data = await _fetch(cluster, config, part, offset)
+        while True:
+            ahead = next_offset(data.records, offset)
+            if offset < ahead < part.end:
+                prefetch = asyncio.ensure_future(_fetch(cluster, config, part, ahead))
+                await asyncio.sleep(0)  # let it send its request before the decode holds the loop
             batch, after = records_to_arrow(data.records, part.topic, part.partition, offset,
                                             check_crc=config["check.crcs"])
             if batch.num_rows:
                 if batch.column(4)[-1].as_py() >= part.end:
                     batch = batch.slice(0, _rows_before(batch, part.end))
                 batches.append(batch)
-            if after <= offset:
-                if data.high_watermark <= offset:
-                    raise KafkaError(f"{part.topic}/{part.partition} ends at {data.high_watermark}, "
-                                     f"before the requested end {part.end}")
-                continue
-            offset = after
-        return batches
+            if after <= offset and data.high_watermark <= offset:
+                raise KafkaError(f"{part.topic}/{part.partition} ends at {data.high_watermark}, "
+                                 f"before the requested end {part.end}")
+            offset = max(offset, after)
+            if offset >= part.end:
+                return batches
+            if prefetch is not None and ahead != offset:  # not what is needed next
+                prefetch.cancel()
+                prefetch = None
+            if prefetch is None:
+                prefetch = asyncio.ensure_future(_fetch(cluster, config, part, offset))
+            data = await prefetch
+            prefetch = None
     finally:
+        if prefetch is not None:
+            prefetch.cancel()
         await cluster.close()
+
+
+async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, offset: int) -> Any:
+    """One partition's Fetch response at `offset`, through leader moves and retriable errors."""
+    failures = 0
+    # the range's size is known: ask for all of it at once, up to fetch.max.bytes
+    want = max(config["max.partition.fetch.bytes"], min(config["fetch.max.bytes"], (part.end - offset) * 256))
+    while True:
+        try:
+            conn = await cluster.leader_connection(part.topic, part.partition)
+            body = fetch_body(config, [(part.topic, part.partition, offset)], partition_max_bytes=want)
+            response = await conn.request(messages.FETCH, body, fetch_version(conn))
+            data = response.responses[0].partitions[0]
+            if data.error_code:
+                raise BrokerError(data.error_code, f"fetch {part.topic}/{part.partition} at {offset}")
+            return data
+        except KafkaError as exc:
+            failures += 1
+            retriable = exc.retriable or getattr(exc, "code", None) in LEADER_ERRORS
+            if not retriable or failures >= READ_ATTEMPTS:
+                raise
+            await asyncio.sleep(config["retry.backoff.ms"] / 1000)
+            await cluster.refresh_metadata([part.topic])
 
 
 def _rows_before(batch: pa.RecordBatch, end: int) -> int:
@@ -97,15 +131,31 @@ class KafkaDatasource(Datasource):
         return sum(r.count for r in self.ranges) * 150
 
     def get_read_tasks(self, parallelism: int, **_: Any) -> list[ReadTask]:
-        tasks = []
-        for part in self.ranges:
-            if part.count == 0:
-                continue
-            metadata = BlockMetadata(num_rows=part.count, size_bytes=None, input_files=None, exec_stats=None)
-            config = self.config
-            tasks.append(ReadTask(lambda part=part, config=config: read_range(config, part), metadata,
-                                  schema=SCHEMA))
-        return tasks
+        """At most one task per CPU (or `parallelism`, if smaller), each reading its share of the
+        ranges at once; a block per range either way."""
+        ranges = sorted((r for r in self.ranges if r.count), key=lambda r: -r.count)
+        if not ranges:
+            return []
+        shares: list[list[PartitionRange]] = [[] for _ in range(min(len(ranges), max(1, parallelism), _cpus()))]
+        loads = [0] * len(shares)
+        for part in ranges:  # the largest range to the least loaded task
+            i = loads.index(min(loads))
+            shares[i].append(part)
+            loads[i] += part.count
+        config = self.config
+        return [ReadTask(lambda share=share: read_ranges(config, share),
+                         BlockMetadata(num_rows=sum(p.count for p in share), size_bytes=None, input_files=None,
+                                       exec_stats=None), schema=SCHEMA)
+                for share in shares]
+
+
+def _cpus() -> int:
+    import ray
+
+    try:
+        return max(1, int(ray.cluster_resources().get("CPU", 1)))
+    except Exception:  # Ray not started yet: Ray Data starts it when the read runs
+        return 1
 
 
 class KafkaDatasink(Datasink):

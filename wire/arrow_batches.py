@@ -1,13 +1,15 @@
 """Fetched record batches to `pyarrow.RecordBatch` with Spark's Kafka source schema.
 
-`records_to_arrow` reads a Fetch response's `records` bytes straight into columns. A batch
-of records without headers (the common case) takes one Python step per record, to find where
-each record starts, and then numpy reads every field of every record at once; any other
-batch is read by a loop that only appends integers (offset, timestamp, key and value
-positions) to typed arrays. Keys and values are then copied out of the fetched bytes in one
-join (or one numpy take when they are tiny), and each column is made in one call. No Python
-object per record survives. Control batches and records before the requested offset are
-skipped; aborted transactions are not filtered (read_uncommitted).
+`records_to_arrow` reads a Fetch response's `records` bytes straight into columns, in two
+steps. One Python step per batch checks its header and CRC and decompresses it; then one
+Python step per record finds where each record starts, and numpy reads every field of every
+record of every batch at once (headers, where a record has them, by a short loop). A fetch of
+many one-record batches costs about what one batch of as many records does. Keys and values
+are then copied out of the fetched bytes in one join (or one numpy take when they are tiny),
+and each column is made in one call; no Python object per record survives. Anything
+malformed sends the fetch to a record-by-record reader that names the batch and what is
+wrong. Control batches and records before the requested offset are skipped; aborted
+transactions are not filtered (read_uncommitted).
 
 `batches_to_arrow` does the same from `records.decode_record_batches` output (tests, peers).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +27,7 @@ from crc32c import crc32c
 
 from .compression import decompress
 from .errors import CorruptRecordError, DecodeError
-from .records import RecordBatch
+from .records import RecordBatch, read_uvarint
 
 HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
 SCHEMA = pa.schema([
@@ -70,14 +73,52 @@ def records_to_arrow(data: bytes | memoryview | None, topic: str, partition: int
     if not data:
         return empty_batch(), start_offset
     buf = bytes(data)
+    extents, segments, after = _scan_batches(buf, topic, partition, start_offset, check_crc)
+    if not extents:
+        return empty_batch(), after
+    source = segments[0] if len(segments) == 1 else b"".join(segments)
+    try:
+        fields = _read_vectorised(source, extents, start_offset)
+    except (IndexError, ValueError, DecodeError, UnicodeDecodeError):
+        fields = None
+    if fields is None:  # something malformed: the loop finds it and names the batch
+        fields = _read_looped(source, extents, start_offset, topic, partition)
+    return _to_arrow(fields, np.frombuffer(source, np.uint8), topic, partition), after
+
+
+class _Extent(NamedTuple):
+    """Where one batch's records lie in the joined source (decompressed batches after the fetch)."""
+
+    base: int
+    pos: int
+    end: int
+    count: int
+    ts_base: int
+    log_append: bool
+
+
+class _Fields(NamedTuple):
+    """Every field of every kept record, as int64 arrays of positions into the source."""
+
+    offsets: np.ndarray
+    stamps: np.ndarray
+    types: np.ndarray  # int32
+    key_pos: np.ndarray
+    key_len: np.ndarray  # -1 for a null key
+    val_pos: np.ndarray
+    val_len: np.ndarray
+    hdr_count: np.ndarray
+    hdr_keys: list[str]
+    hdr_pos: np.ndarray
+    hdr_len: np.ndarray
+
+
+def _scan_batches(buf: bytes, topic: str, partition: int, start_offset: int,
+                  check_crc: bool) -> tuple[list[_Extent], list[bytes], int]:
+    """One step per batch: check its header and CRC, decompress it, note where its records lie."""
+    extents: list[_Extent] = []
     segments = [buf]
     seg_base = len(buf)
-    offsets, stamps = array("q"), array("q")
-    key_pos, key_len, val_pos, val_len = array("q"), array("q"), array("q"), array("q")
-    hdr_count = array("q")
-    hdr_keys: list[str] = []
-    hdr_pos, hdr_len = array("q"), array("q")
-    type_runs: list[tuple[int, int]] = []  # (timestamp type, records kept) per batch
     end = len(buf)
     pos = 0
     after = start_offset
@@ -96,62 +137,165 @@ def records_to_arrow(data: bytes | memoryview | None, topic: str, partition: int
         if attrs & 0x20 or base + last_delta < start_offset:
             continue  # a control batch, or nothing we asked for
         codec = attrs & 0x07
+        log_append = bool(attrs & 0x08)
+        ts_base = max_ts if log_append else base_ts
         if codec:
             raw = decompress(codec, memoryview(buf)[batch_pos + HEADER_SIZE:batch_end])
             segments.append(raw)
-            src, rpos, rend, shift = raw, 0, len(raw), seg_base
+            extents.append(_Extent(base, seg_base, seg_base + len(raw), count, ts_base, log_append))
             seg_base += len(raw)
         else:
-            src, rpos, rend, shift = buf, batch_pos + HEADER_SIZE, batch_end, 0
-        log_append = attrs & 0x08
-        kept = len(offsets)
-        ts_base = max_ts if log_append else base_ts
-        try:
-            if count >= _VECTOR_MIN and _read_plain_records(src, rpos, rend, count, base, ts_base, not log_append,
-                                                            start_offset, shift, offsets, stamps, key_pos, key_len,
-                                                            val_pos, val_len, hdr_count):
-                rpos = rend
+            extents.append(_Extent(base, batch_pos + HEADER_SIZE, batch_end, count, ts_base, log_append))
+    return extents, segments, after
+
+
+def _read_vectorised(source: bytes, extents: list[_Extent], start_offset: int) -> _Fields | None:
+    """Every batch's records at once: one Python step per record finds where it starts, then
+    numpy reads each field of every record of every batch together. Many small batches (a
+    producer at linger.ms=0) cost about what one large batch does.
+
+    Returns None if anything is malformed; the caller then reads with `_read_looped`, which
+    says what is wrong."""
+    starts, stops = array("q"), array("q")
+    add_start, add_stop = starts.append, stops.append
+    for ext in extents:
+        p, end = ext.pos, ext.end
+        if ext.count > end - p:
+            return None  # a record takes at least one byte
+        for _ in range(ext.count):
+            b = source[p]
+            if b < 0x80:
+                u, p = b, p + 1
+            elif source[p + 1] < 0x80:  # records of 64 to 8191 bytes: a two-byte length
+                u, p = (b & 0x7F) | (source[p + 1] << 7), p + 2
             else:
-                rpos = _read_records(src, rpos, rend, count, base, ts_base, not log_append, start_offset, shift,
-                                     offsets, stamps, key_pos, key_len, val_pos, val_len, hdr_count, hdr_keys,
-                                     hdr_pos, hdr_len)
+                u, p = read_uvarint(source, p)
+            add_start(p)
+            p += (u >> 1) ^ -(u & 1)
+            add_stop(p)
+        if p != end:
+            return None
+    view = np.frombuffer(source, np.uint8)
+    begin = np.frombuffer(starts, np.int64)
+    record_ends = np.frombuffer(stops, np.int64)
+    if (record_ends <= begin).any():
+        return None
+    q = begin + 1  # attributes
+    ts_delta, q = _varints(view, q)
+    off_delta, q = _varints(view, q)
+    klen, q = _varints(view, q)
+    kp = q
+    q = q + np.maximum(klen, 0)
+    vlen, q = _varints(view, q)
+    vp = q
+    q = q + np.maximum(vlen, 0)
+    if (klen < -1).any() or (vlen < -1).any() or (q >= record_ends).any():
+        return None
+    counts = np.array([e.count for e in extents], np.int64)
+    offsets = np.repeat(np.array([e.base for e in extents], np.int64), counts) + off_delta
+    ts_base = np.repeat(np.array([e.ts_base for e in extents], np.int64), counts)
+    log_append = np.repeat(np.array([e.log_append for e in extents], bool), counts)
+    stamps = np.where(log_append, ts_base, ts_base + ts_delta)
+    types = log_append.astype(np.int32)
+    hdr_count = np.zeros(len(begin), np.int64)
+    hdr_owner, hdr_keys, hdr_pos, hdr_len = array("q"), [], array("q"), array("q")
+    plain = view[q] == 0  # a header count of 0: one byte, the record's last
+    if (q[plain] + 1 != record_ends[plain]).any():
+        return None
+    for i in np.flatnonzero(~plain).tolist():
+        nh, p = _read_headers(source, int(q[i]), int(record_ends[i]), hdr_keys, hdr_pos, hdr_len)
+        if p != record_ends[i]:
+            return None
+        hdr_count[i] = nh
+        hdr_owner.extend([i] * nh)
+    keep = offsets >= start_offset
+    hdr_pos_arr, hdr_len_arr = np.frombuffer(hdr_pos, np.int64), np.frombuffer(hdr_len, np.int64)
+    if not keep.all():
+        if hdr_keys:
+            kept = keep[np.frombuffer(hdr_owner, np.int64)]
+            hdr_keys = [k for k, ok in zip(hdr_keys, kept.tolist(), strict=True) if ok]
+            hdr_pos_arr, hdr_len_arr = hdr_pos_arr[kept], hdr_len_arr[kept]
+        offsets, stamps, types, kp, klen, vp, vlen, hdr_count = (
+            a[keep] for a in (offsets, stamps, types, kp, klen, vp, vlen, hdr_count))
+    return _Fields(offsets, stamps, types, kp, klen, vp, vlen, hdr_count, hdr_keys, hdr_pos_arr, hdr_len_arr)
+
+
+def _read_headers(buf: bytes, pos: int, rec_end: int, keys: list[str], positions: array,
+                  lengths: array) -> tuple[int, int]:
+    """Append one record's headers (key, value position, value length); return their count and end."""
+    u, pos = read_uvarint(buf, pos)
+    nh = (u >> 1) ^ -(u & 1)
+    if nh < 0 or nh > rec_end - pos:
+        raise DecodeError(f"header count {nh}")
+    for _h in range(nh):
+        u, pos = read_uvarint(buf, pos)
+        hk = (u >> 1) ^ -(u & 1)
+        if hk < 0 or pos + hk > rec_end:
+            raise DecodeError(f"header key length {hk}")
+        keys.append(buf[pos:pos + hk].decode("utf-8"))
+        pos += hk
+        u, pos = read_uvarint(buf, pos)
+        hv = (u >> 1) ^ -(u & 1)
+        if hv < -1 or pos + hv > rec_end:
+            raise DecodeError(f"header value length {hv}")
+        positions.append(pos)
+        lengths.append(hv)
+        if hv > 0:
+            pos += hv
+    return nh, pos
+
+
+def _read_looped(source: bytes, extents: list[_Extent], start_offset: int, topic: str, partition: int) -> _Fields:
+    """Record by record, checking each field: the reference reader, and the one that names what
+    is wrong with a malformed batch."""
+    offsets, stamps, types = array("q"), array("q"), array("i")
+    key_pos, key_len, val_pos, val_len, hdr_count = array("q"), array("q"), array("q"), array("q"), array("q")
+    hdr_keys: list[str] = []
+    hdr_pos, hdr_len = array("q"), array("q")
+    for ext in extents:
+        kept = len(offsets)
+        try:
+            pos = _read_records(source, ext, start_offset, offsets, stamps, key_pos, key_len, val_pos, val_len,
+                                hdr_count, hdr_keys, hdr_pos, hdr_len)
         except (IndexError, DecodeError, UnicodeDecodeError) as exc:
-            raise CorruptRecordError(f"{topic}/{partition}: record batch at offset {base}: {exc}") from None
-        if rpos != rend:
-            raise CorruptRecordError(f"{topic}/{partition}: record batch at offset {base}: "
-                                     f"{rend - rpos} bytes left over")
-        type_runs.append((1 if log_append else 0, len(offsets) - kept))
-    n = len(offsets)
-    if n == 0:
-        return empty_batch(), after
-    source = np.frombuffer(segments[0] if len(segments) == 1 else b"".join(segments), dtype=np.uint8)
-    types = np.repeat(np.array([t for t, _ in type_runs], np.int32), [k for _, k in type_runs])
-    headers = _headers_array(n, hdr_count, hdr_keys, hdr_pos, hdr_len, source)
+            raise CorruptRecordError(f"{topic}/{partition}: record batch at offset {ext.base}: {exc}") from None
+        if pos != ext.end:
+            raise CorruptRecordError(f"{topic}/{partition}: record batch at offset {ext.base}: "
+                                     f"{ext.end - pos} bytes left over")
+        types.extend([int(ext.log_append)] * (len(offsets) - kept))
+    as_np = lambda a: np.frombuffer(a, np.int64) if len(a) else np.zeros(0, np.int64)  # noqa: E731
+    return _Fields(as_np(offsets), as_np(stamps), np.array(types, np.int32), as_np(key_pos), as_np(key_len),
+                   as_np(val_pos), as_np(val_len), as_np(hdr_count), hdr_keys, as_np(hdr_pos), as_np(hdr_len))
+
+
+def _to_arrow(f: _Fields, source: np.ndarray, topic: str, partition: int) -> pa.RecordBatch:
+    n = len(f.offsets)
     columns = [
-        _gather_binary(source, key_pos, key_len),
-        _gather_binary(source, val_pos, val_len),
+        _gather_binary(source, f.key_pos, f.key_len),
+        _gather_binary(source, f.val_pos, f.val_len),
         _repeated_string(topic, n),
         pa.array(np.full(n, partition, np.int32)),
-        pa.array(np.frombuffer(offsets, np.int64)),
-        pa.array(np.frombuffer(stamps, np.int64)).view(pa.timestamp("ms", tz="UTC")),
-        pa.array(types),
-        headers,
+        pa.array(f.offsets),
+        pa.array(f.stamps).view(pa.timestamp("ms", tz="UTC")),
+        pa.array(f.types),
+        _headers_array(n, f.hdr_count, f.hdr_keys, f.hdr_pos, f.hdr_len, source),
     ]
-    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA), after
+    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
 
 
-def _read_records(buf, pos, end, count, base, ts_base, delta_ts, start_offset, shift, offsets, stamps,
-                  key_pos, key_len, val_pos, val_len, hdr_count, hdr_keys, hdr_pos, hdr_len) -> int:
-    """Append the columns of `count` records in buf[pos:end]; return where they end."""
+def _read_records(buf, ext, start_offset, offsets, stamps, key_pos, key_len, val_pos, val_len, hdr_count,
+                  hdr_keys, hdr_pos, hdr_len) -> int:
+    """Append the columns of one batch's records, field by field; return where they end."""
+    pos, end, base, ts_base, delta_ts = ext.pos, ext.end, ext.base, ext.ts_base, not ext.log_append
     add_off, add_ts = offsets.append, stamps.append
     add_kp, add_kl, add_vp, add_vl = key_pos.append, key_len.append, val_pos.append, val_len.append
     add_hc = hdr_count.append
-    for _ in range(count):
+    for _ in range(ext.count):
         b = buf[pos]
         if b < 0x80:
             u, pos = b, pos + 1
         else:
-            u, pos = _uvarint(buf, pos)
+            u, pos = read_uvarint(buf, pos)
         rec_end = pos + ((u >> 1) ^ -(u & 1))
         if rec_end > end:
             raise DecodeError("record overruns its batch")
@@ -160,19 +304,19 @@ def _read_records(buf, pos, end, count, base, ts_base, delta_ts, start_offset, s
         if b < 0x80:
             u, pos = b, pos + 1
         else:
-            u, pos = _uvarint(buf, pos)
+            u, pos = read_uvarint(buf, pos)
         ts_delta = (u >> 1) ^ -(u & 1)
         b = buf[pos]
         if b < 0x80:
             u, pos = b, pos + 1
         else:
-            u, pos = _uvarint(buf, pos)
+            u, pos = read_uvarint(buf, pos)
         offset = base + ((u >> 1) ^ -(u & 1))
         b = buf[pos]
         if b < 0x80:
             u, pos = b, pos + 1
         else:
-            u, pos = _uvarint(buf, pos)
+            u, pos = read_uvarint(buf, pos)
         kn = (u >> 1) ^ -(u & 1)
         kp = pos
         if kn > 0:
@@ -181,119 +325,33 @@ def _read_records(buf, pos, end, count, base, ts_base, delta_ts, start_offset, s
         if b < 0x80:
             u, pos = b, pos + 1
         else:
-            u, pos = _uvarint(buf, pos)
+            u, pos = read_uvarint(buf, pos)
         vn = (u >> 1) ^ -(u & 1)
         vp = pos
         if vn > 0:
             pos += vn
         if pos > rec_end:
             raise DecodeError("key or value overruns its record")
+        if kn < -1 or vn < -1:
+            raise DecodeError(f"key length {kn}, value length {vn}")
         keep = offset >= start_offset
         if buf[pos] == 0:
             pos += 1
-            if keep:
-                add_hc(0)
+            nh = 0
         else:
-            u, pos = _uvarint(buf, pos)
-            nh = (u >> 1) ^ -(u & 1)
-            if nh < 0 or nh > rec_end - pos:
-                raise DecodeError(f"header count {nh}")
-            for _h in range(nh):
-                u, pos = _uvarint(buf, pos)
-                hk = (u >> 1) ^ -(u & 1)
-                if hk < 0 or pos + hk > rec_end:
-                    raise DecodeError(f"header key length {hk}")
-                key = buf[pos:pos + hk].decode("utf-8")
-                pos += hk
-                u, pos = _uvarint(buf, pos)
-                hv = (u >> 1) ^ -(u & 1)
-                if hv < -1 or pos + hv > rec_end:
-                    raise DecodeError(f"header value length {hv}")
-                if keep:
-                    hdr_keys.append(key)
-                    hdr_pos.append(pos + shift)
-                    hdr_len.append(hv)
-                if hv > 0:
-                    pos += hv
-            if keep:
-                add_hc(nh)
+            nh, pos = _read_headers(buf, pos, rec_end, hdr_keys, hdr_pos, hdr_len) if keep else \
+                _read_headers(buf, pos, rec_end, [], array("q"), array("q"))
         if pos != rec_end:
             raise DecodeError("record length disagrees with its fields")
         if keep:
+            add_hc(nh)
             add_off(offset)
             add_ts(ts_base + ts_delta if delta_ts else ts_base)
-            add_kp(kp + shift)
+            add_kp(kp)
             add_kl(kn)
-            add_vp(vp + shift)
+            add_vp(vp)
             add_vl(vn)
     return pos
-
-
-_VECTOR_MIN = 32  # below this many records a batch is read by the plain loop
-
-
-def _read_plain_records(buf, pos, end, count, base, ts_base, delta_ts, start_offset, shift, offsets, stamps,
-                        key_pos, key_len, val_pos, val_len, hdr_count) -> bool:
-    """The columns of a batch whose records have no headers, read with numpy: one Python step per
-    record finds where records start, then each field is read for every record at once.
-
-    Appends and returns True, or appends nothing and returns False (a record with headers, or
-    anything malformed), and the caller reads the batch with `_read_records`, which says what
-    is wrong."""
-    starts, stops = array("q"), array("q")
-    add_start, add_stop = starts.append, stops.append
-    p = pos
-    try:
-        for _ in range(count):
-            b = buf[p]
-            if b < 0x80:
-                u, p = b, p + 1
-            elif buf[p + 1] < 0x80:  # records of 64 to 8191 bytes: a two-byte length
-                u, p = (b & 0x7F) | (buf[p + 1] << 7), p + 2
-            else:
-                u, p = _uvarint(buf, p)
-            add_start(p)
-            p += (u >> 1) ^ -(u & 1)
-            add_stop(p)
-    except (IndexError, DecodeError):
-        return False
-    if p != end:
-        return False
-    view = np.frombuffer(buf, np.uint8)
-    begin = np.frombuffer(starts, np.int64)
-    record_ends = np.frombuffer(stops, np.int64)
-    if (record_ends <= begin).any():
-        return False
-    try:
-        q = begin + 1  # attributes
-        ts_delta, q = _varints(view, q)
-        off_delta, q = _varints(view, q)
-        klen, q = _varints(view, q)
-        kp = q
-        q = q + np.maximum(klen, 0)
-        vlen, q = _varints(view, q)
-        vp = q
-        q = q + np.maximum(vlen, 0)
-        if (view[q] != 0).any():
-            return False  # headers: the plain loop reads those
-        q = q + 1
-    except (IndexError, DecodeError):
-        return False
-    if (q != record_ends).any() or (klen < -1).any() or (vlen < -1).any():
-        return False
-    record_offsets = base + off_delta
-    keep = record_offsets >= start_offset
-    if not keep.all():
-        record_offsets, ts_delta, kp, klen, vp, vlen = (a[keep] for a in (record_offsets, ts_delta, kp, klen, vp, vlen))
-    n = len(record_offsets)
-    offsets.frombytes(record_offsets.astype(np.int64).tobytes())
-    stamps.frombytes((ts_base + ts_delta if delta_ts else np.full(n, ts_base, np.int64)).astype(np.int64).tobytes())
-    key_pos.frombytes((kp + shift).tobytes())
-    key_len.frombytes(klen.astype(np.int64).tobytes())
-    val_pos.frombytes((vp + shift).tobytes())
-    val_len.frombytes(vlen.astype(np.int64).tobytes())
-    hdr_count.frombytes(bytes(8 * n))
-    return True
 
 
 def _varints(view: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -314,24 +372,10 @@ def _varints(view: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return (value >> 1) ^ -(value & 1), after
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise DecodeError("varint longer than 10 bytes")
-
-
-def _gather_binary(source: np.ndarray, positions: array, lengths: array) -> pa.Array:
+def _gather_binary(source: np.ndarray, positions: np.ndarray, lengths: np.ndarray) -> pa.Array:
     """A binary array of source[pos:pos+len] per row; a negative length is null."""
     n = len(lengths)
-    lens = np.frombuffer(lengths, np.int64) if n else np.zeros(0, np.int64)
-    pos = np.frombuffer(positions, np.int64) if n else np.zeros(0, np.int64)
+    lens, pos = lengths, positions
     sizes = np.maximum(lens, 0)
     out_offsets = np.zeros(n + 1, np.int32)
     np.cumsum(sizes, out=out_offsets[1:])
@@ -358,11 +402,11 @@ def _repeated_string(text: str, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
 
 
-def _headers_array(n: int, counts: array, keys: list[str], positions: array, lengths: array,
+def _headers_array(n: int, counts: np.ndarray, keys: list[str], positions: np.ndarray, lengths: np.ndarray,
                    source: np.ndarray) -> pa.Array:
     list_offsets = np.zeros(n + 1, np.int32)
     if keys:
-        np.cumsum(np.frombuffer(counts, np.int64), out=list_offsets[1:])
+        np.cumsum(counts, out=list_offsets[1:])
     values = pa.StructArray.from_arrays([pa.array(keys, pa.string()), _gather_binary(source, positions, lengths)],
                                         fields=list(HEADER_TYPE))
     return pa.ListArray.from_arrays(pa.array(list_offsets), values, type=SCHEMA.field("headers").type)

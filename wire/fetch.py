@@ -27,7 +27,7 @@ def fetch_version(conn: Any) -> int:
 
 
 def fetch_body(config: Config, wanted: Iterable[tuple[str, int, int]], *, max_wait_ms: int | None = None,
-               partition_max_bytes: int | None = None) -> dict[str, Any]:
+               partition_max_bytes: int | None = None, max_bytes: int | None = None) -> dict[str, Any]:
     """A full (sessionless) Fetch for (topic, partition, offset) triples."""
     topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
     pmax = partition_max_bytes or config["max.partition.fetch.bytes"]
@@ -38,7 +38,7 @@ def fetch_body(config: Config, wanted: Iterable[tuple[str, int, int]], *, max_wa
         "replica_id": -1,
         "max_wait_ms": config["fetch.max.wait.ms"] if max_wait_ms is None else max_wait_ms,
         "min_bytes": config["fetch.min.bytes"],
-        "max_bytes": config["fetch.max.bytes"],
+        "max_bytes": config["fetch.max.bytes"] if max_bytes is None else max_bytes,
         "isolation_level": 1 if config["isolation.level"] == "read_committed" else 0,
         "session_id": 0,
         "session_epoch": -1,
@@ -78,11 +78,14 @@ async def list_offsets(cluster: Any, topic: str, partitions: Iterable[int], time
     return out
 
 
-async def high_watermarks(cluster: Any, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
-    """Where each partition ends (the offset the next record will get), from a Fetch response."""
+async def high_watermarks(cluster: Any, topic: str, partitions: Iterable[int] | None = None,
+                          earliest: dict[int, int] | None = None) -> dict[int, int]:
+    """Where each partition ends (the offset the next record will get), from a Fetch response.
+
+    `earliest`: each partition's first offset, if the caller has just looked it up."""
     info = await cluster.topic(topic, refresh=True)
     ps = sorted(info.partitions) if partitions is None else list(partitions)
-    start = await list_offsets(cluster, topic, ps, EARLIEST)
+    start = earliest if earliest is not None else await list_offsets(cluster, topic, ps, EARLIEST)
     by_leader: dict[int, list[int]] = defaultdict(list)
     for p in ps:
         by_leader[cluster.metadata.leader(topic, p)].append(p)
@@ -91,7 +94,7 @@ async def high_watermarks(cluster: Any, topic: str, partitions: Iterable[int] | 
     async def probe(leader: int, lps: list[int]) -> None:
         conn = await cluster.connection(leader)
         body = fetch_body(cluster.config, [(topic, p, max(start.get(p, 0), 0)) for p in lps],
-                          max_wait_ms=10, partition_max_bytes=1)  # tansu answers max_wait_ms=0 with nothing
+                          max_wait_ms=10, partition_max_bytes=1, max_bytes=1)  # tansu answers max_wait_ms=0 with nothing
         response = await conn.request(messages.FETCH, body, fetch_version(conn))
         for t in response.responses:
             for p in t.partitions:

@@ -38,6 +38,7 @@ __all__ = [
     "batch_record_count",
     "encode_varint",
     "decode_varint",
+    "read_uvarint",
 ]
 
 CREATE_TIME = 0
@@ -145,11 +146,11 @@ def _zz(n: int) -> bytes:
 
 def decode_varint(data: bytes, pos: int = 0) -> tuple[int, int]:
     """Zigzag varint at `pos`: (value, position after it). Malformed input raises `DecodeError`."""
-    u, pos = _read_uvarint(data, pos)
+    u, pos = read_uvarint(data, pos)
     return (u >> 1) ^ -(u & 1), pos
 
 
-def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
     u = 0
     shift = 0
     end = len(data)
@@ -444,7 +445,7 @@ def _decode_records(
     buf: bytes, pos: int, end: int, count: int, base_offset: int, base_ts: int
 ) -> list[Record]:
     """`count` records from buf[pos:end]; single-byte varints (the common case) are decoded inline."""
-    read = _read_uvarint
+    read = read_uvarint
     records: list[Record] = []
     append = records.append
     for _ in range(count):

@@ -20,7 +20,7 @@ def _fetched(n: int, per_batch: int, *, keys: bool, headers: bool, codec: int, s
     hs = [[("h", b"%d" % i)] if i % 7 == 0 else [] for i in range(n)] if headers else None
     data = b"".join(encode_record_batch(values[i:i + per_batch], keys=None if ks is None else ks[i:i + per_batch],
                                         headers=None if hs is None else hs[i:i + per_batch], base_offset=i,
-                                        timestamps=[1_700_000_000_000 + j for j in range(i, i + per_batch)],
+                                        timestamps=[1_700_000_000_000 + j for j in range(i, min(n, i + per_batch))],
                                         compression=codec)
                     for i in range(0, n, per_batch))
     return data, values
@@ -30,10 +30,11 @@ def _fetched(n: int, per_batch: int, *, keys: bool, headers: bool, codec: int, s
 @pytest.mark.parametrize("keys,headers", [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("size", [10, 100, 1024])
 @pytest.mark.parametrize("start", [0, 333])
-def test_numpy_reader_matches_the_loop(monkeypatch, codec, keys, headers, size, start):
-    data, values = _fetched(1200, 200, keys=keys, headers=headers, codec=codec, size=size)
+@pytest.mark.parametrize("per_batch", [1, 7, 200])
+def test_numpy_reader_matches_the_loop(monkeypatch, codec, keys, headers, size, start, per_batch):
+    data, values = _fetched(1200, per_batch, keys=keys, headers=headers, codec=codec, size=size)
     fast, after = arrow_batches.records_to_arrow(data, "t", 3, start)
-    monkeypatch.setattr(arrow_batches, "_VECTOR_MIN", 10**9)  # every batch through the loop
+    monkeypatch.setattr(arrow_batches, "_read_vectorised", lambda *a: None)  # every record through the loop
     slow, after_slow = arrow_batches.records_to_arrow(data, "t", 3, start)
     assert fast.equals(slow)
     assert after == after_slow == 1200
@@ -45,6 +46,15 @@ def test_a_corrupt_record_in_a_long_batch_still_names_the_batch():
     data = bytearray(encode_record_batch([b"x" * 100] * 64, base_offset=0, timestamps=1))
     data[61] = 0x02  # the first record's length says 1 byte: the chain of records breaks
     with pytest.raises(CorruptRecordError, match="record batch at offset 0"):
+        arrow_batches.records_to_arrow(bytes(data), "t", 0, 0, check_crc=False)
+
+
+def test_a_corrupt_record_among_many_small_batches_names_its_batch():
+    data = b"".join(encode_record_batch([b"x" * 10], base_offset=i, timestamps=1) for i in range(50))
+    one = len(data) // 50
+    data = bytearray(data)
+    data[one * 20 + 61 + 5] = 0x7E  # record 20's key length: 63 bytes, past its record
+    with pytest.raises(CorruptRecordError, match="record batch at offset 20: key or value overruns"):
         arrow_batches.records_to_arrow(bytes(data), "t", 0, 0, check_crc=False)
 
 

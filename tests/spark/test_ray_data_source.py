@@ -48,6 +48,19 @@ def test_reads_every_record_once_with_the_spark_schema(ray_for_spark, bootstrap,
         assert int(row["timestamp"].timestamp() * 1000) == 1_700_000_000_000 + i
 
 
+def test_a_read_task_reads_its_ranges_at_once_and_yields_a_block_for_each(ray_for_spark, bootstrap, filled_topic):
+    source = KafkaDatasource(filled_topic, {"bootstrap.servers": bootstrap})
+    tasks = source.get_read_tasks(2)  # 3 ranges, at most 2 tasks
+    assert len(tasks) == 2
+    assert sorted(t.metadata.num_rows for t in tasks) == [1000, 2000]
+    blocks = [block for task in tasks for block in task()]
+    assert len(blocks) == 3
+    for block in blocks:
+        offsets = block.column("offset").to_pylist()
+        assert offsets == list(range(1000))  # each block is one whole partition, in order
+        assert len(set(block.column("partition").to_pylist())) == 1
+
+
 def test_per_partition_json_reads_exactly_that_range(ray_for_spark, bootstrap, filled_topic):
     start = f'{{"{filled_topic}": {{"0": 5, "1": -2, "2": -1}}}}'
     end = f'{{"{filled_topic}": {{"0": 10, "1": 3, "2": -1}}}}'
