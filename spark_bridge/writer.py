@@ -3,7 +3,9 @@
 A Spark DataFrame with Spark's Kafka sink columns (`value` required; `key`, `topic`,
 `partition`, `headers` optional; string or binary) becomes a Ray Dataset through RayDP; its
 blocks go whole, as Arrow tables, to one producer pipeline (`Producer.send_batch`), so no
-Python call is made per row. The write fails loudly, naming the first cause, if any row failed.
+Python call is made per row. The pipeline is kept for the next write with the same config
+(`producer_cache`), as Spark keeps its Kafka sink's producers. The write fails loudly, naming
+the first cause, if any row failed.
 """
 
 from __future__ import annotations
@@ -66,26 +68,26 @@ def _chunks(table: pa.Table, max_bytes: int) -> list[pa.Table]:
 
 
 def _check_target(config: Mapping[str, Any] | None, producer: Any) -> None:
-    """Exactly one of: a config to start a producer for the write, or an open producer."""
+    """Exactly one of: a config (the producer cached for it is used), or an open producer."""
     if config is None and producer is None:
         raise ValueError("config: needs at least bootstrap.servers")
     if config is not None and producer is not None:
-        raise ValueError("give config (a producer is started for this write) or producer (an open one), not both")
+        raise ValueError("give config (the producer cached for it is used) or producer (an open one), not both")
 
 
 def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, Any] | None,
                  on_progress: Any = None, producer: Any = None) -> dict[str, int]:
     """Send every block through one producer; return the delivered/failed counts.
 
-    Without `producer`, one is started from `config` and closed at the end (its actors take a
-    few seconds to start). A `producer` given is used and left open, so that writes one after
-    another (a notebook's) share one pipeline."""
-    from ..driver.producer import Producer
+    With `config`, the write uses the producer cached for that config (`producer_cache`),
+    started by the first write that needs it and kept for the next. A `producer` given is used
+    and left open as it is."""
+    from .producer_cache import PRODUCERS
 
     _check_target(config, producer)
-    owned = producer is None
-    if owned:
-        producer = Producer(config)
+    cached = producer is None
+    if cached:
+        producer = PRODUCERS.acquire(config)
     result = WriteResult()
     try:
         futures = []
@@ -99,9 +101,16 @@ def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, 
             result.add(batch_result)
             if on_progress is not None:
                 on_progress(batch_result.delivered + batch_result.failed)
-    finally:
-        if owned:
-            producer.close()
+    except (TypeError, ValueError):  # the input's mistake: the pipeline is as good as before
+        if cached:
+            PRODUCERS.release(producer)
+        raise
+    except BaseException:  # the pipeline failed: the next write gets a new one
+        if cached:
+            PRODUCERS.discard(producer)
+        raise
+    if cached:
+        PRODUCERS.release(producer)
     if result.failed:
         raise KafkaWriteError(result)
     return {"delivered": result.delivered, "failed": result.failed}
@@ -118,8 +127,8 @@ def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | N
                 on_progress: Any = None, producer: Any = None) -> dict[str, int]:
     """A Spark DataFrame with Kafka sink columns into Kafka; returns {"delivered", "failed"}.
 
-    `producer`: a `raykafka.driver.Producer` to write through and leave open (else one is
-    started from `config` for this write)."""
+    `producer`: a `raykafka.driver.Producer` to write through and leave open (else the one
+    cached for `config` is used, started if needed)."""
     import ray
 
     _check_target(config, producer)

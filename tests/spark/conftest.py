@@ -18,6 +18,9 @@ def ray_for_spark() -> Iterator[None]:
         ray.shutdown()
     init_ray(num_cpus=2)
     yield
+    from raykafka.spark_bridge.producer_cache import PRODUCERS
+
+    PRODUCERS.close_all()  # while Ray is up, so the cached pipelines' actors are stopped cleanly
     ray.shutdown()
 
 

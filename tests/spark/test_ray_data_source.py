@@ -145,3 +145,66 @@ def test_writes_one_after_another_share_a_producer_given_to_them(ray_for_spark, 
     values = [r["value"] for r in ray.data.read_datasource(KafkaDatasource(topic, config)).take_all()]
     assert sorted(values) == sorted([b"a%d" % i for i in range(3000)] + [b"b%d" % i for i in range(2000)]
                                     + [b"still open"])
+
+
+def _alive_actors(prefix: str) -> set[str]:
+    import ray._private.state
+
+    return {a["Name"] for a in ray._private.state.actors().values()
+            if a["State"] == "ALIVE" and a["Name"].startswith(prefix)}
+
+
+def _none_alive(prefix: str, timeout: float = 30.0) -> bool:
+    """Whether the actors named `prefix`... are all gone within `timeout` (an actor's end reaches
+    the GCS table a moment after its process exits: there is no event to wait on)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while _alive_actors(prefix):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_writes_with_one_config_share_the_cached_producer(ray_for_spark, bootstrap, topic_name):
+    """The first write with a config starts a producer; the next with the same config uses it
+    (the same actors), a bad block does not cost it, and closing the cache stops its actors."""
+    from raykafka.spark_bridge.producer_cache import PRODUCERS
+    from raykafka.spark_bridge.writer import write_dataset
+
+    PRODUCERS.close_all()
+    topic = topic_name("cached")
+    config = {"bootstrap.servers": bootstrap, "client.id": "cache-test"}
+    with Admin(config) as admin:
+        admin.create_topics({topic: 2})
+    assert write_dataset(ray.data.from_items([{"value": b"a%d" % i} for i in range(1000)]), topic, config) == \
+        {"delivered": 1000, "failed": 0}
+    assert len(PRODUCERS) == 1
+    producer = PRODUCERS.acquire(config)
+    PRODUCERS.release(producer)
+    actors = _alive_actors(producer.name + "/")
+    assert actors
+    with pytest.raises(ValueError, match="not Kafka sink columns"):
+        write_dataset(ray.data.from_items([{"value": b"x", "colour": "red"}]), topic, config)
+    assert write_dataset(ray.data.from_items([{"value": b"b%d" % i} for i in range(500)]), topic, dict(config)) == \
+        {"delivered": 500, "failed": 0}
+    assert len(PRODUCERS) == 1 and _alive_actors(producer.name + "/") == actors
+    PRODUCERS.close_all()
+    assert len(PRODUCERS) == 0 and _none_alive(producer.name + "/")
+    values = [r["value"] for r in ray.data.read_datasource(KafkaDatasource(topic, config)).take_all()]
+    assert sorted(values) == sorted([b"a%d" % i for i in range(1000)] + [b"b%d" % i for i in range(500)])
+
+
+def test_a_cached_producer_idle_past_its_timeout_is_closed(ray_for_spark, bootstrap):
+    from raykafka.spark_bridge.producer_cache import ProducerCache
+
+    cache = ProducerCache(idle_timeout=0.5)
+    producer = cache.acquire({"bootstrap.servers": bootstrap})
+    again = cache.acquire({"bootstrap.servers": bootstrap})
+    assert again is producer
+    cache.release(producer)
+    cache.release(again)
+    assert cache.closed_idle.wait(60)
+    assert len(cache) == 0 and producer._closed
+    assert _none_alive(producer.name + "/")

@@ -1,0 +1,142 @@
+"""Producers kept between writes, one per config, as Spark's Kafka sink keeps its producers.
+
+A producer pipeline is a handful of actor processes that take seconds to start and nothing
+to keep (they hold no CPU), so a write given a config takes the cached producer for that
+config, or starts one, and hands it back when done. A producer no write has used for
+`idle_timeout` seconds (10 minutes, Spark's `spark.kafka.producer.cache.timeout`) is closed,
+and so is every cached producer when the process exits.
+
+    from raykafka.spark_bridge.producer_cache import PRODUCERS
+    PRODUCERS.idle_timeout = 60     # close idle pipelines sooner
+    PRODUCERS.close_all()           # or now
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("raykafka.spark_bridge")
+
+IDLE_TIMEOUT = 600.0
+
+
+@dataclass
+class _Entry:
+    producer: Any
+    users: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+
+
+class ProducerCache:
+    """Open producers by config, each shared by the writes that run at once with that config."""
+
+    def __init__(self, idle_timeout: float = IDLE_TIMEOUT):
+        self.idle_timeout = idle_timeout
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+        self.closed_idle = threading.Event()  # set each time an idle producer is closed
+
+    @staticmethod
+    def key(config: Mapping[str, Any]) -> str:
+        return repr(sorted((str(k), repr(v)) for k, v in config.items()))
+
+    def acquire(self, config: Mapping[str, Any]) -> Any:
+        """The open producer for `config`, started if there is none (or the one there died)."""
+        from ..driver.producer import Producer
+
+        key = self.key(config)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                entry.users += 1
+        if entry is not None:
+            if _alive(entry.producer):
+                return entry.producer
+            self.discard(entry.producer)
+        producer = Producer(config)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:  # else another write started one meanwhile: one is enough
+                self._entries[key] = _Entry(producer, users=1)
+                return producer
+            entry.users += 1
+        producer.close()
+        return entry.producer
+
+    def release(self, producer: Any) -> None:
+        """A write is done with `producer`; once no write uses it, its idle time starts."""
+        with self._lock:
+            entry = self._entry_of(producer)
+            if entry is None:
+                return
+            entry.users -= 1
+            if entry.users > 0:
+                return
+            entry.idle_since = stamp = time.monotonic()
+        timer = threading.Timer(self.idle_timeout, self._close_if_idle, args=(producer, stamp))
+        timer.daemon = True
+        timer.start()
+
+    def discard(self, producer: Any) -> None:
+        """Forget `producer` and close it (its pipeline failed, or the process is leaving)."""
+        with self._lock:
+            for key, entry in list(self._entries.items()):
+                if entry.producer is producer:
+                    del self._entries[key]
+        _close(producer)
+
+    def close_all(self) -> None:
+        with self._lock:
+            entries, self._entries = list(self._entries.values()), {}
+        for entry in entries:
+            _close(entry.producer)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def _entry_of(self, producer: Any) -> _Entry | None:
+        return next((e for e in self._entries.values() if e.producer is producer), None)
+
+    def _close_if_idle(self, producer: Any, stamp: float) -> None:
+        with self._lock:
+            entry = self._entry_of(producer)
+            if entry is None or entry.users or entry.idle_since != stamp:
+                return  # in use again since, or already gone
+            self._entries = {k: e for k, e in self._entries.items() if e is not entry}
+        _close(producer)
+        self.closed_idle.set()
+
+
+def _alive(producer: Any) -> bool:
+    """Whether a cached producer's actors still answer (Ray may have been restarted since)."""
+    import ray
+
+    if producer._closed or not ray.is_initialized():
+        return False
+    try:
+        ray.get(producer._topic_dispatcher.ping.remote(), timeout=10)
+        return True
+    except Exception:
+        return False
+
+
+def _close(producer: Any) -> None:
+    import ray
+
+    if not ray.is_initialized():
+        return  # its actors went with Ray
+    try:
+        producer.close(timeout=30)
+    except Exception as exc:  # its actors may be gone with Ray already
+        log.debug("closing a cached producer: %s", exc)
+
+
+PRODUCERS = ProducerCache()
+atexit.register(PRODUCERS.close_all)
