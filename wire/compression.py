@@ -104,12 +104,12 @@ def _codec(codec: int) -> Compression:
         raise CorruptRecordError(f"unknown compression codec {codec}") from None
 
 
-def compress(codec: int, data: bytes) -> bytes:
+def compress(codec: int, data: bytes | memoryview) -> bytes:
     """`data` compressed with `codec`; NONE returns it unchanged."""
     c = _codec(codec)
-    if c is Compression.NONE:
-        return bytes(data)
-    return _COMPRESS[c](data)
+    if c is Compression.NONE or type(data) is not bytes:  # some codecs take bytes only
+        data = bytes(data)
+    return data if c is Compression.NONE else _COMPRESS[c](data)
 
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from crc32c import crc32c
 
@@ -215,13 +216,13 @@ def encode_record_batch(
     n = len(values)
     if n == 0:
         raise ValueError("a record batch needs at least one record")
-    values = _as_bytes_list(values, "values")
     if keys is not None:
         if len(keys) != n:
             raise ValueError(f"keys has {len(keys)} entries for {n} values")
-        keys = _as_bytes_list(keys, "keys")
-        if not any(k is not None for k in keys):
-            keys = None
+        if not isinstance(keys, BinaryColumn):
+            keys = _as_bytes_list(keys, "keys")
+            if not any(k is not None for k in keys):
+                keys = None
     if headers is not None:
         if len(headers) != n:
             raise ValueError(f"headers has {len(headers)} entries for {n} values")
@@ -242,10 +243,12 @@ def encode_record_batch(
         if not any(ts_deltas):
             ts_deltas = None
 
-    if keys is None and headers is None and ts_deltas is None and n < _TABLE_SIZE:
-        body = _encode_plain(values)
+    if headers is None and _columnar(values, keys):
+        body = _encode_columns(values, keys, ts_deltas)
+    elif keys is None and headers is None and ts_deltas is None and n < _TABLE_SIZE:
+        body = _encode_plain(_as_bytes_list(values, "values"))
     else:
-        body = _encode_general(values, keys, ts_deltas, headers)
+        body = _encode_general(_as_bytes_list(values, "values"), keys, ts_deltas, headers)
 
     attributes = int(compression)
     if attributes:
@@ -288,6 +291,93 @@ def _encode_plain(values: list) -> bytes:
         append(v)
         append(b"\x00")
     return b"".join(parts)
+
+
+def _columnar(values: Any, keys: Any) -> bool:
+    """Whether the records can be encoded column-wise: values (and keys) already in one buffer,
+    as they arrive from the pipeline, or a list long enough to pay for packing."""
+    if keys is not None and not isinstance(keys, BinaryColumn):
+        return False
+    return isinstance(values, BinaryColumn)
+
+
+def _encode_columns(values: BinaryColumn, keys: BinaryColumn | None, ts_deltas: list | None) -> memoryview:
+    """Records without headers, built as columns: numpy writes every record's varint fields at
+    once into a small prefix per record, then Arrow joins prefix, key, value-length and value
+    of each record in one C++ pass. No Python step per record."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(values)
+    vlen = np.where(values.valid, np.diff(values.offsets), -1) if values.valid is not None else np.diff(values.offsets)
+    if keys is None:
+        klen = np.full(n, -1, np.int64)
+    else:
+        klen = np.where(keys.valid, np.diff(keys.offsets), -1) if keys.valid is not None else np.diff(keys.offsets)
+    ts = np.zeros(n, np.int64) if ts_deltas is None else np.asarray(ts_deltas, np.int64)
+    ts_field, offset_field = _zigzag_varints(ts), _zigzag_varints(np.arange(n, dtype=np.int64))
+    key_len_field, value_len_field = _zigzag_varints(klen), _zigzag_varints(vlen)
+    body_len = (2 + ts_field[1] + offset_field[1] + key_len_field[1] + np.maximum(klen, 0)
+                + value_len_field[1] + np.maximum(vlen, 0))  # attributes and header count: a byte each
+    one = (np.zeros((n, 1), np.uint8), np.ones(n, np.int64))
+    trailer = (one[0], np.r_[0, np.ones(n - 1, np.int64)])  # the previous record's header count, 0
+    prefix = _rows([trailer, _zigzag_varints(body_len), one, ts_field, offset_field, key_len_field])
+    last = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(np.r_[np.zeros(n, np.int64), 1]),
+                                                         pa.py_buffer(b"\x00")])  # the last header count
+    columns = [prefix, _binary(keys, n), _rows([value_len_field]), _binary(values, n), last,
+               pa.scalar(b"", pa.large_binary())]
+    joined = pc.binary_join_element_wise(*columns, null_handling="replace", null_replacement="")
+    offsets = np.frombuffer(joined.buffers()[1], np.int64, n + 1, joined.offset * 8)
+    return memoryview(joined.buffers()[2])[int(offsets[0]):int(offsets[-1])]
+
+
+def _zigzag_varints(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's zigzag varint: an (n, width) byte matrix, left-aligned, and each one's length."""
+    import numpy as np
+
+    u = ((x << 1) ^ (x >> 63)).astype(np.uint64)
+    top = int(u.max()) if len(u) else 0
+    width = max(1, (top.bit_length() + 6) // 7)
+    out = np.empty((len(u), width), np.uint8)
+    lengths = np.ones(len(u), np.int64)
+    rest = u
+    for k in range(width):
+        byte = (rest & np.uint64(0x7F)).astype(np.uint8)
+        rest = rest >> np.uint64(7)
+        more = rest != 0
+        out[:, k] = byte | (more.astype(np.uint8) << 7)
+        lengths += more
+    return out, lengths
+
+
+def _rows(fields: list[tuple[np.ndarray, np.ndarray]]) -> Any:
+    """Fields laid end to end per record, as an Arrow large_binary array of one value per record:
+    each field in columns of its widest, then the bytes past each one's length masked out."""
+    import numpy as np
+    import pyarrow as pa
+
+    grid = np.concatenate([m for m, _ in fields], axis=1)
+    keep = np.concatenate([np.arange(m.shape[1]) < lengths[:, None] for m, lengths in fields], axis=1)
+    offsets = np.zeros(len(grid) + 1, np.int64)
+    np.cumsum(sum(lengths for _, lengths in fields), out=offsets[1:])
+    return pa.Array.from_buffers(pa.large_binary(), len(grid), [None, pa.py_buffer(offsets),
+                                                                pa.py_buffer(grid[keep])])
+
+
+def _binary(column: BinaryColumn | None, n: int) -> Any:
+    """A column as an Arrow large_binary array over its own buffer (nulls and None: empty)."""
+    import numpy as np
+    import pyarrow as pa
+
+    if column is None:
+        return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(np.zeros(n + 1, np.int64)),
+                                                            pa.py_buffer(b"")])
+    validity = None
+    if column.valid is not None:
+        validity = pa.py_buffer(np.packbits(column.valid, bitorder="little"))
+    offsets = np.ascontiguousarray(column.offsets, np.int64)
+    return pa.Array.from_buffers(pa.large_binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(column.data)])
 
 
 def _encode_general(values: list, keys: list | None, ts_deltas: list | None, headers: list | None) -> bytes:
