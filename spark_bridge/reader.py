@@ -13,12 +13,18 @@ from typing import Any
 
 def read_dataset(topics: Iterable[str] | str, config: Mapping[str, Any], starting_offsets: Any = "earliest",
                  ending_offsets: Any = "latest") -> Any:
-    """A Ray Dataset of the range, one block per partition range."""
+    """A Ray Dataset of the range, one block per partition range.
+
+    Its read tasks all run at once, one per CPU: Ray Data's per-operator resource reservation,
+    which on a small node lets one read task run at a time (measured on 2 CPUs: six 0.5 s tasks
+    took 2.4 s with it, 1.6 s without), is off in this Dataset's own context (`ds.context`)."""
     import ray
 
     from .ray_data import KafkaDatasource
 
-    return ray.data.read_datasource(KafkaDatasource(topics, config, starting_offsets, ending_offsets))
+    ds = ray.data.read_datasource(KafkaDatasource(topics, config, starting_offsets, ending_offsets))
+    ds.context.op_resource_reservation_enabled = False
+    return ds
 
 
 def read_kafka(spark: Any, topics: Iterable[str] | str, starting_offsets: Any = "earliest",
