@@ -208,3 +208,16 @@ def test_a_cached_producer_idle_past_its_timeout_is_closed(ray_for_spark, bootst
     assert cache.closed_idle.wait(60)
     assert len(cache) == 0 and producer._closed
     assert _none_alive(producer.name + "/")
+
+
+def test_read_dataset_runs_its_tasks_at_once_without_touching_the_global_context(ray_for_spark, bootstrap,
+                                                                                   filled_topic):
+    from ray.data import DataContext
+
+    from raykafka.spark_bridge.reader import read_dataset
+
+    before = DataContext.get_current().op_resource_reservation_enabled
+    ds = read_dataset(filled_topic, {"bootstrap.servers": bootstrap})
+    assert ds.context.op_resource_reservation_enabled is False
+    assert DataContext.get_current().op_resource_reservation_enabled == before
+    assert ds.count() == 3000
