@@ -2,8 +2,10 @@
 partitioner (an explicit `partition=` wins) and dispatches each partition's messages to that
 partition's state in the topic's LeaderDispatcher.
 
-Called by the TopicDispatcher only, so it sees one ordered stream, in which new messages and
-retried ones (already partitioned, passed straight through) interleave. Calls the
+Called by the TopicDispatcher, and by the driver once it has the route (`TopicDispatcher.route`,
+given only after the TopicDispatcher's calls here are done): new messages come as one ordered
+stream, first through the one, then from the other; retried ones (already partitioned, passed
+straight through) interleave with them. Calls the
 LeaderDispatcher (created on the topic's first message) and the ProducerResults (a message
 asking for a partition the topic does not have fails here, alone). Keeps the order of each
 partition's messages as they arrived.

@@ -2,7 +2,9 @@
 messages to that topic's PartitionDispatcher.
 
 Called by two callers: the driver (`Producer`, new messages) and the RetryHandler (messages
-coming back for another try, already partitioned). It runs each caller's calls in the order
+coming back for another try, already partitioned). The driver hands it a topic's messages
+until it has asked for and been given the topic's PartitionDispatcher (`route`), then hands
+them there itself. It runs each caller's calls in the order
 they were made, with no order between the two streams; the LeaderDispatchers restore the order
 that matters (Sarama's chasers). Calls the PartitionDispatchers (created on a topic's first
 message, after its metadata says how many partitions it has) and the ProducerResults (messages
@@ -78,6 +80,16 @@ class TopicDispatcher:
                 self._fail(batch, exc)
                 continue
             self.windows[batch.topic].submit(dispatcher.dispatch.remote([batch]))
+
+    def route(self, topic: str) -> Any:
+        """The topic's PartitionDispatcher, for the driver to hand new batches to directly
+        (`driver.topic_routes`). Answered once every batch forwarded there has been taken, so
+        that the driver's next batches cannot overtake them."""
+        if self.closed:
+            raise ProducerClosedError("producer closed")
+        handle = self._partition_dispatcher(topic)  # raises UnknownTopicError
+        self.windows[topic].drain()
+        return handle
 
     def _partition_dispatcher(self, topic: str) -> Any:
         found = self.partition_dispatchers.get(topic)

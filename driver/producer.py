@@ -42,6 +42,7 @@ from ..wire.columns import BinaryColumn
 from ..wire.config import parse_config
 from ..wire.errors import BufferExhaustedError, KafkaError, MessageTooLargeError, ProducerClosedError
 from ..wire.serde import get_serializer, serialize_many, serialize_one
+from .topic_routes import TopicRoutes
 
 log = logging.getLogger("raykafka.producer")
 
@@ -232,6 +233,7 @@ class Producer:
                 raise cause from None
             raise
         self.ctx = ctx
+        self._routes = TopicRoutes(self._topic_dispatcher, ctx.window, self._wake_sender)
         self._sender = threading.Thread(target=self._send_loop, name=f"{self.name}-sender", daemon=True)
         self._poller = threading.Thread(target=self._poll_loop, name=f"{self.name}-results", daemon=True)
         self._sender.start()
@@ -372,6 +374,10 @@ class Producer:
                 raise ProducerClosedError("send on a closed producer")
         self._unresolved_bytes += size
 
+    def _wake_sender(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
     def _nagle(self) -> None:
         """Nagle's rule for a lingered hand-over: while messages handed over before are still
         unanswered, let new ones gather (up to NAGLE_WAIT s), so that at small linger.ms the
@@ -392,14 +398,13 @@ class Producer:
         self._open_count = self._open_bytes = 0
 
     def _send_loop(self) -> None:
-        """Hand gathered messages to the TopicDispatcher, a bounded number of calls in flight."""
-        from ..actors.calls import CallWindow
-
-        window = CallWindow(self.ctx.window)
+        """Hand gathered messages on (`TopicRoutes`), a bounded number of calls in flight."""
         while True:
             with self._cond:
                 while True:
                     if self._ready or (self._open and (self._flush_now or self._stopping)):
+                        break
+                    if self._routes.has_answers():  # a topic's held batches can go now
                         break
                     if self._open:
                         first = min(b.created_ms for b in self._open.values()) / 1000
@@ -411,20 +416,20 @@ class Producer:
                         return
                     else:
                         self._cond.wait(1.0)
-                lingered = not (self._ready or self._flush_now or self._stopping or self._open_count >= FLUSH_MESSAGES
-                                or self._open_bytes >= FLUSH_BYTES)
+                lingered = bool(self._open) and not (self._ready or self._flush_now or self._stopping
+                                                     or self._open_count >= FLUSH_MESSAGES
+                                                     or self._open_bytes >= FLUSH_BYTES
+                                                     or self._routes.has_answers())
             if lingered:
                 self._nagle()
             with self._cond:
                 self._seal_open()
                 batches, self._ready = self._ready, []
                 self._flush_now = False
-            if not batches:
-                continue
             try:
-                window.submit(self._topic_dispatcher.dispatch.remote(batches))
+                self._routes.send(batches)
             except Exception as exc:
-                log.error("%s: the topic dispatcher failed: %s", self.name, exc)
+                log.error("%s: handing messages to the pipeline failed: %s", self.name, exc)
                 error = exc if isinstance(exc, KafkaError) else KafkaError(f"producer pipeline failed: {exc}")
                 self._resolve([(b.ids, b.topic, -1, -1, -1, error) for b in batches])
 

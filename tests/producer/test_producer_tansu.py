@@ -124,6 +124,29 @@ def test_bad_input_fails_alone_with_a_clear_error(ray_session, bootstrap, topic_
         assert batch.offsets[2] == batch.offsets[0] + 1
 
 
+def test_a_topic_switches_to_its_partition_dispatcher_without_reordering(ray_session, bootstrap, topic_name):
+    """A topic's first messages go through the TopicDispatcher; once it has handed over the
+    topic's PartitionDispatcher, the driver sends there itself. Messages sent across the switch
+    keep their order in the partition; an unknown topic stays with the TopicDispatcher, which
+    fails its messages with the cause."""
+    topic = topic_name("switch")
+    create_topic(bootstrap, topic, 1)
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 0}) as producer:
+        futures = [producer.send(topic, b"%d" % i) for i in range(3000)]
+        offsets = [f.result(60).offset for f in futures]
+        assert topic in producer._routes.direct  # the later ones went straight to the dispatcher
+        later = [producer.send(topic, b"%d" % i) for i in range(3000, 4000)]
+        offsets += [f.result(60).offset for f in later]
+        missing = topic_name("nowhere")
+        with pytest.raises(UnknownTopicError):
+            producer.send(missing, b"lost").result(30)
+        with pytest.raises(UnknownTopicError):
+            producer.send(missing, b"lost again").result(30)
+        assert missing in producer._routes.undirected
+    assert offsets == list(range(offsets[0], offsets[0] + 4000))
+    assert [v for *_, v in read_back(bootstrap, topic, 1, 4000)] == [b"%d" % i for i in range(4000)]
+
+
 @pytest.mark.parametrize("acks", ["0", "1"])
 def test_acks_0_and_1_deliver(ray_session, bootstrap, topic_name, acks):
     topic = topic_name(f"acks{acks}")
