@@ -1,6 +1,6 @@
 """Where the producer spends its time: py-spy on the driver and every actor process while it writes.
 
-    python bench/profile_producer.py [--mode batch|send|consume] [--messages 300000] [--out /tmp/prof]
+    python bench/profile_producer.py [--mode batch|send|consume] [--messages 300000] [--size 100] [--out /tmp/prof]
 
 Writes one collapsed-stack file per process (`py-spy record --format raw`) and prints, for each
 process, the functions with the most samples (self and inclusive). Needs `pip install py-spy`.
@@ -39,6 +39,7 @@ def main() -> int:
     parser.add_argument("--mode", choices=["batch", "send", "consume"], default="batch")
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--out", default="/tmp/prof")
+    parser.add_argument("--size", type=int, default=100, help="value bytes")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
@@ -53,7 +54,8 @@ def main() -> int:
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     n = args.messages
-    value = os.urandom(50).hex().encode()[:50] + b"x" * 50
+    half = args.size // 2
+    value = os.urandom(half).hex().encode()[:half] + b"x" * (args.size - half)
     with EmbeddedBroker() as broker, Admin(broker.bootstrap) as admin:
         topic = f"prof-{os.getpid()}"
         admin.create_topics({topic: 6})
@@ -68,7 +70,7 @@ def main() -> int:
             if args.mode == "consume":
                 consumer = Consumer({"bootstrap.servers": broker.bootstrap})
                 consumer.assign_topic(topic, "earliest")
-                next(consumer.batches(timeout=30))
+                already = next(consumer.batches(timeout=30)).num_rows  # the consumer's actors are up
                 procs = {info["Pid"]: (info.get("Name") or info["ActorClassName"]).split("/")[-1]
                          for info in state.actors().values() if info.get("State") == "ALIVE"}
             procs[os.getpid()] = "driver"
@@ -86,7 +88,7 @@ def main() -> int:
                 futures = [producer.send(topic, value) for _ in range(n)]
                 assert producer.flush(300) == 0
             else:
-                got = 0
+                got = already
                 for batch in consumer.batches(timeout=30):
                     got += batch.num_rows
                     if got >= n:
