@@ -10,6 +10,8 @@ import os
 import statistics
 import time
 
+from raykafka.wire.arrow_batches import records_to_arrow
+from raykafka.wire.columns import BinaryColumn
 from raykafka.wire.compression import Compression
 from raykafka.wire.records import decode_record_batches, encode_record_batch
 
@@ -40,26 +42,42 @@ def _rate(fn, records: int) -> float:
 
 
 def measure() -> list[dict]:
-    """One row per codec and batch size: encode and decode records/s, and the batch's bytes."""
+    """One row per codec and batch size: records/s encoded from a list of bytes and from one
+    buffer (the flusher's input), decoded to Record objects and to Arrow columns (the
+    consumer's output), and the batch's bytes."""
     rows = []
     for codec in Compression:
         for n in BATCH_SIZES:
             values = _values(n)
+            column = BinaryColumn.from_list(values)
             data = encode_record_batch(values, timestamps=1_700_000_000_000, compression=codec)
+            assert encode_record_batch(column, timestamps=1_700_000_000_000, compression=codec) == data
             (batch,) = decode_record_batches(data)
             assert len(batch.records) == n and batch.records[-1].value == values[-1]
-            enc = _rate(lambda v=values, c=codec: encode_record_batch(v, compression=c), n)
-            dec = _rate(lambda d=data: decode_record_batches(d), n)
-            rows.append({"codec": codec.name.lower(), "records": n, "encode": enc, "decode": dec,
-                         "bytes": len(data)})
+            assert records_to_arrow(data, "t", 0)[0].num_rows == n
+            rows.append({
+                "codec": codec.name.lower(), "records": n, "bytes": len(data),
+                "encode": _rate(lambda v=values, c=codec: encode_record_batch(v, compression=c), n),
+                "encode_column": _rate(lambda v=column, c=codec: encode_record_batch(v, compression=c), n),
+                "decode": _rate(lambda d=data: decode_record_batches(d), n),
+                "decode_arrow": _rate(lambda d=data: records_to_arrow(d, "t", 0), n),
+            })
     return rows
 
 
+HEADER = ["| codec | records/batch | encode from list | encode from one buffer | decode to Records | "
+          "decode to Arrow | batch bytes |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+
+
+def row(r: dict) -> str:
+    return (f"| {r['codec']} | {r['records']:,} | {r['encode']:,.0f} | {r.get('encode_column', 0):,.0f} | "
+            f"{r['decode']:,.0f} | {r.get('decode_arrow', 0):,.0f} | {r['bytes']:,} |")
+
+
 def main() -> None:
-    print("| codec | records/batch | encode records/s | decode records/s | batch bytes |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("\n".join(HEADER))
     for r in measure():
-        print(f"| {r['codec']} | {r['records']:,} | {r['encode']:,.0f} | {r['decode']:,.0f} | {r['bytes']:,} |")
+        print(row(r))
 
 
 if __name__ == "__main__":

@@ -140,15 +140,15 @@ def render_markdown(report: Any, chart: str | None, chart_note: str = "") -> str
         out.append("")
     out += _targets(report)
     if report.record_batches:
+        from .record_batches import HEADER, row
+
         out += ["## Record batches", "",
-                "Encode (`encode_record_batch`) and decode (`decode_record_batches`) rates of Kafka record batch "
-                "v2 in this process: 100-byte values (half random, half repeated bytes), null keys, no headers; "
-                "median of 5 runs, each at least 0.2 s of repeated calls. Encode includes compression, decode the "
-                "crc32c check and decompression.", "",
-                "| codec | records/batch | encode records/s | decode records/s | batch bytes |",
-                "| --- | ---: | ---: | ---: | ---: |"]
-        out += [f"| {r['codec']} | {r['records']:,} | {r['encode']:,.0f} | {r['decode']:,.0f} | {r['bytes']:,} |"
-                for r in report.record_batches]
+                "Records/s of Kafka record batch v2 in this process: `encode_record_batch` from a list of bytes "
+                "and from one buffer (a `BinaryColumn`, what the flusher gets), `decode_record_batches` to Record "
+                "objects and `records_to_arrow` to Arrow columns (what the consumers make). 100-byte values (half "
+                "random, half repeated bytes), null keys, no headers; median of 5 runs, each at least 0.2 s of "
+                "repeated calls. Encode includes compression, decode the crc32c check and decompression.", ""]
+        out += HEADER + [row(r) for r in report.record_batches]
         out += ["", "Alone: `python bench/record_batches.py`.", ""]
     if report.hot_paths:
         against = report.against

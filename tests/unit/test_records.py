@@ -332,13 +332,16 @@ def test_we_read_aiokafkas(codec):
 @pytest.mark.parametrize("n", [1, 63, 64, 65, 8191, 8192, 8193, 20000])
 @pytest.mark.parametrize("keys", [False, True])
 @pytest.mark.parametrize("stamps", [False, True])
-def test_columns_encode_to_the_same_bytes_as_lists(n, keys, stamps):
+def test_columns_encode_to_the_same_bytes_as_lists(monkeypatch, n, keys, stamps):
     """What the flusher encodes from the pipeline's one-buffer columns is byte for byte what the
     per-record encoder makes: every varint width (lengths of 0, 127, 128, 20000; offset deltas
     past 63 and 8191), null values and keys, timestamps that differ, and slices of a column."""
     import random
 
+    from raykafka.wire import records
     from raykafka.wire.columns import BinaryColumn
+
+    monkeypatch.setattr(records, "COLUMNAR_MIN", 1)  # the column-wise encoder at every size
 
     rng = random.Random(n)
     sizes = [0, 5, 100, 127, 128, 200] + ([20000] if n < 100 else [])
@@ -359,8 +362,11 @@ def test_columns_encode_to_the_same_bytes_as_lists(n, keys, stamps):
 
 
 @pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
-def test_columns_encode_the_same_under_every_codec(codec):
+def test_columns_encode_the_same_under_every_codec(monkeypatch, codec):
+    from raykafka.wire import records
     from raykafka.wire.columns import BinaryColumn
+
+    monkeypatch.setattr(records, "COLUMNAR_MIN", 1)
 
     values = [bytes([i % 251]) * (i % 300) if i % 7 else None for i in range(3000)]
     key_list = [b"k%d" % i if i % 3 else None for i in range(3000)]
