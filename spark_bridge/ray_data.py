@@ -1,11 +1,12 @@
-"""Ray Data without Spark: a Kafka datasource (one read task per partition range) and a datasink.
+"""Ray Data without Spark: a Kafka datasource (a block per partition range) and a datasink.
 
     ds = ray.data.read_datasource(KafkaDatasource(["events"], {"bootstrap.servers": ...}))
     ds.write_datasink(KafkaDatasink("events", {"bootstrap.servers": ...}))
 
 Ranges are fixed on the driver when the read is planned (`offsets.resolve_ranges`); each
-read task fetches its partition from the leader and yields Arrow batches with Spark's Kafka
-source schema. The datasink hands each block, whole, to the producer pipeline.
+read task fetches its ranges from their leaders, all at once, each asking for the whole range
+and for the next piece while it decodes one, and yields a table per range with Spark's Kafka
+source schema. The datasink hands each block, whole, to the producer cached for its config.
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ def _rows_before(batch: pa.RecordBatch, end: int) -> int:
 
 
 class KafkaDatasource(Datasource):
-    """A bounded read of topics: one read task per partition range."""
+    """A bounded read of topics: a block per partition range, the ranges shared among at most one
+    read task per CPU, each reading its ranges at once."""
 
     def __init__(self, topics: Iterable[str] | str, config: Mapping[str, Any],
                  starting_offsets: Any = "earliest", ending_offsets: Any = "latest"):

@@ -1,7 +1,7 @@
 """Kafka into Spark: a bounded range of topics as a DataFrame with Spark's Kafka source schema.
 
 The range is fixed on the driver (`offsets.resolve_ranges`, Spark's `startingOffsets` /
-`endingOffsets` rules); Ray Data reads it with one task per partition range, and RayDP hands
+`endingOffsets` rules); Ray Data reads it, a block per partition range, and RayDP hands
 the Dataset to Spark.
 """
 
