@@ -103,6 +103,7 @@ def expected_aggregates(rows: int) -> dict[str, tuple[int, int]]:
 
 def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: Any = sys.stdout) -> DemoReport:
     from ..spark_bridge import write_kafka
+    from ..spark_bridge.producer_cache import PRODUCERS
     from ..spark_bridge.session import init_ray, init_spark, stop_spark
     from .admin import Admin
     from .consumer_group import ConsumerGroup
@@ -179,5 +180,6 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
             return DemoReport(rows, write_seconds, read_seconds, counts["delivered"], consumed, duplicates,
                               aggregates)
         finally:
+            PRODUCERS.close_all()  # the write's cached producer, while Ray is still up
             stop_spark()
             ray.shutdown()

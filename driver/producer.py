@@ -399,6 +399,8 @@ class Producer:
 
     def _send_loop(self) -> None:
         """Hand gathered messages on (`TopicRoutes`), a bounded number of calls in flight."""
+        import ray
+
         while True:
             with self._cond:
                 while True:
@@ -429,6 +431,8 @@ class Producer:
             try:
                 self._routes.send(batches)
             except Exception as exc:
+                if not ray.is_initialized():  # shut down under us: the watchdog fails what is left
+                    return
                 log.error("%s: handing messages to the pipeline failed: %s", self.name, exc)
                 error = exc if isinstance(exc, KafkaError) else KafkaError(f"producer pipeline failed: {exc}")
                 self._resolve([(b.ids, b.topic, -1, -1, -1, error) for b in batches])
@@ -449,6 +453,9 @@ class Producer:
                 with self._cond:
                     if self._stopping:
                         return
+                if not ray.is_initialized():
+                    self._ray_gone()
+                    return
                 log.error("%s: results actor failed: %s", self.name, exc)
                 time.sleep(0.2)
                 continue
@@ -642,6 +649,18 @@ class Producer:
                     ray.kill(handle, no_restart=True)
                 except Exception:
                     pass
+
+    def _ray_gone(self) -> None:
+        """Ray was shut down under this producer, and its actors with it: fail what is still
+        pending, say no more sends, and let the background threads end."""
+        with self._cond:
+            if self._stopping:
+                return
+            self._closed = self._stopping = True
+            self._open, self._ready = {}, []  # nothing to hand them to; failed just below
+            self._open_count = self._open_bytes = 0
+            self._cond.notify_all()
+        self._fail_unresolved(ProducerClosedError("Ray was shut down before the message was delivered"))
 
     def _fail_unresolved(self, error: Exception) -> None:
         with self._cond:

@@ -61,8 +61,13 @@ class ProducerWatchdog:
     # -- the loop ------------------------------------------------------------------
 
     def _run(self) -> None:
+        import ray
+
         p = self.producer
         while not self._stop.wait(TICK):
+            if not ray.is_initialized():  # shut down under the producer: nothing left to watch
+                p._ray_gone()
+                return
             try:
                 with p._cond:
                     if p._stopping and not p._pending and not p._batches:

@@ -163,3 +163,37 @@ def test_acks_0_and_1_deliver(ray_session, bootstrap, topic_name, acks):
     else:
         assert all(m.offset == -1 for m in metas)  # nobody tells an acks=0 producer
     assert len(read_back(bootstrap, topic, 1, 300)) == 300
+
+
+def test_ray_shut_down_under_a_producer_ends_its_messages_and_threads_quietly(bootstrap):
+    """A notebook that shuts Ray down with a producer still open (a write's cached one, say):
+    the producer's pending messages fail with the cause, its threads end, and nothing is logged
+    as an error. In a child process, as it shuts its own Ray down."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import threading
+        import ray
+        from raykafka.driver.producer import Producer
+        from raykafka.wire.errors import ProducerClosedError
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        p = Producer({{"bootstrap.servers": "{bootstrap}", "linger.ms": 600000}})
+        future = p.send("anywhere", b"x")  # still gathering when Ray goes
+        threads = [t for t in threading.enumerate() if t.name.startswith(p.name)]
+        ray.shutdown()
+        try:
+            future.result(60)
+            print("DELIVERED")
+        except ProducerClosedError as exc:
+            print("FAILED:", exc)
+        for t in threads:
+            t.join(30)
+        print("THREADS LEFT:", sum(t.is_alive() for t in threads), "OF", len(threads))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "FAILED: Ray was shut down before the message was delivered" in done.stdout
+    assert "THREADS LEFT: 0 OF 3" in done.stdout
+    assert "Traceback" not in done.stderr and "failed" not in done.stderr, done.stderr[-2000:]
