@@ -5,8 +5,9 @@
         print(future.result(10))          # RecordMetadata(topic, partition, offset, timestamp)
         producer.send_batch("events", values, keys=keys).result()   # BatchResult
 
-`send` gathers messages on the caller's side: a background thread hands them to the
-TopicDispatcher in batches, by size or after `linger.ms`, so no actor call is made per message.
+`send` gathers messages on the caller's side: a background thread hands them on in batches, by
+size or after `linger.ms`, so no actor call is made per message; a topic's first batches to the
+TopicDispatcher, the rest straight to the topic's PartitionDispatcher (`topic_routes`).
 `send_batch` takes lists or a pyarrow Table/RecordBatch with Spark's Kafka sink columns and costs
 no Python call per record here. Every message ends exactly once: its future (or its place in a
 BatchResult) gets the offset, or an error naming the cause.

@@ -83,6 +83,8 @@ def records_to_arrow(data: bytes | memoryview | None, topic: str, partition: int
         fields = None
     if fields is None:  # something malformed: the loop finds it and names the batch
         fields = _read_looped(source, extents, start_offset, topic, partition)
+    if not len(fields.offsets):
+        return empty_batch(), after
     return _to_arrow(fields, np.frombuffer(source, np.uint8), topic, partition), after
 
 

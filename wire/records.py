@@ -22,6 +22,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from crc32c import crc32c
 
 from .columns import BinaryColumn
@@ -311,10 +314,6 @@ def _encode_columns(values: BinaryColumn, keys: BinaryColumn | None, ts_deltas: 
     """Records without headers, built as columns: numpy writes every record's varint fields at
     once into a small prefix per record, then Arrow joins prefix, key, value-length and value
     of each record in one C++ pass. No Python step per record."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     n = len(values)
     vlen = np.where(values.valid, np.diff(values.offsets), -1) if values.valid is not None else np.diff(values.offsets)
     if keys is None:
@@ -340,8 +339,6 @@ def _encode_columns(values: BinaryColumn, keys: BinaryColumn | None, ts_deltas: 
 
 def _zigzag_varints(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each value's zigzag varint: an (n, width) byte matrix, left-aligned, and each one's length."""
-    import numpy as np
-
     u = ((x << 1) ^ (x >> 63)).astype(np.uint64)
     top = int(u.max()) if len(u) else 0
     width = max(1, (top.bit_length() + 6) // 7)
@@ -360,9 +357,6 @@ def _zigzag_varints(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _rows(fields: list[tuple[np.ndarray, np.ndarray]]) -> Any:
     """Fields laid end to end per record, as an Arrow large_binary array of one value per record:
     each field in columns of its widest, then the bytes past each one's length masked out."""
-    import numpy as np
-    import pyarrow as pa
-
     grid = np.concatenate([m for m, _ in fields], axis=1)
     keep = np.concatenate([np.arange(m.shape[1]) < lengths[:, None] for m, lengths in fields], axis=1)
     offsets = np.zeros(len(grid) + 1, np.int64)
@@ -373,9 +367,6 @@ def _rows(fields: list[tuple[np.ndarray, np.ndarray]]) -> Any:
 
 def _binary(column: BinaryColumn | None, n: int) -> Any:
     """A column as an Arrow large_binary array over its own buffer (nulls and None: empty)."""
-    import numpy as np
-    import pyarrow as pa
-
     if column is None:
         return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(np.zeros(n + 1, np.int64)),
                                                             pa.py_buffer(b"")])
