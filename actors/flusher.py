@@ -28,7 +28,7 @@ from ..wire import messages
 from ..wire.compression import Compression
 from ..wire.connection import BrokerConnection, security_from_config
 from ..wire.errors import BrokerError, DeliveryTimeoutError, KafkaError
-from ..wire.records import encode_record_batch
+from ..wire.records import encode_record_batch, prepare_columnar
 from .batch import FIN, RESET, SHUTDOWN, SYN, MessageBatch
 
 log = logging.getLogger("raykafka.producer.flusher")
@@ -66,6 +66,7 @@ class Flusher:
         self._retry_out: list[MessageBatch] = []
         self._results_out: list[tuple] = []
         self._spans_out: list[tuple] = []  # the sequence numbers of the batches in _results_out
+        prepare_columnar()  # at start-up, not on the first large batch
 
     def ping(self) -> bool:
         return True

@@ -302,6 +302,13 @@ def _encode_plain(values: list) -> bytes:
 COLUMNAR_MIN = 1500
 
 
+def prepare_columnar() -> None:
+    """Run the column-wise encoder once on two records: Arrow sets up its compute kernels on
+    first use (about 0.3 s), which a process that will encode large batches had better pay
+    while it starts than on its first message."""
+    _encode_columns(BinaryColumn.from_list([b"", b"x"]), BinaryColumn.from_list([None, b"k"]), [0, 1])
+
+
 def _columnar(values: Any, keys: Any) -> bool:
     """Whether to encode column-wise: values (and keys) already in one buffer, as they arrive
     from the pipeline, and enough of them."""

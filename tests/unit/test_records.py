@@ -372,3 +372,4 @@ def test_columns_encode_the_same_under_every_codec(monkeypatch, codec):
     key_list = [b"k%d" % i if i % 3 else None for i in range(3000)]
     assert encode_record_batch(BinaryColumn.from_list(values), BinaryColumn.from_list(key_list), 5,
                                compression=codec) == encode_record_batch(values, key_list, 5, compression=codec)
+
