@@ -31,6 +31,7 @@ class _Entry:
     producer: Any
     users: int = 0
     idle_since: float = field(default_factory=time.monotonic)
+    timer: threading.Timer | None = None  # closes it if still idle when it fires
 
 
 class ProducerCache:
@@ -55,6 +56,9 @@ class ProducerCache:
             entry = self._entries.get(key)
             if entry is not None:
                 entry.users += 1
+                if entry.timer is not None:
+                    entry.timer.cancel()
+                    entry.timer = None
         if entry is not None:
             if _alive(entry.producer):
                 return entry.producer
@@ -79,22 +83,28 @@ class ProducerCache:
             if entry.users > 0:
                 return
             entry.idle_since = stamp = time.monotonic()
-        timer = threading.Timer(self.idle_timeout, self._close_if_idle, args=(producer, stamp))
-        timer.daemon = True
-        timer.start()
+            if entry.timer is not None:
+                entry.timer.cancel()
+            entry.timer = threading.Timer(self.idle_timeout, self._close_if_idle, args=(producer, stamp))
+            entry.timer.daemon = True
+            entry.timer.start()
 
     def discard(self, producer: Any) -> None:
-        """Forget `producer` and close it (its pipeline failed, or the process is leaving)."""
+        """Forget `producer` and close it (its pipeline failed, or Ray was restarted under it)."""
         with self._lock:
             for key, entry in list(self._entries.items()):
                 if entry.producer is producer:
                     del self._entries[key]
+                    if entry.timer is not None:
+                        entry.timer.cancel()
         _close(producer)
 
     def close_all(self) -> None:
         with self._lock:
             entries, self._entries = list(self._entries.values()), {}
         for entry in entries:
+            if entry.timer is not None:
+                entry.timer.cancel()
             _close(entry.producer)
 
     def __len__(self) -> int:

@@ -197,14 +197,19 @@ def test_writes_with_one_config_share_the_cached_producer(ray_for_spark, bootstr
 
 
 def test_a_cached_producer_idle_past_its_timeout_is_closed(ray_for_spark, bootstrap):
+    import threading
+
     from raykafka.spark_bridge.producer_cache import ProducerCache
 
-    cache = ProducerCache(idle_timeout=0.5)
+    cache = ProducerCache(idle_timeout=3.0)
     producer = cache.acquire({"bootstrap.servers": bootstrap})
-    again = cache.acquire({"bootstrap.servers": bootstrap})
-    assert again is producer
-    cache.release(producer)
-    cache.release(again)
+    cache.release(producer)  # idle: its timer starts
+    for _ in range(5):  # writes one after another: one idle timer at a time, not one per write
+        assert cache.acquire({"bootstrap.servers": bootstrap}) is producer
+        cache.release(producer)
+    timers = [t for t in threading.enumerate() if isinstance(t, threading.Timer)
+              and t.function == cache._close_if_idle and not t.finished.is_set()]
+    assert len(timers) == 1
     assert cache.closed_idle.wait(60)
     assert len(cache) == 0 and producer._closed
     assert _none_alive(producer.name + "/")
