@@ -117,11 +117,10 @@ def test_a_block_larger_than_buffer_memory_is_written_in_slices(ray_for_spark, b
     assert back == 20_000
 
 
-def test_writes_one_after_another_share_a_producer_given_to_them(ray_for_spark, bootstrap, topic_name):
+def test_writes_one_after_another_share_a_producer_given_to_them(ray_for_spark, bootstrap, topic_name,
+                                                                 live_actors):
     """`write_dataset(..., producer=p)` writes through `p` and leaves it open for the next write;
     its actors stay the same ones, and every row of both writes is read back once."""
-    import ray._private.state
-
     from raykafka.driver.producer import Producer
     from raykafka.spark_bridge.writer import write_dataset
 
@@ -134,40 +133,18 @@ def test_writes_one_after_another_share_a_producer_given_to_them(ray_for_spark, 
         with pytest.raises(ValueError, match="not both"):  # which one would apply is unclear: refused
             write_dataset(first, topic, config, producer=producer)
         assert write_dataset(first, topic, producer=producer) == {"delivered": 3000, "failed": 0}
-        actors = {a["Name"] for a in ray._private.state.actors().values()
-                  if a["State"] == "ALIVE" and a["Name"].startswith(producer.name + "/")}
+        actors = live_actors(producer.name + "/")
         second = ray.data.from_items([{"value": b"b%d" % i} for i in range(2000)])
         assert write_dataset(second, topic, producer=producer) == {"delivered": 2000, "failed": 0}
         assert producer.send(topic, b"still open").result(30).offset >= 0
-        after = {a["Name"] for a in ray._private.state.actors().values()
-                 if a["State"] == "ALIVE" and a["Name"].startswith(producer.name + "/")}
-        assert after == actors
+        assert live_actors(producer.name + "/") == actors
     values = [r["value"] for r in ray.data.read_datasource(KafkaDatasource(topic, config)).take_all()]
     assert sorted(values) == sorted([b"a%d" % i for i in range(3000)] + [b"b%d" % i for i in range(2000)]
                                     + [b"still open"])
 
 
-def _alive_actors(prefix: str) -> set[str]:
-    import ray._private.state
-
-    return {a["Name"] for a in ray._private.state.actors().values()
-            if a["State"] == "ALIVE" and a["Name"].startswith(prefix)}
-
-
-def _none_alive(prefix: str, timeout: float = 30.0) -> bool:
-    """Whether the actors named `prefix`... are all gone within `timeout` (an actor's end reaches
-    the GCS table a moment after its process exits: there is no event to wait on)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while _alive_actors(prefix):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def test_writes_with_one_config_share_the_cached_producer(ray_for_spark, bootstrap, topic_name):
+def test_writes_with_one_config_share_the_cached_producer(ray_for_spark, bootstrap, topic_name, live_actors,
+                                                          wait_for):
     """The first write with a config starts a producer; the next with the same config uses it
     (the same actors), a bad block does not cost it, and closing the cache stops its actors."""
     from raykafka.spark_bridge.producer_cache import PRODUCERS
@@ -183,20 +160,21 @@ def test_writes_with_one_config_share_the_cached_producer(ray_for_spark, bootstr
     assert len(PRODUCERS) == 1
     producer = PRODUCERS.acquire(config)
     PRODUCERS.release(producer)
-    actors = _alive_actors(producer.name + "/")
+    actors = live_actors(producer.name + "/")
     assert actors
     with pytest.raises(ValueError, match="not Kafka sink columns"):
         write_dataset(ray.data.from_items([{"value": b"x", "colour": "red"}]), topic, config)
     assert write_dataset(ray.data.from_items([{"value": b"b%d" % i} for i in range(500)]), topic, dict(config)) == \
         {"delivered": 500, "failed": 0}
-    assert len(PRODUCERS) == 1 and _alive_actors(producer.name + "/") == actors
+    assert len(PRODUCERS) == 1 and live_actors(producer.name + "/") == actors
     PRODUCERS.close_all()
-    assert len(PRODUCERS) == 0 and _none_alive(producer.name + "/")
+    assert len(PRODUCERS) == 0
+    wait_for(lambda: live_actors(producer.name + "/") == [])  # an actor's end reaches the GCS a moment later
     values = [r["value"] for r in ray.data.read_datasource(KafkaDatasource(topic, config)).take_all()]
     assert sorted(values) == sorted([b"a%d" % i for i in range(1000)] + [b"b%d" % i for i in range(500)])
 
 
-def test_a_cached_producer_idle_past_its_timeout_is_closed(ray_for_spark, bootstrap):
+def test_a_cached_producer_idle_past_its_timeout_is_closed(ray_for_spark, bootstrap, live_actors, wait_for):
     import threading
 
     from raykafka.spark_bridge.producer_cache import ProducerCache
@@ -212,7 +190,7 @@ def test_a_cached_producer_idle_past_its_timeout_is_closed(ray_for_spark, bootst
     assert len(timers) == 1
     assert cache.closed_idle.wait(60)
     assert len(cache) == 0 and producer._closed
-    assert _none_alive(producer.name + "/")
+    wait_for(lambda: live_actors(producer.name + "/") == [])
 
 
 def test_read_dataset_runs_its_tasks_at_once_without_touching_the_global_context(ray_for_spark, bootstrap,
