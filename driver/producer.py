@@ -429,14 +429,13 @@ class Producer:
                 self._seal_open()
                 batches, self._ready = self._ready, []
                 self._flush_now = False
-            try:
-                self._routes.send(batches)
-            except Exception as exc:
-                if not ray.is_initialized():  # shut down under us: the watchdog fails what is left
-                    return
+            failed = self._routes.send(batches)
+            if failed and not ray.is_initialized():  # shut down under us: the watchdog fails what is left
+                return
+            for lost, exc in failed:
                 log.error("%s: handing messages to the pipeline failed: %s", self.name, exc)
                 error = exc if isinstance(exc, KafkaError) else KafkaError(f"producer pipeline failed: {exc}")
-                self._resolve([(b.ids, b.topic, -1, -1, -1, error) for b in batches])
+                self._resolve([(b.ids, b.topic, -1, -1, -1, error) for b in lost])
 
     # -- results -----------------------------------------------------------------------
 

@@ -38,27 +38,51 @@ class TopicRoutes:
         with self._lock:
             return bool(self._answers)
 
-    def send(self, batches: list[MessageBatch]) -> None:
-        """Hand `batches` on (sender thread only), after releasing any topic whose route came in."""
-        self._take_answers()
+    def send(self, batches: list[MessageBatch]) -> list[tuple[list[MessageBatch], Exception]]:
+        """Hand `batches` on (sender thread only), after releasing any topic whose route came in.
+
+        Returns the batches that could not be handed on, each with why, for the caller to fail:
+        a topic's held batches as well as the new ones."""
+        failed: list[tuple[list[MessageBatch], Exception]] = []
+        for topic, answer, held in self._take_answers():
+            if isinstance(answer, Exception):
+                self.undirected.add(topic)
+                self._submit(self.to_topic_dispatcher, self.topic_dispatcher, held, failed)
+            else:
+                route = self.direct[topic] = (answer, CallWindow(self.window))
+                self._submit(route[1], answer, held, failed)
         via_topic_dispatcher: list[MessageBatch] = []
         to_ask: list[str] = []
         for batch in batches:
             route = self.direct.get(batch.topic)
             if route is not None:
-                route[1].submit(route[0].dispatch.remote([batch]))
+                self._submit(route[1], route[0], [batch], failed)
             elif batch.topic in self.held:
                 self.held[batch.topic].append(batch)
             else:
                 via_topic_dispatcher.append(batch)
                 if batch.topic not in self.undirected and batch.topic not in to_ask:
                     to_ask.append(batch.topic)
-        if via_topic_dispatcher:
-            self.to_topic_dispatcher.submit(self.topic_dispatcher.dispatch.remote(via_topic_dispatcher))
+        self._submit(self.to_topic_dispatcher, self.topic_dispatcher, via_topic_dispatcher, failed)
         for topic in to_ask:  # asked after its batches above: the TopicDispatcher takes them first
+            try:
+                ref = self.topic_dispatcher.route.remote(topic)
+            except Exception:  # cannot even ask: the topic stays with the TopicDispatcher
+                self.undirected.add(topic)
+                continue
             self.held[topic] = []
-            ref = self.topic_dispatcher.route.remote(topic)
             ref.future().add_done_callback(lambda future, topic=topic: self._answered(topic, future))
+        return failed
+
+    @staticmethod
+    def _submit(window: CallWindow, dispatcher: Any, batches: list[MessageBatch],
+                failed: list[tuple[list[MessageBatch], Exception]]) -> None:
+        if not batches:
+            return
+        try:
+            window.submit(dispatcher.dispatch.remote(batches))
+        except Exception as exc:  # a dispatcher downstream failed: these end with its error
+            failed.append((batches, exc))
 
     def _answered(self, topic: str, future: Any) -> None:
         try:
@@ -69,16 +93,8 @@ class TopicRoutes:
             self._answers.append((topic, answer))
         self._on_answer()
 
-    def _take_answers(self) -> None:
+    def _take_answers(self) -> list[tuple[str, Any, list[MessageBatch]]]:
+        """The routes answered since last time, each with the topic's batches held meanwhile."""
         with self._lock:
             answers, self._answers = self._answers, []
-        for topic, answer in answers:
-            held = self.held.pop(topic)
-            if isinstance(answer, Exception):
-                self.undirected.add(topic)
-                if held:
-                    self.to_topic_dispatcher.submit(self.topic_dispatcher.dispatch.remote(held))
-                continue
-            route = self.direct[topic] = (answer, CallWindow(self.window))
-            if held:
-                route[1].submit(answer.dispatch.remote(held))
+        return [(topic, answer, self.held.pop(topic)) for topic, answer in answers]
