@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..wire.columns import BinaryColumn
+from .shared_column import SharedColumn, positions_at, read_shared
 
 SYN = 1
 FIN = 2
@@ -44,8 +45,10 @@ def _pick(column: Any, idx: Sequence[int]) -> Any:
     """The entries of a column (a list, a numpy array of ids, a BinaryColumn) at `idx`."""
     if column is None:
         return None
-    if isinstance(column, BinaryColumn):
+    if isinstance(column, BinaryColumn | SharedColumn):
         return column.take(idx)
+    if isinstance(column, range):
+        return positions_at(column, np.asarray(idx, dtype=np.int64))
     if isinstance(column, np.ndarray):
         return column[np.asarray(idx, dtype=np.int64)]
     if len(idx) == 1:
@@ -55,17 +58,32 @@ def _pick(column: Any, idx: Sequence[int]) -> Any:
 
 def _join(columns: list[Any]) -> Any:
     """Columns of one kind joined end to end (mixed kinds become a list)."""
+    if all(isinstance(c, SharedColumn) for c in columns):
+        return SharedColumn.concat(columns)
+    if any(isinstance(c, SharedColumn) for c in columns):  # rare: a large batch joins a small one
+        columns = read_shared(columns)
     if all(isinstance(c, BinaryColumn) for c in columns):
         return BinaryColumn.concat(columns)
-    if all(isinstance(c, np.ndarray) for c in columns):
-        return np.concatenate(columns)
+    if all(isinstance(c, range | np.ndarray) for c in columns):
+        return _join_ids(columns)
     out: list = []
     for c in columns:
         out.extend(c.to_list() if isinstance(c, BinaryColumn | np.ndarray) else c)
     return out
 
 
+def _join_ids(columns: list[range | np.ndarray]) -> range | np.ndarray:
+    """Message ids end to end: one range while they run on, else an int64 array."""
+    if all(isinstance(c, range) for c in columns) and all(
+            a.stop == b.start for a, b in zip(columns, columns[1:])):  # noqa: B905 (one shorter)
+        return range(columns[0].start, columns[-1].stop)
+    return np.concatenate([np.arange(c.start, c.stop, dtype=np.int64) if isinstance(c, range) else c
+                           for c in columns])
+
+
 def _lengths_sum(column: Any) -> int:
+    if isinstance(column, SharedColumn):
+        column = read_shared([column])[0]
     if isinstance(column, BinaryColumn):
         return column.nbytes
     return sum(len(v) for v in column if v)
@@ -74,8 +92,9 @@ def _lengths_sum(column: Any) -> int:
 @dataclass
 class MessageBatch:
     topic: str
-    ids: Any = field(default_factory=list)  # message ids: a list, or a numpy array (send_batch)
-    values: Any = field(default_factory=list)  # a list of bytes/None, or a BinaryColumn
+    # message ids: a list, a numpy array, or a range while they run on (one int to pickle, not 8 bytes each)
+    ids: Any = field(default_factory=list)
+    values: Any = field(default_factory=list)  # a list of bytes/None, a BinaryColumn, or a SharedColumn (large ones)
     keys: Any = None  # the same, or None when every key is null
     timestamps: int | list[int] = 0  # one timestamp (ms) for all, or one per record
     headers: list | None = None  # per record: list of (str, bytes | None)

@@ -30,6 +30,7 @@ from ..wire.connection import BrokerConnection, security_from_config
 from ..wire.errors import BrokerError, DeliveryTimeoutError, KafkaError
 from ..wire.records import encode_record_batch, prepare_columnar
 from .batch import FIN, RESET, SHUTDOWN, SYN, MessageBatch
+from .shared_column import read_fetched, shared_refs
 
 log = logging.getLogger("raykafka.producer.flusher")
 
@@ -143,13 +144,19 @@ class Flusher:
             self.responses.set()
         if not ready:
             return
+        try:
+            values = await self._values(ready)
+        except Exception as exc:  # the values are gone from the object store (their owner died)
+            for batch in ready:
+                self._report_error(batch, KafkaError(f"{self.path}: the batch's values could not be read: {exc}"))
+            return
         await self.slots.acquire()
         index = self.request_index
         self.request_index += 1
         try:
             if not self.conn.connected:
                 await self.conn.connect()
-            body = self._build_request(ready)
+            body = self._build_request(ready, values)
             future = self.conn.send_nowait(messages.PRODUCE, body, expect_response=self.acks != 0)
         except KafkaError as exc:  # not sent: retried behind the requests already in flight
             self.slots.release()
@@ -166,11 +173,21 @@ class Flusher:
         self.in_flight.append(("request", index, future, ready))
         self.responses.set()
 
-    def _build_request(self, batches: list[MessageBatch]) -> dict[str, Any]:
+    @staticmethod
+    async def _values(batches: list[MessageBatch]) -> list[Any]:
+        """Each batch's values, those the driver left in the object store read as views (see
+        `SharedColumn`). The batch keeps its SharedColumn: a retry carries positions again."""
+        columns = [b.values for b in batches]
+        refs = shared_refs(columns)
+        if not refs:
+            return columns
+        return read_fetched(columns, refs, await asyncio.gather(*refs))
+
+    def _build_request(self, batches: list[MessageBatch], values: list[Any]) -> dict[str, Any]:
         topics: dict[str, list[dict[str, Any]]] = {}
-        for b in batches:
+        for b, column in zip(batches, values, strict=True):
             records = encode_record_batch(
-                b.values, b.keys, b.timestamps, b.headers, compression=self.codec,
+                column, b.keys, b.timestamps, b.headers, compression=self.codec,
                 producer_id=b.producer_id, producer_epoch=b.producer_epoch, base_sequence=b.base_sequence)
             topics.setdefault(b.topic, []).append({"index": b.partition, "records": records})
         return {"transactional_id": None, "acks": self.acks, "timeout_ms": self.timeout_ms,

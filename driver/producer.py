@@ -39,6 +39,7 @@ import numpy as np
 
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.options import PipelineContext, create
+from ..actors.shared_column import SHARE_MIN_BYTES, SharedColumn
 from ..wire.columns import BinaryColumn
 from ..wire.config import parse_config
 from ..wire.errors import BufferExhaustedError, KafkaError, MessageTooLargeError, ProducerClosedError
@@ -157,7 +158,8 @@ class _Buffer:
         ids, values, keys, timestamps, headers, partitions = map(list, zip(*self.rows, strict=True))
         n = len(ids)
         return MessageBatch(
-            topic=topic, ids=np.array(ids, dtype=np.int64), values=_packed(values),
+            topic=topic, ids=range(ids[0], ids[-1] + 1) if ids[-1] - ids[0] == n - 1 else np.array(ids, dtype=np.int64),
+            values=_shared(_packed(values)),
             keys=None if keys.count(None) == n else _packed(keys),
             timestamps=timestamps, headers=None if headers.count(None) == n else headers,
             partitions=None if partitions.count(-1) == n else partitions, created_ms=self.created_ms,
@@ -316,6 +318,7 @@ class Producer:
             future.set_result(BatchResult(0, 0, np.zeros(0, np.int32), np.zeros(0, np.int64), []))
             return future
         too_large = np.flatnonzero(sizes > self.max_request_size)
+        values = _shared(values)
         now_ms = int(time.time() * 1000)
         ts: int | list[int] = now_ms if timestamps is None else timestamps
         with self._cond:
@@ -326,7 +329,7 @@ class Producer:
             self._batches[start] = state
             bisect.insort(self._batch_starts, start)
             self._seal_open()
-            batch = MessageBatch(topic=topic or "", ids=np.arange(start, start + n, dtype=np.int64), values=values, keys=keys,
+            batch = MessageBatch(topic=topic or "", ids=range(start, start + n), values=values, keys=keys,
                                  timestamps=ts, headers=headers,
                                  partitions=None if partitions is None else _partition_column(partitions, n),
                                  created_ms=now_ms, nbytes=total)
@@ -531,7 +534,7 @@ class Producer:
     def _resolve_batches(self, ids: list[int], partition: int, first_offset: int,
                          error: Exception | None) -> list[tuple[int, int]]:
         """Settle the ids that belong to `send_batch` calls (lock held); return the others with their places."""
-        arr = np.asarray(ids, dtype=np.int64)
+        arr = np.arange(ids.start, ids.stop, dtype=np.int64) if isinstance(ids, range) else np.asarray(ids, dtype=np.int64)
         starts = np.asarray(self._batch_starts, dtype=np.int64)
         ends = starts + np.asarray([self._batches[s].n for s in self._batch_starts], dtype=np.int64)
         owner = np.maximum(np.searchsorted(starts, arr, side="right") - 1, 0)
@@ -757,6 +760,13 @@ def _packed(column: Any) -> Any:
     if isinstance(column, list):
         return BinaryColumn.from_list(column) or column
     return column
+
+
+def _shared(values: Any) -> Any:
+    """A large column put in the object store once, for the flusher alone to read (`SharedColumn`)."""
+    if isinstance(values, BinaryColumn) and values.nbytes >= SHARE_MIN_BYTES:
+        return SharedColumn.put(values)
+    return values
 
 
 def _partition_column(partitions: list, n: int) -> list[int]:

@@ -97,6 +97,33 @@ def test_several_retry_levels_in_flight_keep_order(ray_session):
         assert sum(v for k, v in cluster.faults.items() if k.startswith("error/Produce")) == 8
 
 
+def test_large_batches_retried_by_reference_keep_their_bytes_and_order(ray_session):
+    """Batches large enough to travel as positions into the object store (`SharedColumn`) fail,
+    go round the retry loop and follow a leader move; each comes back carrying the same
+    positions, and the log holds exactly the values sent, in order."""
+    from raykafka.actors.shared_column import SHARE_MIN_BYTES
+
+    rows, size = 3000, 120
+    assert rows * size >= SHARE_MIN_BYTES
+    with MockCluster(n_brokers=2, topics={"t": 2}) as cluster, Producer(config(cluster)) as producer:
+        sent: dict[int, list[bytes]] = defaultdict(list)
+        futures = []
+        for round_ in range(4):
+            if round_ in (1, 2):
+                cluster.fail_next(messages.PRODUCE, NOT_LEADER, count=2, topic="t", partition=round_ - 1)
+            if round_ == 3:
+                cluster.move_leader("t", 0, 3 - cluster.leader("t", 0))
+            values = [(b"%d-%05d-" % (round_, i)).ljust(size, b"v") for i in range(rows)]
+            partitions = [i % 2 for i in range(rows)]
+            for v, p in zip(values, partitions, strict=True):
+                sent[p].append(v)
+            futures.append(producer.send_batch("t", values, partitions=partitions))
+        results = [f.result(60) for f in futures]
+        assert all(r.ok for r in results)
+        assert sum(v for k, v in cluster.faults.items() if k.startswith("error/Produce")) == 4
+        assert_in_order_and_complete(cluster, "t", sent)
+
+
 def test_a_broker_that_drops_the_connection_loses_and_duplicates_nothing(ray_session):
     """The connection drops right after a Produce was applied: the retry carries the same
     sequence numbers, the broker answers DUPLICATE_SEQUENCE_NUMBER, the log has each message once."""

@@ -147,6 +147,36 @@ def test_a_topic_switches_to_its_partition_dispatcher_without_reordering(ray_ses
     assert [v for *_, v in read_back(bootstrap, topic, 1, 4000)] == [b"%d" % i for i in range(4000)]
 
 
+def test_large_batches_travel_by_reference_and_arrive_whole(ray_session, bootstrap, topic_name, monkeypatch):
+    """Values of SHARE_MIN_BYTES or more stay in the object store until the flusher encodes them
+    (`SharedColumn`); keyed ones are cut by partition as positions, not copies. Both ways in
+    (`send_batch` and a buffer of `send`s) land byte for byte where their results say."""
+    import raykafka.driver.producer as producer_module
+    from raykafka.actors.shared_column import SHARE_MIN_BYTES, SharedColumn
+
+    put = []
+    monkeypatch.setattr(producer_module, "SharedColumn", type("Counted", (SharedColumn,), {
+        "put": classmethod(lambda cls, column: put.append(len(column)) or SharedColumn.put(column))}))
+    topic = topic_name("shared")
+    create_topic(bootstrap, topic, 4)
+    rows, size = 8000, 150
+    values = [(b"%06d" % i) * (size // 6) for i in range(rows)]
+    keys = [b"k%d" % (i % 31) for i in range(rows)]
+    assert rows * size >= SHARE_MIN_BYTES
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 20}) as producer:
+        result = producer.send_batch(topic, pa.table({"key": pa.array(keys, pa.binary()),
+                                                      "value": pa.array(values, pa.binary())})).result(60)
+        metas = [f.result(60) for f in [producer.send(topic, v, key=k) for k, v in zip(keys, values, strict=True)]]
+    assert put and put[0] == rows  # the send_batch went by reference (a hand-over of sends does when it gathers as much)
+    assert (result.delivered, result.failed) == (rows, 0)
+    got = read_back(bootstrap, topic, 4, 2 * rows)
+    assert len(got) == 2 * rows
+    where = {(p, o): (k, v) for p, o, k, v in got}
+    for i in range(rows):
+        assert where[(int(result.partitions[i]), int(result.offsets[i]))] == (keys[i], values[i])
+        assert where[(metas[i].partition, metas[i].offset)] == (keys[i], values[i])
+
+
 @pytest.mark.parametrize("acks", ["0", "1"])
 def test_acks_0_and_1_deliver(ray_session, bootstrap, topic_name, acks):
     topic = topic_name(f"acks{acks}")
