@@ -142,16 +142,14 @@ def produce_raykafka_batch(bootstrap: str, admin: Any, s: Settings, size: int, c
     from raykafka.driver.producer import Producer
 
     table, n, times = _arrow_values(_value(size), s.messages), s.messages, []
-    step = 20_000
     with Producer(_rk_config(bootstrap, codec)) as producer:
         for _ in range(s.runs):
             t = _topic(admin, "rk-batch")
             _warm(producer, t)
             start = time.perf_counter()
-            futures = [producer.send_batch(t, table.slice(i, step)) for i in range(0, n, step)]
-            results = [f.result(300) for f in futures]
+            result = producer.send_batch(t, table).result(300)  # the whole table, as a user would
             times.append(time.perf_counter() - start)
-            assert sum(r.delivered for r in results) == n, [r.failed for r in results]
+            assert result.delivered == n, result.failed
     return times
 
 
@@ -167,9 +165,7 @@ class _Pipeline:
         _warm(self.producer, topic)
 
     def write(self, topic: str, n: int, size: int) -> int:
-        table, step = _arrow_values(_value(size), n), 20_000
-        futures = [self.producer.send_batch(topic, table.slice(i, step)) for i in range(0, n, step)]
-        return sum(f.result(300).delivered for f in futures)
+        return self.producer.send_batch(topic, _arrow_values(_value(size), n)).result(300).delivered
 
     def close(self) -> None:
         self.producer.close()
@@ -691,8 +687,7 @@ def producer_memory(bootstrap: str, admin: Any, s: Settings) -> tuple[float, int
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         table = _arrow_values(_value(100), s.messages)
-        futures = [producer.send_batch(t, table.slice(i, 20_000)) for i in range(0, s.messages, 20_000)]
-        assert all(f.result(300).ok for f in futures)
+        assert producer.send_batch(t, table).result(300).ok
         stop.set()
         sampler.join()
     return peak[0] / 2**20, len(procs)

@@ -53,6 +53,9 @@ FLUSH_MESSAGES = 20000
 FLUSH_BYTES = 4 << 20
 # at most this long (s) a lingered hand-over waits for the messages handed over before it
 NAGLE_WAIT = 0.05
+# a send_batch larger than buffer.memory / SLICES_IN_BUFFER goes in slices of that size, each
+# waiting for room in turn, so a table of any size can be sent (as Java's producer blocks per record)
+SLICES_IN_BUFFER = 4
 
 
 class _MessageFuture(Future):
@@ -298,7 +301,9 @@ class Producer:
 
         `values` is a list, or a pyarrow Table/RecordBatch with Spark's Kafka sink columns
         (`value` required; `key`, `topic`, `partition`, `headers` optional). With a `topic`
-        column, `topic` may be None and each row goes to its own topic.
+        column, `topic` may be None and each row goes to its own topic. A batch of more than a
+        quarter of `buffer.memory` is taken in slices of that size, each waiting up to
+        `max.block.ms` for room; if one cannot get it, it and the rest fail with that cause.
         """
         columns = _columns(values, keys, headers, partitions, timestamps, self._raw_arrow)
         values, keys, headers, partitions, timestamps, topics = columns
@@ -317,46 +322,63 @@ class Producer:
         if n == 0:
             future.set_result(BatchResult(0, 0, np.zeros(0, np.int32), np.zeros(0, np.int64), []))
             return future
-        too_large = np.flatnonzero(sizes > self.max_request_size)
+        too_large = sizes > self.max_request_size
         values = _shared(values)
         now_ms = int(time.time() * 1000)
         ts: int | list[int] = now_ms if timestamps is None else timestamps
-        with self._cond:
-            self._reserve(total, n)
-            start = self._next_id
-            self._next_id += n
-            state = _BatchState(start, n, future, total)
-            self._batches[start] = state
-            bisect.insort(self._batch_starts, start)
-            self._seal_open()
-            batch = MessageBatch(topic=topic or "", ids=range(start, start + n), values=values, keys=keys,
-                                 timestamps=ts, headers=headers,
-                                 partitions=None if partitions is None else _partition_column(partitions, n),
-                                 created_ms=now_ms, nbytes=total)
-            if len(too_large):
-                self._settle_batch_locally(state, too_large, MessageTooLargeError(
-                    f"message larger than max.request.size={self.max_request_size}"), sizes)
-                keep = np.flatnonzero(sizes <= self.max_request_size)
-                if not len(keep):
-                    finished, self._finished = self._finished, []
-                    for done in finished:
-                        done.future.set_result(done.result())
-                    return future
-                batch = batch.take(keep.tolist())
-            if topics is None:
-                self._ready.append(batch)
-            else:
-                topic_arr = np.asarray(topics, dtype=object)
-                if len(too_large):
-                    topic_arr = topic_arr[keep]
-                for name in dict.fromkeys(topic_arr.tolist()):
-                    idx = np.flatnonzero(topic_arr == name).tolist()
-                    part = batch.take(idx)
-                    part.topic = name
-                    part.partitions = None if batch.partitions is None else [batch.partitions[i] for i in idx]
-                    self._ready.append(part)
-            self._cond.notify_all()
+        explicit = None if partitions is None else _partition_column(partitions, n)
+        topic_arr = None if topics is None else np.asarray(topics, dtype=object)
+        state: _BatchState | None = None
+        bounds = _slice_bounds(sizes, max(1, self.buffer_memory // SLICES_IN_BUFFER))
+        for lo, hi in bounds:
+            with self._cond:
+                try:
+                    self._reserve(int(sizes[lo:hi].sum()), hi - lo)
+                except (BufferExhaustedError, ProducerClosedError) as exc:
+                    if state is None:  # nothing accepted: the caller's mistake or a full buffer, said at once
+                        raise
+                    self._settle_batch_locally(state, np.arange(lo, n), exc, sizes, reserved=False)
+                    break
+                if state is None:
+                    start = self._next_id
+                    self._next_id += n
+                    state = _BatchState(start, n, future, total)
+                    self._batches[start] = state
+                    bisect.insort(self._batch_starts, start)
+                    whole = MessageBatch(topic=topic or "", ids=range(start, start + n), values=values, keys=keys,
+                                         timestamps=ts, headers=headers, partitions=explicit, created_ms=now_ms,
+                                         nbytes=total)
+                self._seal_open()
+                self._ready.extend(self._slice(whole, lo, hi, too_large, topic_arr, state, sizes))
+                self._cond.notify_all()
+        self._complete_finished()
         return future
+
+    def _slice(self, whole: MessageBatch, lo: int, hi: int, too_large: np.ndarray, topic_arr: np.ndarray | None,
+               state: _BatchState, sizes: np.ndarray) -> list[MessageBatch]:
+        """Records `lo:hi` of a `send_batch` as batches to hand on (lock held): those larger than
+        max.request.size fail here alone, the rest go one batch per topic."""
+        batch = whole.slice(lo, hi) if (lo, hi) != (0, len(whole)) else whole
+        keep = np.arange(hi - lo)
+        bad = np.flatnonzero(too_large[lo:hi])
+        if len(bad):
+            self._settle_batch_locally(state, lo + bad, MessageTooLargeError(
+                f"message larger than max.request.size={self.max_request_size}"), sizes)
+            keep = np.flatnonzero(~too_large[lo:hi])
+            if not len(keep):
+                return []
+            batch = batch.take(keep.tolist())
+        if topic_arr is None:
+            return [batch]
+        names = topic_arr[lo:hi][keep]
+        parts = []
+        for name in dict.fromkeys(names.tolist()):
+            idx = np.flatnonzero(names == name).tolist()
+            part = batch.take(idx)
+            part.topic = name
+            part.partitions = None if batch.partitions is None else [batch.partitions[i] for i in idx]
+            parts.append(part)
+        return parts
 
     def _reserve(self, size: int, count: int) -> None:
         """Wait (lock held) for `size` bytes of buffer.memory, up to max.block.ms."""
@@ -548,10 +570,14 @@ class Producer:
                 self._finish_batch(state)
         return [(ids[i], i) for i in np.flatnonzero(~in_batch).tolist()]
 
-    def _settle_batch_locally(self, state: _BatchState, idx: np.ndarray, error: Exception, sizes: np.ndarray) -> None:
+    def _settle_batch_locally(self, state: _BatchState, idx: np.ndarray, error: Exception, sizes: np.ndarray,
+                              reserved: bool = True) -> None:
+        """Records `idx` of a `send_batch` failed before leaving (lock held); `reserved`: their
+        bytes had been counted against buffer.memory."""
         state.settle(idx, -1, -1, idx, error)
         bad = int(sizes[idx].sum())
-        self._unresolved_bytes -= bad
+        if reserved:
+            self._unresolved_bytes -= bad
         state.per_record = (state.per_record * state.n - bad) / max(state.n - len(idx), 1)
         if state.remaining <= 0:
             self._finish_batch(state)
@@ -767,6 +793,16 @@ def _shared(values: Any) -> Any:
     if isinstance(values, BinaryColumn) and values.nbytes >= SHARE_MIN_BYTES:
         return SharedColumn.put(values)
     return values
+
+
+def _slice_bounds(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """Consecutive record ranges of about `limit` bytes each (at least one record each)."""
+    total = int(sizes.sum())
+    if total <= limit:
+        return [(0, len(sizes))]
+    cuts = np.searchsorted(np.cumsum(sizes), np.arange(limit, total, limit), side="right")
+    edges = [0, *np.unique(cuts[(cuts > 0) & (cuts < len(sizes))]).tolist(), len(sizes)]
+    return list(zip(edges, edges[1:]))  # noqa: B905 (one shorter by design)
 
 
 def _partition_column(partitions: list, n: int) -> list[int]:

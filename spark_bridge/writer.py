@@ -58,15 +58,6 @@ def _sink_table(block: Any) -> pa.Table:
     return table
 
 
-def _chunks(table: pa.Table, max_bytes: int) -> list[pa.Table]:
-    """`table` in slices of about `max_bytes`, so one block never outgrows `buffer.memory`."""
-    if table.num_rows == 0:
-        return []
-    per_row = max(1, table.nbytes // table.num_rows)
-    rows = max(1, max_bytes // per_row)
-    return [table.slice(start, rows) for start in range(0, table.num_rows, rows)]
-
-
 def _check_target(config: Mapping[str, Any] | None, producer: Any) -> None:
     """Exactly one of: a config (the producer cached for it is used), or an open producer."""
     if config is None and producer is None:
@@ -91,11 +82,8 @@ def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, 
     result = WriteResult()
     try:
         futures = []
-        chunk_bytes = max(1, producer.buffer_memory // 4)
-        for block in blocks:
-            table = _sink_table(block)
-            for chunk in _chunks(table, chunk_bytes):
-                futures.append(producer.send_batch(topic, chunk))
+        for block in blocks:  # a block larger than buffer.memory allows goes in slices (send_batch)
+            futures.append(producer.send_batch(topic, _sink_table(block)))
         for future in futures:
             batch_result = future.result()
             result.add(batch_result)

@@ -217,3 +217,26 @@ def test_no_reachable_broker_fails_construction_with_the_cause(ray_session, wait
         Producer({"bootstrap.servers": f"127.0.0.1:{free_port()}", "socket.connection.setup.timeout.ms": 1000},
                  name="rk-unreachable")
     wait_for(lambda: not [n for n in ray.util.list_named_actors() if n.startswith("rk-unreachable/")], 10)
+
+
+def test_a_send_batch_larger_than_buffer_memory_goes_in_slices_that_wait_for_room(ray_session):
+    """A batch five times buffer.memory is taken a quarter of buffer.memory at a time, each slice
+    waiting for room; when a slice waits past max.block.ms, it and the rest fail with that cause
+    and the slices already taken are delivered."""
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
+        producer = Producer(config(cluster, **{"buffer.memory": 20_000, "max.block.ms": 400}))
+        values = [b"%04d" % i + b"x" * 996 for i in range(100)]
+        try:
+            producer.send("t", b"warm").result(30)  # the pipeline's actors start outside max.block.ms
+            result = producer.send_batch("t", values).result(60)
+            assert result.ok and result.offsets.tolist() == list(range(1, 101))
+            cluster.delay(messages.PRODUCE, 3.0)
+            slow = producer.send_batch("t", values).result(60)
+            assert 0 < slow.delivered < 100 and slow.delivered + slow.failed == 100
+            assert all(e is None for e in slow.errors[:slow.delivered])
+            assert all(isinstance(e, BufferExhaustedError) and "max.block.ms=400" in str(e)
+                       for e in slow.errors[slow.delivered:])
+        finally:
+            cluster.delay(messages.PRODUCE, 0)
+            producer.close(30)
+        assert log_of(cluster, "t", 0) == [b"warm"] + values + values[:slow.delivered]
