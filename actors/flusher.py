@@ -248,8 +248,13 @@ class Flusher:
                 if not done.done():
                     done.set_result(None)
                 continue
-            self._flush_calls()
+            if not self._next_answered():  # answers that came together are reported together
+                self._flush_calls()
             self.handled.set()
+
+    def _next_answered(self) -> bool:
+        """Whether the next request in flight has its response already."""
+        return bool(self.in_flight) and self.in_flight[0][0] == "request" and self.in_flight[0][2].done()
 
     def _handle_response(self, index: int, batches: list[MessageBatch], response: Any) -> None:
         parts = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
