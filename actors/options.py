@@ -3,8 +3,9 @@
 Every pipeline actor takes `num_cpus=0` (a dozen of them live on a 2-CPU node), is never
 restarted and never retries a task (`max_restarts=0`, `max_task_retries=0`): a retried task could
 run a caller's calls out of order, and order within a partition is what the pipeline keeps. The
-I/O roles (flusher, results) are async actors; every other role is a synchronous actor, which
-runs one caller's calls in the order they were submitted.
+flusher, which owns a broker connection, is an async actor; the results actor, whose `poll`
+waits, is a threaded one; every other role is a synchronous actor, which runs one caller's
+calls in the order they were submitted.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 SYNC = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0}
 ASYNC = {**SYNC, "max_concurrency": 1000}
+THREADED = {**SYNC, "max_concurrency": 8}  # calls in threads: one may wait (a poll) while others run
 
 ROLES: dict[str, dict[str, Any]] = {
     "topic_dispatcher": SYNC,
@@ -22,7 +24,7 @@ ROLES: dict[str, dict[str, Any]] = {
     "aggregator": SYNC,
     "flusher": ASYNC,
     "retry_handler": SYNC,
-    "producer_results": ASYNC,
+    "producer_results": THREADED,
 }
 
 # How many calls one stage keeps in flight to each actor downstream (Sarama's ChannelBufferSize

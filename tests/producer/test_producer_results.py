@@ -2,22 +2,35 @@
 
 from __future__ import annotations
 
-import asyncio
+import threading
 
 from raykafka.actors.producer_results import ProducerResults
 
 
 def first_unresolved(results: ProducerResults, numbering: int = 0) -> int:
-    return asyncio.run(results.first_unresolved("t", 0, 7, numbering))
+    return results.first_unresolved("t", 0, 7, numbering)
 
 
 def test_the_first_unresolved_sequence_advances_only_over_batches_that_ended():
     results = ProducerResults()
     assert first_unresolved(results) == 0
     ok, failed = None, RuntimeError("gave up")
-    asyncio.run(results.report([([1, 2], "t", 0, 10, -1, ok)], [("t", 0, 7, 0, 2, 2)]))  # 2-3 ended first
+    results.report([([1, 2], "t", 0, 10, -1, ok)], [("t", 0, 7, 0, 2, 2)])  # 2-3 ended first
     assert first_unresolved(results) == 0  # 0-1 has not
-    asyncio.run(results.report([([0], "t", 0, -1, -1, failed)], [("t", 0, 7, 0, 0, 2)]))  # a failure ends it too
+    results.report([([0], "t", 0, -1, -1, failed)], [("t", 0, 7, 0, 0, 2)])  # a failure ends it too
     assert first_unresolved(results) == 4
     assert first_unresolved(results, numbering=1) == 0  # another numbering counts on its own
-    assert [e[0] for e in asyncio.run(results.poll(0))] == [[1, 2], [0]]
+    assert [e[0] for e in results.poll(0)] == [[1, 2], [0]]
+
+
+def test_a_poll_wakes_on_the_first_report_and_takes_everything_since():
+    results = ProducerResults()
+    assert results.poll(0.01) == []
+    got: list = []
+    poller = threading.Thread(target=lambda: got.append(results.poll(60)))
+    poller.start()
+    results.report([([5, 6], "t", 1, 30, -1, None)])
+    poller.join(20)
+    assert not poller.is_alive()  # woken by the report, not by its 60 s timeout
+    assert got == [[([5, 6], "t", 1, 30, -1, None)]] and results.reported == 2
+    assert results.poll(0) == []

@@ -373,3 +373,19 @@ def test_columns_encode_the_same_under_every_codec(monkeypatch, codec):
     assert encode_record_batch(BinaryColumn.from_list(values), BinaryColumn.from_list(key_list), 5,
                                compression=codec) == encode_record_batch(values, key_list, 5, compression=codec)
 
+
+
+@pytest.mark.parametrize("shape", ["fixed values", "fixed keys and values", "null values", "one record"])
+def test_columns_with_constant_fields_encode_the_same_as_lists(monkeypatch, shape):
+    """Fields the same for every record (fixed-size values or keys, all-null values) are encoded
+    once and broadcast; the bytes must still be the per-record encoder's."""
+    from raykafka.wire import records
+    from raykafka.wire.columns import BinaryColumn
+
+    monkeypatch.setattr(records, "COLUMNAR_MIN", 1)
+
+    n = 1 if shape == "one record" else 9000  # offset deltas of 1, 2 and 3 bytes beside the constants
+    values = [None] * n if shape == "null values" else [b"%0130d" % i for i in range(n)]
+    key_list = [b"key-%05d" % i for i in range(n)] if shape == "fixed keys and values" else None
+    keys = BinaryColumn.from_list(key_list) if key_list else None
+    assert encode_record_batch(BinaryColumn.from_list(values), keys, 42) == encode_record_batch(values, key_list, 42)
