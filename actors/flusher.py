@@ -28,7 +28,7 @@ from ..wire import messages
 from ..wire.compression import Compression
 from ..wire.connection import BrokerConnection, security_from_config
 from ..wire.errors import BrokerError, DeliveryTimeoutError, KafkaError
-from ..wire.records import encode_record_batch, prepare_columnar
+from ..wire.records import encode_record_batch_parts, prepare_columnar
 from .batch import FIN, RESET, SHUTDOWN, SYN, MessageBatch
 from .shared_column import read_fetched, shared_refs
 
@@ -186,7 +186,7 @@ class Flusher:
     def _build_request(self, batches: list[MessageBatch], values: list[Any]) -> dict[str, Any]:
         topics: dict[str, list[dict[str, Any]]] = {}
         for b, column in zip(batches, values, strict=True):
-            records = encode_record_batch(
+            records = encode_record_batch_parts(
                 column, b.keys, b.timestamps, b.headers, compression=self.codec,
                 producer_id=b.producer_id, producer_epoch=b.producer_epoch, base_sequence=b.base_sequence)
             topics.setdefault(b.topic, []).append({"index": b.partition, "records": records})

@@ -172,6 +172,14 @@ def _write_primitive(out: bytearray, type: str, value: Any, flexible: bool, null
         out += packer.pack(value)
     elif type == "string":
         _write_bytes_like(out, None if value is None else value.encode(), flexible, nullable, name, False)
+    elif type == "records" and isinstance(value, tuple):  # a record batch in pieces: copied once, here
+        size = sum(len(part) for part in value)
+        if flexible:
+            write_uvarint(out, size + 1)
+        else:
+            out += _I32.pack(size)
+        for part in value:
+            out += part
     elif type in ("bytes", "records"):
         _write_bytes_like(out, None if value is None else bytes(value), flexible, nullable, name, True)
     elif type == "bool":
@@ -384,11 +392,15 @@ class Schema:
         self.fields = tuple(fields)
 
     def encode(self, version: int, value: Any) -> bytes:
+        out = bytearray()
+        self.encode_into(out, version, value)
+        return bytes(out)
+
+    def encode_into(self, out: bytearray, version: int, value: Any) -> None:
+        """Append the encoded body to `out` (a frame's header before it: no copy of the body)."""
         if version not in self.versions:
             raise ValueError(f"{self.name} has no version {version}")
-        out = bytearray()
         _write_struct(out, self.fields, value, version, version in self.flexible)
-        return bytes(out)
 
     def decode(self, version: int, data: bytes | memoryview, pos: int = 0, *, exact: bool = True) -> Struct:
         """Decode a body; any malformation raises `DecodeError`, never anything else."""
@@ -434,8 +446,9 @@ class Api:
         return f"Api({self.key}, {self.name})"
 
 
-def encode_request(api: Api, version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:
-    """A whole request frame: size, header v1/v2, body."""
+def encode_request(api: Api, version: int, correlation_id: int, client_id: str | None, body: Any) -> bytearray:
+    """A whole request frame: size, header v1/v2, body (built in one buffer: a Produce request's
+    megabytes of records are copied into it once)."""
     out = bytearray(4)
     out += _I16.pack(api.key)
     out += _I16.pack(version)
@@ -443,9 +456,9 @@ def encode_request(api: Api, version: int, correlation_id: int, client_id: str |
     _write_bytes_like(out, None if client_id is None else client_id.encode(), False, True, "client_id", False)
     if api.request_header_version(version) == 2:
         out.append(0)  # no tagged fields in the header
-    out += api.request.encode(version, body)
+    api.request.encode_into(out, version, body)
     struct.pack_into(">i", out, 0, len(out) - 4)
-    return bytes(out)
+    return out
 
 
 def decode_response_header(api: Api, version: int, frame: bytes | memoryview) -> tuple[int, int]:
@@ -486,7 +499,7 @@ def encode_response(api: Api, version: int, correlation_id: int, body: Any) -> b
     out += _I32.pack(correlation_id)
     if api.response_header_version(version) == 1:
         out.append(0)
-    out += api.response.encode(version, body)
+    api.response.encode_into(out, version, body)
     struct.pack_into(">i", out, 0, len(out) - 4)
     return bytes(out)
 

@@ -212,6 +212,28 @@ def encode_record_batch(
 
     `keys` None means all null; `timestamps` None means now, an int means the same for all.
     """
+    return b"".join(encode_record_batch_parts(
+        values, keys, timestamps, headers, base_offset=base_offset, compression=compression,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch, is_transactional=is_transactional))
+
+
+def encode_record_batch_parts(
+    values,
+    keys=None,
+    timestamps=None,
+    headers=None,
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+) -> tuple[bytes, bytes, bytes | memoryview]:
+    """`encode_record_batch` as (header, rest of header, records), not joined: a Produce request
+    takes the pieces as they are and copies them once, into the request."""
     if compression not in _CODECS:
         raise ValueError(
             f"compression must be one of 0-4 (none, gzip, snappy, lz4, zstd), not {compression!r}"
@@ -264,7 +286,7 @@ def encode_record_batch(
     prefix = _PREFIX.pack(
         base_offset, HEADER_SIZE - _LENGTH_OFFSET + len(body), partition_leader_epoch, MAGIC, crc
     )
-    return b"".join((prefix, tail, body))
+    return prefix, tail, body
 
 
 # _PLAIN_PREFIX[i]: attributes 0, timestamp delta 0, offset delta i, null key

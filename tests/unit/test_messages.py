@@ -391,3 +391,22 @@ def test_huge_claimed_lengths(schema: Schema) -> None:
     for version in schema_versions(schema):
         for junk in (b"\xff" * 4 + b"\x7f\xff\xff\xff", b"\x7f\xff\xff\xff" * 3, b"\xff" * 11, b"\x80" * 20):
             decode_or_decode_error(schema, version, junk)
+
+
+@pytest.mark.parametrize("version", [3, 9])  # a fixed-length and a flexible (compact) records field
+def test_a_produce_request_takes_its_record_batch_in_pieces(version):
+    """The flusher hands the record batch as (header, rest of header, records) so the request is
+    the one copy; the frame is byte for byte the one built from the joined batch."""
+    from raykafka.wire.records import encode_record_batch, encode_record_batch_parts
+
+    parts = encode_record_batch_parts([b"a", b"bc" * 100], [None, b"k"], 7, producer_id=3, base_sequence=0)
+    assert isinstance(parts, tuple) and len(parts) == 3
+
+    def frame(records: object) -> bytes:
+        return bytes(encode_request(messages.PRODUCE, version, 5, "rk", {
+            "transactional_id": None, "acks": 1, "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}]}))
+
+    joined = encode_record_batch([b"a", b"bc" * 100], [None, b"k"], 7, producer_id=3, base_sequence=0)
+    assert b"".join(parts) == joined
+    assert frame(parts) == frame(joined)
