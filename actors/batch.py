@@ -42,7 +42,7 @@ def record_size(key: bytes | None, value: bytes | None, headers: list | None = N
 
 
 def _pick(column: Any, idx: Sequence[int]) -> Any:
-    """The entries of a column (a list, a numpy array of ids, a BinaryColumn) at `idx`."""
+    """The entries of a column (a list, numpy array or range of ids, a Binary or SharedColumn) at `idx`."""
     if column is None:
         return None
     if isinstance(column, BinaryColumn | SharedColumn):
@@ -149,12 +149,13 @@ class MessageBatch:
         return self
 
     def take(self, idx: Sequence[int], partition: int = -1) -> MessageBatch:
-        """The records at `idx` (in that order), as a new batch."""
+        """The records at `idx` (in that order), as a new batch (of `partition`, if given)."""
         ts = self.timestamps
         part = replace(
             self, ids=_pick(self.ids, idx), values=_pick(self.values, idx), keys=_pick(self.keys, idx),
             timestamps=_pick(ts, idx) if isinstance(ts, list) else ts, headers=_pick(self.headers, idx),
-            partitions=None, partition=partition if partition >= 0 else self.partition)
+            partitions=None if partition >= 0 else _pick(self.partitions, idx),
+            partition=partition if partition >= 0 else self.partition)
         if len(self.values):
             part.nbytes = self.nbytes * len(idx) // len(self.values)
         return part

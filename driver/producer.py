@@ -376,7 +376,6 @@ class Producer:
             idx = np.flatnonzero(names == name).tolist()
             part = batch.take(idx)
             part.topic = name
-            part.partitions = None if batch.partitions is None else [batch.partitions[i] for i in idx]
             parts.append(part)
         return parts
 

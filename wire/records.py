@@ -194,28 +194,13 @@ def _as_bytes_list(items: list, what: str) -> list:
     return out
 
 
-def encode_record_batch(
-    values,
-    keys=None,
-    timestamps=None,
-    headers=None,
-    *,
-    base_offset: int = 0,
-    compression: int = 0,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    partition_leader_epoch: int = -1,
-    is_transactional: bool = False,
-) -> bytes:
+def encode_record_batch(values, keys=None, timestamps=None, headers=None, **options: Any) -> bytes:
     """One v2 record batch holding `values` (with `keys`, `timestamps` in ms and `headers`, each per record).
 
-    `keys` None means all null; `timestamps` None means now, an int means the same for all.
+    `keys` None means all null; `timestamps` None means now, an int means the same for all. The
+    options (`compression`, `producer_id`, `base_sequence`, ...) are `encode_record_batch_parts`'.
     """
-    return b"".join(encode_record_batch_parts(
-        values, keys, timestamps, headers, base_offset=base_offset, compression=compression,
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-        partition_leader_epoch=partition_leader_epoch, is_transactional=is_transactional))
+    return b"".join(encode_record_batch_parts(values, keys, timestamps, headers, **options))
 
 
 def encode_record_batch_parts(

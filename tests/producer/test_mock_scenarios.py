@@ -240,3 +240,14 @@ def test_a_send_batch_larger_than_buffer_memory_goes_in_slices_that_wait_for_roo
             cluster.delay(messages.PRODUCE, 0)
             producer.close(30)
         assert log_of(cluster, "t", 0) == [b"warm"] + values + values[:slow.delivered]
+
+
+def test_a_too_large_message_fails_alone_and_the_rest_keep_their_partitions(ray_session):
+    with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, \
+            Producer(config(cluster, **{"max.request.size": 10_000})) as producer:
+        values = [b"a", b"y" * 20_000, b"c", b"d"]
+        result = producer.send_batch("t", values, partitions=[1, 0, 1, 0]).result(30)
+        assert (result.delivered, result.failed) == (3, 1)
+        assert result.partitions.tolist() == [1, -1, 1, 0]
+        assert "max.request.size" in str(result.errors[1])
+        assert log_of(cluster, "t", 1) == [b"a", b"c"] and log_of(cluster, "t", 0) == [b"d"]
