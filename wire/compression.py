@@ -77,7 +77,9 @@ def _snappy_decompress(data: bytes | memoryview) -> bytes:
 
 
 def _lz4_compress(data: bytes) -> bytes:
-    c = cramjam.lz4.Compressor(block_linked=False)
+    # level 0, LZ4's fast mode, as librdkafka's default: cramjam's own default is a high-compression
+    # level, five times slower (15.8 against 3.0 ms for a megabyte of 1 KiB records, 7% smaller)
+    c = cramjam.lz4.Compressor(level=0, block_linked=False)
     c.compress(data)
     return bytes(c.finish())
 
