@@ -1,12 +1,13 @@
 """Fetched record batches to `pyarrow.RecordBatch` with Spark's Kafka source schema.
 
 `records_to_arrow` reads a Fetch response's `records` bytes straight into columns, in two
-steps. One Python step per batch checks its header and CRC and decompresses it; then one
-Python step per record finds where each record starts, and numpy reads every field of every
-record of every batch at once (headers, where a record has them, by a short loop). A fetch of
-many one-record batches costs about what one batch of as many records does. Keys and values
-are then copied out of the fetched bytes in one join (or one numpy take when they are tiny),
-and each column is made in one call; no Python object per record survives. Anything
+steps. One Python step per batch checks its header and CRC and decompresses it; then the
+records' edges are found (by numpy over runs of records of one size, else by one Python step
+per record), and numpy reads every field of every record of every batch at once (headers,
+where a record has them, by a short loop). A fetch of many one-record batches costs about
+what one batch of as many records does. Keys and values are then copied out of the fetched
+bytes as strided rows where they have one size, else in one join (or one numpy take when they
+are tiny), and each column is made in one call; no Python object per record survives. Anything
 malformed sends the fetch to a record-by-record reader that names the batch and what is
 wrong. Control batches and records before the requested offset are skipped; aborted
 transactions are not filtered (read_uncommitted).
@@ -45,6 +46,7 @@ _HEAD = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")
 HEADER_SIZE = 61
 _CRC_START = 21
+_RUN_MIN = 16  # records of one size worth laying out by numpy rather than step by step
 
 
 def next_offset(data: bytes | memoryview | None, default: int) -> int:
@@ -152,34 +154,17 @@ def _scan_batches(buf: bytes, topic: str, partition: int, start_offset: int,
 
 
 def _read_vectorised(source: bytes, extents: list[_Extent], start_offset: int) -> _Fields | None:
-    """Every batch's records at once: one Python step per record finds where it starts, then
+    """Every batch's records at once: `_record_bounds` finds where each record starts, then
     numpy reads each field of every record of every batch together. Many small batches (a
     producer at linger.ms=0) cost about what one large batch does.
 
     Returns None if anything is malformed; the caller then reads with `_read_looped`, which
     says what is wrong."""
-    starts, stops = array("q"), array("q")
-    add_start, add_stop = starts.append, stops.append
-    for ext in extents:
-        p, end = ext.pos, ext.end
-        if ext.count > end - p:
-            return None  # a record takes at least one byte
-        for _ in range(ext.count):
-            b = source[p]
-            if b < 0x80:
-                u, p = b, p + 1
-            elif source[p + 1] < 0x80:  # records of 64 to 8191 bytes: a two-byte length
-                u, p = (b & 0x7F) | (source[p + 1] << 7), p + 2
-            else:
-                u, p = read_uvarint(source, p)
-            add_start(p)
-            p += (u >> 1) ^ -(u & 1)
-            add_stop(p)
-        if p != end:
-            return None
     view = np.frombuffer(source, np.uint8)
-    begin = np.frombuffer(starts, np.int64)
-    record_ends = np.frombuffer(stops, np.int64)
+    bounds = _record_bounds(source, view, extents)
+    if bounds is None:
+        return None
+    begin, record_ends = bounds
     if (record_ends <= begin).any():
         return None
     q = begin + 1  # attributes
@@ -221,6 +206,64 @@ def _read_vectorised(source: bytes, extents: list[_Extent], start_offset: int) -
             a[keep] for a in (offsets, stamps, types, kp, klen, vp, vlen, hdr_count))
     return _Fields(offsets, stamps, types, kp, klen, vp, vlen, hdr_count, hdr_keys, hdr_pos_arr, hdr_len_arr)
 
+
+def _record_bounds(source: bytes, view: np.ndarray, extents: list[_Extent]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where each record starts (after its length) and stops, batch after batch; None if a
+    batch's records do not tile it exactly.
+
+    Records come one after another, each behind its length, so finding them is a chain. Where
+    records have one size (fixed-size values: a record's size changes only when its offset or
+    timestamp delta needs another varint byte), numpy checks a whole run at once: if every
+    record at the first one's stride starts with the first one's length bytes, that stride is
+    the layout. Elsewhere the chain is followed by one Python step per record."""
+    starts, stops = array("q"), array("q")
+    pieces: list[tuple[np.ndarray, np.ndarray]] = []
+    for ext in extents:
+        p, end, left = ext.pos, ext.end, ext.count
+        if left > end - p:
+            return None  # a record takes at least one byte
+        probe, stretch = _RUN_MIN * 4, _RUN_MIN * 2  # both grow while their guess keeps paying
+        while left:
+            if left >= _RUN_MIN:
+                u, q = read_uvarint(source, p)
+                step = q - p + (u >> 1)
+                if not u & 1 and step * _RUN_MIN <= end - p:
+                    at = p + np.arange(min(left, probe, (end - p) // step), dtype=np.int64) * step
+                    same = view[at] == source[p]
+                    for k in range(1, q - p):
+                        same &= view[at + k] == source[p + k]
+                    run = len(at) if same.all() else int(np.argmin(same))
+                    if run >= _RUN_MIN:
+                        if starts:
+                            pieces.append((np.frombuffer(starts, np.int64), np.frombuffer(stops, np.int64)))
+                            starts, stops = array("q"), array("q")
+                        at = at[:run]
+                        pieces.append((at + (q - p), at + step))
+                        p, left = p + run * step, left - run
+                        probe = probe * 2 if run == len(at) else _RUN_MIN * 4
+                        stretch = _RUN_MIN * 2
+                        continue
+                    stretch = min(stretch * 2, 4096)
+            add_start, add_stop = starts.append, stops.append
+            for _ in range(min(left, stretch)):
+                b = source[p]
+                if b < 0x80:
+                    u, p = b, p + 1
+                elif source[p + 1] < 0x80:  # records of 64 to 8191 bytes: a two-byte length
+                    u, p = (b & 0x7F) | (source[p + 1] << 7), p + 2
+                else:
+                    u, p = read_uvarint(source, p)
+                add_start(p)
+                p += (u >> 1) ^ -(u & 1)
+                add_stop(p)
+                left -= 1
+        if p != end:
+            return None
+    if starts or not pieces:
+        pieces.append((np.frombuffer(starts, np.int64), np.frombuffer(stops, np.int64)))
+    if len(pieces) == 1:
+        return pieces[0]
+    return np.concatenate([b for b, _ in pieces]), np.concatenate([e for _, e in pieces])
 
 def _read_headers(buf: bytes, pos: int, rec_end: int, keys: list[str], positions: array,
                   lengths: array) -> tuple[int, int]:
@@ -382,21 +425,47 @@ def _gather_binary(source: np.ndarray, positions: np.ndarray, lengths: np.ndarra
     out_offsets = np.zeros(n + 1, np.int32)
     np.cumsum(sizes, out=out_offsets[1:])
     total = int(out_offsets[-1])
-    if total:
-        if total >= 16 * n:  # values of some size: one slice each, copied by join
-            mv = memoryview(source)
-            starts = pos.tolist()
-            data = b"".join([mv[a:a + k] for a, k in zip(starts, sizes.tolist(), strict=True)])
-        else:  # tiny values: a byte-index take is cheaper than a Python step per value
-            data = source[np.repeat(pos - out_offsets[:-1], sizes) + np.arange(total)]
-    else:
+    if not total:
         data = np.zeros(0, np.uint8)
+    elif total < 16 * n:  # tiny values: a byte-index take is cheaper than a Python step per value
+        data = source[np.repeat(pos - out_offsets[:-1], sizes) + np.arange(total)]
+    else:
+        data = _gather_runs(source, pos, sizes, out_offsets, total)
+        if data is None:  # values of many sizes: one slice each, copied by join
+            mv = memoryview(source)
+            data = b"".join([mv[a:a + k] for a, k in zip(pos.tolist(), sizes.tolist(), strict=True)])
     nulls = lens < 0
     null_count = int(nulls.sum())
     validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if null_count else None
     return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(out_offsets), pa.py_buffer(data)],
                                  null_count)
 
+
+
+def _gather_runs(source: np.ndarray, pos: np.ndarray, sizes: np.ndarray, out_offsets: np.ndarray,
+                 total: int) -> np.ndarray | None:
+    """Values of one size at a fixed stride (records of one size) copied a run at a time, as
+    rows of a strided view; None if the runs would be too short to be worth it."""
+    n = len(pos)
+    gap = np.diff(pos)
+    new_run = np.zeros(n, bool)
+    new_run[0] = True
+    new_run[1:] = sizes[1:] != sizes[:-1]
+    new_run[2:] |= gap[1:] != gap[:-1]
+    firsts = np.flatnonzero(new_run)
+    if len(firsts) * _RUN_MIN > n:
+        return None
+    out = np.empty(total, np.uint8)
+    lasts = np.append(firsts[1:], n).tolist()
+    for first, last in zip(firsts.tolist(), lasts, strict=True):
+        size = int(sizes[first])
+        if not size:
+            continue
+        stride = int(gap[first]) if last - first > 1 else size
+        rows = np.lib.stride_tricks.as_strided(source[int(pos[first]):], (last - first, size), (stride, 1))
+        at = int(out_offsets[first])
+        out[at:at + (last - first) * size].reshape(last - first, size)[:] = rows
+    return out
 
 def _repeated_string(text: str, n: int) -> pa.Array:
     raw = text.encode()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raykafka.wire import arrow_batches
 from raykafka.wire.arrow_batches import SCHEMA, batches_to_arrow, next_offset, records_to_arrow
 from raykafka.wire.errors import CorruptRecordError
 from raykafka.wire.records import decode_record_batches, encode_record_batch
@@ -87,3 +90,48 @@ def test_matches_the_reference_decoder(batches, codec, start):
     fast, after = records_to_arrow(data, "t", 1, start)
     assert after == max(base, start)
     assert fast.equals(batches_to_arrow(decode_record_batches(data), "t", 1, start))
+
+
+def _no_fallback():
+    """Well-formed data must be read by the vectorised reader, not rescued by the looped one."""
+    return mock.patch.object(arrow_batches, "_read_looped", side_effect=AssertionError("fell back to the loop"))
+
+
+def _value(i: int, size: int) -> bytes:
+    return (i.to_bytes(4, "big") * (size // 4 + 1))[:size]
+
+
+@settings(max_examples=60, deadline=None)
+@given(runs=st.lists(st.tuples(st.integers(1, 400), st.integers(0, 200), st.booleans()), min_size=1, max_size=4),
+       batches=st.integers(1, 3), codec=st.sampled_from([0, 3]), start=st.integers(0, 300),
+       stamp_step=st.sampled_from([0, 1, 70]))
+def test_records_of_one_size_in_runs_match_the_reference_decoder(runs, batches, codec, start, stamp_step):
+    """Runs of one value size, their records growing by a byte where an offset or timestamp
+    delta needs another varint byte: the stride checks must find exactly the records' edges."""
+    values, keys = [], []
+    for count, size, keyed in runs:
+        for _ in range(count):
+            values.append(_value(len(values), size))
+            keys.append(_value(len(keys), 8) if keyed else None)
+    data, base, per_batch = b"", 0, -(-len(values) // batches)
+    for at in range(0, len(values), per_batch):
+        chunk = slice(at, at + per_batch)
+        n = len(values[chunk])
+        data += encode_record_batch(values[chunk], keys=keys[chunk], timestamps=[i * stamp_step for i in range(n)],
+                                    base_offset=base, compression=codec)
+        base += n
+    with _no_fallback():
+        fast, after = records_to_arrow(data, "t", 2, start)
+    assert after == max(base, start)
+    assert fast.equals(batches_to_arrow(decode_record_batches(data), "t", 2, start))
+
+
+def test_ten_thousand_records_of_one_size_cross_every_varint_width():
+    values = [_value(i, 100) for i in range(10_000)]
+    data = encode_record_batch(values, timestamps=[i * 3 for i in range(10_000)], base_offset=5)
+    with _no_fallback():
+        batch, after = records_to_arrow(data, "t", 0, 5)
+    assert after == 10_005
+    assert batch.column("value").to_pylist() == values
+    assert batch.column("offset").to_pylist() == list(range(5, 10_005))
+    assert [t.value for t in batch.column("timestamp")] == [i * 3 for i in range(10_000)]
