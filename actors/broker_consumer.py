@@ -5,8 +5,11 @@ Called by: the `PartitionConsumer`s whose partition this broker leads (`subscrib
 each partition consumer's `feed` with that partition's raw record bytes, or its `redispatch`
 / `offset_out_of_range` / `fail` when the broker says the partition is no longer here.
 
-A partition just subscribed (a new assignment, a seek, a leader move) is fetched at once on a
-second connection instead of waiting behind the long poll in flight.
+Two fetches at most are in flight, each on a connection of its own (a broker answers one
+request per connection at a time): the main one, a long poll for every partition ready, and a
+catch-up one that does not wait, for partitions that became ready (just subscribed after a
+new assignment, a seek or a leader move, or just acked) while the long poll was out. A
+partition the catch-up fetch found at its end waits for the next long poll.
 
 Order kept: per partition, fetches follow one another in offset order, and a partition is
 fetched again only after its consumer acked the previous data (its `feed` returned). Acks are
@@ -32,6 +35,10 @@ from ..wire.fetch import LEADER_ERRORS, fetch_body, fetch_version
 
 log = logging.getLogger("raykafka.actors.broker_consumer")
 
+# The catch-up fetch's wait: 1 ms rather than 0, as tansu answers a Fetch that may not wait with
+# no records at all, even where it has them.
+CATCH_UP_WAIT_MS = 1
+
 
 @dataclass
 class Subscription:
@@ -40,7 +47,8 @@ class Subscription:
     sub_id: int
     acking: asyncio.Future | None = None  # the feed not yet acked
     in_flight: bool = False  # part of a Fetch not yet answered
-    fresh: bool = True  # never fetched: gets a fetch of its own at once
+    caught_up: bool = False  # a catch-up fetch found nothing new: it waits for the next long poll
+    misses: int = 0  # catch-up fetches in a row that brought nothing
     reported_hw: int = -1
 
 
@@ -56,7 +64,8 @@ class BrokerConsumer:
         self.paused_count = 0
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
-        self._in_flight = 0
+        self._main_busy = False  # a long poll is out on the main connection
+        self._side_busy = False  # a catch-up fetch is out on the side connection
         self._side: BrokerConnection | None = None
 
     async def ping(self) -> int:
@@ -96,28 +105,31 @@ class BrokerConsumer:
     # -- the subscription consumer: fetch, hand out, await acks ---------------
 
     async def _fetch_loop(self) -> None:
-        """Start a Fetch for every partition that is neither in a fetch nor awaiting its ack.
-
-        Normally one fetch is in flight; a partition just subscribed (a new assignment, a seek, a
-        leader move) gets a fetch of its own at once instead of waiting out a long poll.
-        """
+        """Fetch every partition that is neither in a fetch nor awaiting its ack: by the long poll
+        if it is not out, else by the catch-up fetch."""
         assert self._wake is not None
         while True:
             self._wake.clear()
             ready = {tp: s for tp, s in self.subscriptions.items() if not s.in_flight and s.acking is None}
-            fresh = {tp: s for tp, s in ready.items() if s.fresh}
-            chosen = ready if self._in_flight == 0 else fresh
-            if chosen:
-                for sub in chosen.values():
-                    sub.in_flight, sub.fresh = True, False
-                side = self._in_flight > 0
-                self._in_flight += 1
-                asyncio.get_running_loop().create_task(self._fetch(chosen, side))
+            if ready and not self._main_busy:
+                self._launch(ready, side=False)
+            elif not self._side_busy:
+                catch_up = {tp: s for tp, s in ready.items() if not s.caught_up}
+                if catch_up:
+                    self._launch(catch_up, side=True)
             await self._wake.wait()
 
+    def _launch(self, asked: dict[tuple[str, int], Subscription], side: bool) -> None:
+        for sub in asked.values():
+            sub.in_flight, sub.caught_up = True, False
+        if side:
+            self._side_busy = True
+        else:
+            self._main_busy = True
+        asyncio.get_running_loop().create_task(self._fetch(asked, side))
+
     async def _side_connection(self) -> BrokerConnection:
-        """A second connection: a broker answers one request per connection at a time, so a
-        fetch for a fresh partition must not queue behind a long poll."""
+        """The catch-up fetch's connection, so that it never queues behind the long poll."""
         if self._side is None or not self._side.connected:
             main = await self.cluster.connection(self.node_id)
             self._side = await BrokerConnection(
@@ -132,27 +144,43 @@ class BrokerConsumer:
         try:
             try:
                 conn = await (self._side_connection() if side else self.cluster.connection(self.node_id))
-                body = fetch_body(self.config, [(t, p, s.offset) for (t, p), s in asked.items()])
+                body = fetch_body(self.config, [(t, p, s.offset) for (t, p), s in asked.items()],
+                                  max_wait_ms=CATCH_UP_WAIT_MS if side else None)
                 response = await conn.request(messages.FETCH, body, fetch_version(conn))
-            except (KafkaError, OSError) as exc:
-                self._abandon(exc)
-                return
+            finally:
+                self._connection_free(side)
             if response.get("error_code", 0):
                 self._abandon(KafkaError(f"Fetch from broker {self.node_id}: error {response.error_code}"))
                 return
             acks = self._hand_out(asked, response)
             for sub in asked.values():
                 sub.in_flight = False
+                if sub.acking is not None:
+                    sub.misses = 0
+                elif side:  # nothing came: at its end, or left out of a response cut at the broker's size limit
+                    sub.misses += 1
+                    sub.caught_up = sub.offset >= sub.reported_hw or sub.misses > 1
+            self._wake.set()
             if acks:
                 await self._await_acks(acks)
+        except (KafkaError, OSError) as exc:
+            self._abandon(exc)
         except Exception as exc:  # never die silently: hand every partition back
             log.exception("consumer/broker/%d fetch failed", self.node_id)
             self._abandon(exc)
         finally:
             for sub in asked.values():
                 sub.in_flight = False
-            self._in_flight -= 1
             self._wake.set()
+
+    def _connection_free(self, side: bool) -> None:
+        """The answer is in: the connection may carry the next fetch while this one's data is acked."""
+        assert self._wake is not None
+        if side:
+            self._side_busy = False
+        else:
+            self._main_busy = False
+        self._wake.set()
 
     def _hand_out(self, asked: dict[tuple[str, int], Subscription], response: Any) -> list[asyncio.Future]:
         acks = []

@@ -9,8 +9,9 @@ The dispatcher finds the leader and subscribes to that broker's consumer at the 
 when the broker says the partition moved, it looks the leader up again (after
 `retry.backoff.ms`) and resubscribes there, from the same offset, so nothing is lost or
 repeated. The feeder turns each fetched chunk into one Arrow batch, keeps at most
-`MAX_BUFFERED` of them, and acks the broker consumer only once the batch is buffered: a
-partition nobody polls stops being fetched. Every subscription has an id; data or errors from
+`MAX_BUFFERED` of them, and acks the broker consumer only once the buffer has room for the
+batch (then reads it while the next fetch is on its way): a partition nobody polls stops
+being fetched. Every subscription has an id; data or errors from
 an older subscription (before a seek or a move) are ignored.
 """
 
@@ -67,6 +68,7 @@ class PartitionConsumer:
         self.closed = False
         self.error: str | None = None
         self.buffer: deque[pa.RecordBatch] = deque()
+        self.reading = 0  # fed batches acked but not yet read into the buffer
         self._changed: asyncio.Condition | None = None
         self._check_crcs = self.config["check.crcs"]
         self._brokers: dict[int, Any] = {}
@@ -164,32 +166,43 @@ class PartitionConsumer:
     # -- the feeder ------------------------------------------------------------
 
     async def feed(self, sub_id: int, data: bytes | None, fetch_offset: int, high_watermark: int) -> None:
-        """Data fetched at `fetch_offset`; returns (acks) once its batch is buffered."""
+        """Data fetched at `fetch_offset`; returns (acks) once the buffer has room for its batch.
+
+        The batch is read into Arrow after the ack, so the broker consumer's next fetch overlaps
+        the decoding. Feeds come one at a time (the next after this ack) and their reads run in
+        the order they were started, so batches stay in offset order."""
         if sub_id != self.sub_id or self.closed or self.error is not None:
             return
         self.high_watermark = max(self.high_watermark, high_watermark)
         cond = self._cond()
-        if data:
-            try:
-                batch, after = records_to_arrow(data, self.topic, self.partition, max(fetch_offset, self.offset),
-                                                check_crc=self._check_crcs)
-            except Exception as exc:  # corrupt or undecodable: this partition fails, visibly, alone
-                self.error = f"bad data fetched at offset {fetch_offset}: {type(exc).__name__}: {exc}"
-                log.error("consumer/%s/%d failed: %s", self.topic, self.partition, self.error)
-                async with cond:
-                    cond.notify_all()
+        async with cond:
+            if not data:
+                cond.notify_all()
                 return
-            async with cond:
-                await cond.wait_for(lambda: len(self.buffer) < MAX_BUFFERED or self.closed or sub_id != self.sub_id)
-                if sub_id != self.sub_id or self.closed:
-                    return
+            await cond.wait_for(lambda: len(self.buffer) + self.reading < MAX_BUFFERED or self.closed
+                                or sub_id != self.sub_id)
+            if sub_id != self.sub_id or self.closed:
+                return
+            self.reading += 1
+        asyncio.get_running_loop().create_task(self._read(sub_id, data, fetch_offset))
+
+    async def _read(self, sub_id: int, data: bytes, fetch_offset: int) -> None:
+        """Fetched bytes to one Arrow batch, buffered unless a seek or move came meanwhile."""
+        cond = self._cond()
+        try:
+            batch, after = records_to_arrow(data, self.topic, self.partition, max(fetch_offset, self.offset),
+                                            check_crc=self._check_crcs)
+        except Exception as exc:  # corrupt or undecodable: this partition fails, visibly, alone
+            self.error = f"bad data fetched at offset {fetch_offset}: {type(exc).__name__}: {exc}"
+            log.error("consumer/%s/%d failed: %s", self.topic, self.partition, self.error)
+            batch = None
+        async with cond:
+            self.reading -= 1
+            if batch is not None and sub_id == self.sub_id and not self.closed:
                 if batch.num_rows:
                     self.buffer.append(batch)
                 self.offset = max(self.offset, after)
-                cond.notify_all()
-        else:
-            async with cond:
-                cond.notify_all()
+            cond.notify_all()
 
     async def poll(self, max_wait: float = 0.5) -> dict[str, Any]:
         """What is buffered (waiting up to `max_wait` s for something), with position and end."""

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 import ray
 
+from raykafka.actors.broker_consumer import CATCH_UP_WAIT_MS
 from raykafka.driver.consumer import Consumer
 from raykafka.driver.consumer_group import ConsumerGroup
 from raykafka.wire import messages
@@ -91,6 +92,31 @@ def test_a_slow_partition_pauses_only_itself(ray_session):
             if len(offsets) >= 30:
                 break
         assert offsets == list(range(30))
+
+
+
+def test_a_seek_while_the_long_poll_is_out_reads_on_by_catch_up_fetches(ray_session):
+    """Both partitions idle at their end, a 60 s long poll out: after a seek back the partition
+    reads on, one batch per fetch, by fetches that do not wait, on the second connection."""
+    with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, \
+            Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 60_000,
+                      "max.partition.fetch.bytes": 1}) as consumer:
+        produce(cluster, "t", 0, [b"a%d" % i for i in range(10)], per_batch=1)
+        produce(cluster, "t", 1, [b"b%d" % i for i in range(10)], per_batch=1)
+        consumer.assign_topic("t", "latest")
+        seen = 1
+        while not any(r.max_wait_ms == 60_000 for r in cluster.wait_for_requests(messages.FETCH, seen)):
+            seen += 1  # until the long poll is out
+        consumer.seek("t", 0, 3)
+        offsets = []
+        for batch in consumer.batches(timeout=20):
+            offsets += batch.column("offset").to_pylist()
+            if len(offsets) >= 7:
+                break
+        assert offsets == list(range(3, 10)), "read from the seek, long before the long poll could end"
+        caught_up = [(p.partition, p.fetch_offset) for r in cluster.requests(messages.FETCH)
+                     if r.max_wait_ms == CATCH_UP_WAIT_MS for t in r.topics for p in t.partitions]
+        assert [(0, offset) for offset in range(3, 10)] == [tp for tp in caught_up if tp[0] == 0][:7]
 
 
 def test_a_new_partition_triggers_a_rebalance_that_picks_it_up(ray_session):
