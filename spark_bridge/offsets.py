@@ -16,7 +16,7 @@ from typing import Any
 
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
-from ..wire.fetch import EARLIEST, LATEST, high_watermarks, list_offsets
+from ..wire.fetch import EARLIEST, LATEST, log_bounds
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,7 @@ async def _resolve(config: Any, names: list[str], start_spec: Any, end_spec: Any
         for topic in names:
             info = await cluster.topic(topic)
             partitions = sorted(info.partitions)
-            earliest = await list_offsets(cluster, topic, partitions, EARLIEST)
-            latest = await high_watermarks(cluster, topic, partitions, earliest)
+            earliest, latest = await log_bounds(cluster, topic, partitions)
 
             for p in partitions:
                 start = _pick(start_spec, topic, p, earliest[p], latest[p], earliest[p])

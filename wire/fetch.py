@@ -83,24 +83,52 @@ async def high_watermarks(cluster: Any, topic: str, partitions: Iterable[int] | 
     """Where each partition ends (the offset the next record will get), from a Fetch response.
 
     `earliest`: each partition's first offset, if the caller has just looked it up."""
+    if earliest is None:
+        return (await log_bounds(cluster, topic, partitions))[1]
     info = await cluster.topic(topic, refresh=True)
     ps = sorted(info.partitions) if partitions is None else list(partitions)
-    start = earliest if earliest is not None else await list_offsets(cluster, topic, ps, EARLIEST)
+    found = await _probe(cluster, topic, {p: max(earliest.get(p, 0), 0) for p in ps})
+    return {p: hw for p, (_, hw) in found.items()}
+
+
+async def log_bounds(cluster: Any, topic: str, partitions: Iterable[int] | None = None
+                     ) -> tuple[dict[int, int], dict[int, int]]:
+    """Each partition's first offset and high watermark, by a 1-byte Fetch at offset 0: a
+    partition that answers it starts at 0 (or at the log start offset it reports). Only a
+    partition whose log no longer starts at 0 (OFFSET_OUT_OF_RANGE) costs a ListOffsets, which
+    on tansu takes 75 ms for a partition of 16,667 batches against 14 ms for the Fetch."""
+    info = await cluster.topic(topic, refresh=True)
+    ps = sorted(info.partitions) if partitions is None else list(partitions)
+    found = await _probe(cluster, topic, dict.fromkeys(ps, 0))
+    earliest = {p: max(0, start) for p, (start, hw) in found.items() if hw >= 0}
+    moved = [p for p in ps if p not in earliest]
+    if moved:
+        earliest.update(await list_offsets(cluster, topic, moved, EARLIEST))
+        found.update(await _probe(cluster, topic, {p: earliest[p] for p in moved}))
+    return earliest, {p: found[p][1] for p in ps}
+
+
+async def _probe(cluster: Any, topic: str, offsets: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """A 1-byte Fetch per leader at these offsets: each partition's (log start offset, high
+    watermark), (-1, -1) where the offset is out of range."""
     by_leader: dict[int, list[int]] = defaultdict(list)
-    for p in ps:
+    for p in offsets:
         by_leader[cluster.metadata.leader(topic, p)].append(p)
-    out: dict[int, int] = {}
+    out: dict[int, tuple[int, int]] = {}
 
     async def probe(leader: int, lps: list[int]) -> None:
         conn = await cluster.connection(leader)
-        body = fetch_body(cluster.config, [(topic, p, max(start.get(p, 0), 0)) for p in lps],
+        body = fetch_body(cluster.config, [(topic, p, offsets[p]) for p in lps],
                           max_wait_ms=10, partition_max_bytes=1, max_bytes=1)  # tansu answers max_wait_ms=0 with nothing
         response = await conn.request(messages.FETCH, body, fetch_version(conn))
         for t in response.responses:
             for p in t.partitions:
-                if p.error_code and p.error_code != 1:
+                if p.error_code == 1:  # OFFSET_OUT_OF_RANGE
+                    out[p.partition_index] = (-1, -1)
+                elif p.error_code:
                     raise BrokerError(p.error_code, f"Fetch {topic}/{p.partition_index}")
-                out[p.partition_index] = p.high_watermark
+                else:
+                    out[p.partition_index] = (p.get("log_start_offset", -1), p.high_watermark)
 
     await asyncio.gather(*(probe(leader, lps) for leader, lps in by_leader.items()))
     return out
@@ -151,7 +179,7 @@ async def resolve_offsets(cluster: Any, topic: str, partitions: Iterable[int], s
     if isinstance(start, str):
         name = start.lower()
         if name in ("earliest", "oldest", "beginning", "smallest"):
-            return await list_offsets(cluster, topic, ps, EARLIEST)
+            return (await log_bounds(cluster, topic, ps))[0]
         if name in ("latest", "newest", "end", "largest"):
             return await high_watermarks(cluster, topic, ps)
         raise ValueError(f"start: expected earliest, latest, an offset or {{'timestamp': ms}}; got {start!r}")
@@ -159,6 +187,5 @@ async def resolve_offsets(cluster: Any, topic: str, partitions: Iterable[int], s
         raise ValueError(f"start: expected earliest, latest, an offset or {{'timestamp': ms}}; got {start!r}")
     if start >= 0:
         return dict.fromkeys(ps, start)
-    ends = await high_watermarks(cluster, topic, ps)
-    begins = await list_offsets(cluster, topic, ps, EARLIEST)
+    begins, ends = await log_bounds(cluster, topic, ps)
     return {p: max(begins[p], ends[p] + start) for p in ps}

@@ -12,7 +12,10 @@ from raykafka.actors.broker_consumer import CATCH_UP_WAIT_MS
 from raykafka.driver.consumer import Consumer
 from raykafka.driver.consumer_group import ConsumerGroup
 from raykafka.wire import messages
+from raykafka.wire.cluster import Cluster
+from raykafka.wire.config import parse_config
 from raykafka.wire.connection import BrokerConnection
+from raykafka.wire.fetch import log_bounds
 from raykafka.wire.mock_broker import MockCluster, PartitionState
 from raykafka.wire.records import encode_record_batch
 
@@ -117,6 +120,28 @@ def test_a_seek_while_the_long_poll_is_out_reads_on_by_catch_up_fetches(ray_sess
         caught_up = [(p.partition, p.fetch_offset) for r in cluster.requests(messages.FETCH)
                      if r.max_wait_ms == CATCH_UP_WAIT_MS for t in r.topics for p in t.partitions]
         assert [(0, offset) for offset in range(3, 10)] == [tp for tp in caught_up if tp[0] == 0][:7]
+
+
+def test_log_bounds_ask_list_offsets_only_for_a_log_that_no_longer_starts_at_zero():
+    """A 1-byte Fetch at 0 gives start and end where the log starts at 0; the partition whose
+    log starts at 7 answers OFFSET_OUT_OF_RANGE and is the only one ListOffsets is asked for."""
+    with MockCluster(n_brokers=2, topics={"t": 3}) as cluster:
+        cluster.topics["t"].partitions[1].log_start_offset = 7
+        produce(cluster, "t", 0, [b"a"] * 5)
+        produce(cluster, "t", 1, [b"b"] * 5)
+
+        async def go():
+            c = Cluster(parse_config({"bootstrap.servers": cluster.bootstrap}))
+            try:
+                return await log_bounds(c, "t")
+            finally:
+                await c.close()
+
+        earliest, latest = asyncio.run(go())
+        assert (earliest, latest) == ({0: 0, 1: 7, 2: 0}, {0: 5, 1: 12, 2: 0})
+        asked = [p.partition_index for r in cluster.requests(messages.LIST_OFFSETS) for t in r.topics
+                 for p in t.partitions]
+        assert asked == [1]
 
 
 def test_a_new_partition_triggers_a_rebalance_that_picks_it_up(ray_session):
