@@ -33,6 +33,10 @@ TARGETS = [
      "raykafka Ray Data write_dataset, cold start", "Ray Data write_kafka", 2.0),
     ("Ray Data path read ≥ 2× Ray Data read_kafka", "consume", "raykafka Ray Data read_dataset",
      "Ray Data read_kafka", 2.0),
+    ("Spark DataFrame → Kafka ≥ 2× Ray Data write_kafka of the DataFrame (--spark)", "produce",
+     "raykafka Spark write_kafka", "Ray Data write_kafka from Spark", 2.0),
+    ("Kafka → Spark DataFrame ≥ 2× Ray Data read_kafka into a DataFrame (--spark)", "consume",
+     "raykafka Spark read_kafka", "Ray Data read_kafka to Spark", 2.0),
 ]
 
 

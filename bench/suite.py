@@ -9,6 +9,9 @@ figure the median of `runs` runs, every client on a fresh topic of 6 partitions 
 * consume (a topic written once by confluent-kafka): raykafka `Consumer` into Arrow batches, a
   `ConsumerGroup` of N members, confluent-kafka `consume`, aiokafka `getmany`, kafka-python
   `poll`, `ray.data.read_kafka` and raykafka's `spark_bridge.read_dataset`;
+* with --spark, a cached Spark DataFrame into Kafka (raykafka's `write_kafka`, and Ray Data's
+  `write_kafka` after `ray.data.from_spark`) and a range back into a DataFrame (raykafka's
+  `read_kafka`, and Ray Data's `read_kafka` then `Dataset.to_spark`);
 * send→ack latency at a fixed rate with linger.ms=0 (raykafka and confluent-kafka), and the
   peak RSS of the producer's actor processes.
 
@@ -331,21 +334,56 @@ def produce_raykafka_dataset_cold(bootstrap: str, admin: Any, s: Settings, size:
     return times
 
 
-def produce_raykafka_spark(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
-    from raykafka.spark_bridge.session import init_spark
-    from raykafka.spark_bridge.writer import write_kafka
+_SPARK: list[Any] = []  # the run's one Spark session: RayDP starts one per process
 
-    spark = init_spark("raykafka-bench")
+
+def _spark() -> Any:
+    if not _SPARK:
+        from raykafka.spark_bridge.session import init_spark
+
+        _SPARK.append(init_spark("raykafka-bench"))
+    return _SPARK[0]
+
+
+def _spark_frame(s: Settings, size: int) -> Any:
+    """A cached Spark DataFrame of `s.messages` string values."""
+    spark = _spark()
     value = _value(size).decode()
     df = spark.range(s.messages).selectExpr(f"'{value}' AS value").cache()
     df.count()
-    times = []
+    return df
+
+
+def produce_ray_data_spark(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    """Ray Data's write_kafka of the same Spark DataFrame: `ray.data.from_spark`, then its writer."""
+    import ray
+
+    df, times = _spark_frame(s, size), []
+    t = _topic(admin, "ray-data-spark")
     for _ in range(s.runs):
-        t = _topic(admin, "rk-spark")
         start = time.perf_counter()
-        counts = write_kafka(df, t, _rk_config(bootstrap, codec))
+        ray.data.from_spark(df).write_kafka(t, bootstrap, value_serializer="string",
+                                            producer_config={"acks": 1, "linger.ms": 5, "compression.type": codec})
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def produce_raykafka_spark(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    """`write_kafka` of a Spark DataFrame; the producer cached for the config is started by an
+    untimed first write, as in the Ray Data path's row."""
+    from raykafka.spark_bridge.producer_cache import PRODUCERS
+    from raykafka.spark_bridge.writer import write_kafka
+
+    df, times = _spark_frame(s, size), []
+    t, config = _topic(admin, "rk-spark"), _rk_config(bootstrap, codec)
+    PRODUCERS.close_all()
+    write_kafka(df.limit(PARTITIONS * 10), t, config)
+    for _ in range(s.runs):
+        start = time.perf_counter()
+        counts = write_kafka(df, t, config)
         times.append(time.perf_counter() - start)
         assert counts["delivered"] == s.messages, counts
+    PRODUCERS.close_all()
     return times
 
 
@@ -374,8 +412,9 @@ def produce_tansu_perf(bootstrap: str, admin: Any, s: Settings, size: int, codec
 # perf's fixed 10 s): measured at the first codec only, to keep the whole run near 15 minutes
 UNCOMPRESSED_ONLY = {"raykafka N pipelines send_batch()", "raykafka Ray Data write_dataset",
                      "raykafka Ray Data write_dataset, cold start",
-                     "raykafka Spark write_kafka", "tansu perf (broker ceiling)", "Ray Data read_kafka",
-                     "raykafka Ray Data read_dataset", "raykafka Spark read_kafka"}
+                     "Ray Data write_kafka from Spark", "raykafka Spark write_kafka", "tansu perf (broker ceiling)",
+                     "Ray Data read_kafka", "raykafka Ray Data read_dataset", "Ray Data read_kafka to Spark",
+                     "raykafka Spark read_kafka"}
 
 PRODUCERS: list[tuple[str, Callable[..., list[float]]]] = [
     ("raykafka send() per message", produce_raykafka_send),
@@ -387,6 +426,7 @@ PRODUCERS: list[tuple[str, Callable[..., list[float]]]] = [
     ("Ray Data write_kafka", produce_ray_data),
     ("raykafka Ray Data write_dataset", produce_raykafka_dataset),
     ("raykafka Ray Data write_dataset, cold start", produce_raykafka_dataset_cold),
+    ("Ray Data write_kafka from Spark", produce_ray_data_spark),
     ("raykafka Spark write_kafka", produce_raykafka_spark),
     ("tansu perf (broker ceiling)", produce_tansu_perf),
 ]
@@ -555,12 +595,23 @@ def consume_raykafka_dataset(bootstrap: str, t: str, s: Settings) -> list[float]
     return times
 
 
+def consume_ray_data_spark(bootstrap: str, t: str, s: Settings) -> list[float]:
+    """Ray Data's read_kafka of the same range into a Spark DataFrame (`Dataset.to_spark`)."""
+    import ray
+
+    spark, times = _spark(), []
+    for _ in range(s.runs):
+        start = time.perf_counter()
+        n = ray.data.read_kafka(t, bootstrap_servers=bootstrap).to_spark(spark).count()
+        times.append(time.perf_counter() - start)
+        assert n == s.messages, n
+    return times
+
+
 def consume_raykafka_spark(bootstrap: str, t: str, s: Settings) -> list[float]:
     from raykafka.spark_bridge.reader import read_kafka
-    from raykafka.spark_bridge.session import init_spark
 
-    spark = init_spark("raykafka-bench")
-    times = []
+    spark, times = _spark(), []
     for _ in range(s.runs):
         start = time.perf_counter()
         n = read_kafka(spark, t, config={"bootstrap.servers": bootstrap}).count()
@@ -572,13 +623,18 @@ def consume_raykafka_spark(bootstrap: str, t: str, s: Settings) -> list[float]:
 # tansu's ListOffsets(latest) answers the last record batch's base offset + 1, and Ray Data's
 # read_kafka ends each partition there: these two read a topic of one record per batch, where
 # that answer is right (both on the same topic, side by side).
-SINGLE_RECORD_BATCHES = {"Ray Data read_kafka", "raykafka Ray Data read_dataset"}
+SINGLE_RECORD_BATCHES = {"Ray Data read_kafka", "raykafka Ray Data read_dataset", "Ray Data read_kafka to Spark",
+                         "raykafka Spark read_kafka"}
 # --quick leaves out what costs tens of seconds of start-up: a group's join (~25 s on tansu) and
 # a second set of producer actors
 QUICK_SKIPS = {"raykafka ConsumerGroup N members", "raykafka N pipelines send_batch()"}
 NOTES = {"raykafka ConsumerGroup N members": "from the first claim; joining (~25 s on tansu) not counted",
          "Ray Data read_kafka": "topic of 1 record per batch",
          "raykafka Ray Data read_dataset": "topic of 1 record per batch",
+         "Ray Data read_kafka to Spark": "topic of 1 record per batch; ends with the DataFrame counted",
+         "raykafka Spark read_kafka": "topic of 1 record per batch; ends with the DataFrame counted",
+         "Ray Data write_kafka from Spark": "from a cached Spark DataFrame, through ray.data.from_spark",
+         "raykafka Spark write_kafka": "from the same cached DataFrame; the producer cached for the config",
          "raykafka Ray Data write_dataset": "the producer cached for the config, started by an untimed first write",
          "raykafka Ray Data write_dataset, cold start": "the cache emptied before each run: a producer started per run, its start-up counted"}
 
@@ -590,6 +646,7 @@ CONSUMERS: list[tuple[str, Callable[..., list[float]]]] = [
     ("kafka-python poll()", consume_kafka_python),
     ("Ray Data read_kafka", consume_ray_data),
     ("raykafka Ray Data read_dataset", consume_raykafka_dataset),
+    ("Ray Data read_kafka to Spark", consume_ray_data_spark),
     ("raykafka Spark read_kafka", consume_raykafka_spark),
 ]
 
@@ -805,6 +862,11 @@ def run_suite(s: Settings, command: str = "") -> Report:
                     report.rows.append(Row("memory", "raykafka producer actors RSS", 100, "none", float("nan"),
                                            note=_why(exc)))
     finally:
+        if _SPARK:
+            from raykafka.spark_bridge.session import stop_spark
+
+            stop_spark()
+            _SPARK.clear()
         if started_ray:
             ray.shutdown()
     if s.record_batches:
