@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..wire.columns import BinaryColumn
+from ..wire.columns import BinaryColumn, HeaderColumn
 from .shared_column import SharedColumn, positions_at, read_shared
 
 SYN = 1
@@ -97,7 +97,7 @@ class MessageBatch:
     values: Any = field(default_factory=list)  # a list of bytes/None, a BinaryColumn, or a SharedColumn (large ones)
     keys: Any = None  # the same, or None when every key is null
     timestamps: int | list[int] = 0  # one timestamp (ms) for all, or one per record
-    headers: list | None = None  # per record: list of (str, bytes | None)
+    headers: HeaderColumn | None = None  # each record's headers, encoded (None when no record has any)
     partition: int = -1  # -1 until partitioned
     partitions: list[int] | None = None  # explicit partitions asked for (-1: the partitioner decides)
     retries: int = 0
@@ -144,7 +144,7 @@ class MessageBatch:
         if keys is not None:
             total += _lengths_sum(keys)
         if headers is not None:
-            total += sum(len(k) + (len(v) if v else 0) + 4 for hs in headers if hs for k, v in hs)
+            total += headers.nbytes
         self.nbytes = total
         return self
 
@@ -187,9 +187,8 @@ class MessageBatch:
             keys = _join([b.keys if b.keys is not None else [None] * len(b) for b in batches])
         headers = None
         if any(b.headers is not None for b in batches):
-            headers = []
-            for b in batches:
-                headers.extend(b.headers if b.headers is not None else [None] * len(b))
+            headers = HeaderColumn.concat([b.headers if b.headers is not None else HeaderColumn.empty(len(b))
+                                           for b in batches])
         stamps = {b.timestamps for b in batches if not isinstance(b.timestamps, list)}
         if len(stamps) == 1 and not any(isinstance(b.timestamps, list) for b in batches):
             timestamps: int | list[int] = stamps.pop()

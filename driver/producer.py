@@ -40,9 +40,10 @@ import numpy as np
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.options import PipelineContext, create
 from ..actors.shared_column import SHARE_MIN_BYTES, SharedColumn
-from ..wire.columns import BinaryColumn
+from ..wire.columns import BinaryColumn, HeaderColumn
 from ..wire.config import parse_config
 from ..wire.errors import BufferExhaustedError, KafkaError, MessageTooLargeError, ProducerClosedError
+from ..wire.records import encode_header_lists, encode_headers
 from ..wire.serde import get_serializer, serialize_many, serialize_one
 from .topic_routes import TopicRoutes
 
@@ -164,7 +165,7 @@ class _Buffer:
             topic=topic, ids=range(ids[0], ids[-1] + 1) if ids[-1] - ids[0] == n - 1 else np.array(ids, dtype=np.int64),
             values=_shared(_packed(values)),
             keys=None if keys.count(None) == n else _packed(keys),
-            timestamps=timestamps, headers=None if headers.count(None) == n else headers,
+            timestamps=timestamps, headers=None if headers.count(None) == n else encode_header_lists(headers),
             partitions=None if partitions.count(-1) == n else partitions, created_ms=self.created_ms,
             nbytes=self.nbytes)
 
@@ -756,13 +757,13 @@ def _columns(values: Any, keys: Any, headers: Any, partitions: Any, timestamps: 
         partitions = partitions if partitions is not None else col("partition")
         topics = col("topic")
         if headers is None and "headers" in names:
-            headers = [None if hs is None else [(h["key"], h["value"]) for h in hs] for hs in col("headers")]
+            headers = encode_headers(table.column("headers"))
         if timestamps is None and "timestamp" in names:
             timestamps = [int(t.timestamp() * 1000) if hasattr(t, "timestamp") else t for t in col("timestamp")]
     elif not isinstance(values, list):
         values = list(values)
     for name, column in (("keys", keys), ("headers", headers), ("partitions", partitions)):
-        if column is not None and not isinstance(column, list):
+        if column is not None and not isinstance(column, list | BinaryColumn):  # HeaderColumn is one too
             column = list(column)
         if name == "keys":
             keys = column
@@ -770,10 +771,8 @@ def _columns(values: Any, keys: Any, headers: Any, partitions: Any, timestamps: 
             headers = column
         else:
             partitions = column
-    if headers is not None:
-        headers = [_headers(h) for h in headers]
-        if not any(headers):
-            headers = None
+    if headers is not None and not isinstance(headers, HeaderColumn):
+        headers = encode_header_lists([_headers(h) for h in headers])
     if timestamps is not None and not isinstance(timestamps, int):
         timestamps = [int(t) for t in timestamps]
     return values, keys, headers, partitions, timestamps, topics
@@ -822,11 +821,10 @@ def _lengths(column: Any) -> np.ndarray:
     return np.fromiter(map(len, column), dtype=np.int64, count=len(column))
 
 
-def _sizes(values: list, keys: list | None, headers: list | None) -> np.ndarray:
+def _sizes(values: list, keys: list | None, headers: HeaderColumn | None) -> np.ndarray:
     sizes = _lengths(values) + RECORD_OVERHEAD
     if keys is not None:
         sizes += _lengths(keys)
     if headers is not None:
-        sizes += np.fromiter((sum(len(k) + (len(v) if v else 0) + 4 for k, v in hs) if hs else 0 for hs in headers),
-                             dtype=np.int64, count=len(headers))
+        sizes += headers.lengths()
     return sizes

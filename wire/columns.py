@@ -110,14 +110,14 @@ class BinaryColumn:
                 return self.take(np.arange(start, stop, step))
             stop = max(start, stop)
             valid = None if self.valid is None else self.valid[start:stop]
-            return BinaryColumn(self.data, self.offsets[start:stop + 1], valid)
+            return type(self)(self.data, self.offsets[start:stop + 1], valid)
         i = range(len(self))[key]
         if self.valid is not None and not self.valid[i]:
             return None
         return np.frombuffer(self.data, dtype=np.uint8)[int(self.offsets[i]):int(self.offsets[i + 1])].tobytes()
 
     def __repr__(self) -> str:
-        return f"BinaryColumn({len(self)} values, {self.nbytes} bytes)"
+        return f"{type(self).__name__}({len(self)} values, {self.nbytes} bytes)"
 
     # -- cutting and joining ---------------------------------------------------------
 
@@ -134,7 +134,7 @@ class BinaryColumn:
         gather = np.repeat(starts - offsets[:-1], lengths) + np.arange(total, dtype=np.int64)
         data = source[gather].tobytes()
         valid = None if self.valid is None else self.valid[idx]
-        return BinaryColumn(data, offsets, valid)
+        return type(self)(data, offsets, valid)
 
     @classmethod
     def concat(cls, columns: Sequence[BinaryColumn]) -> BinaryColumn:
@@ -153,4 +153,16 @@ class BinaryColumn:
         array: Ray moves those out of band into its object store and hands the receiver a view."""
         start, stop = int(self.offsets[0]), int(self.offsets[-1])
         data = np.frombuffer(self.data, dtype=np.uint8)[start:stop]
-        return BinaryColumn, (data, self.offsets - start, self.valid)
+        return type(self), (data, self.offsets - start, self.valid)
+
+
+class HeaderColumn(BinaryColumn):
+    """Each record's headers as Kafka's record format has them: the header count, then each
+    key and value after its length (`records.encode_headers`). Built in a few Arrow passes from
+    a DataFrame's headers column, it crosses the actors as one buffer and the flusher copies
+    each record's part as it is: no Python object per header anywhere on the way."""
+
+    @classmethod
+    def empty(cls, n: int) -> HeaderColumn:
+        """`n` records without headers (a count of 0 each)."""
+        return cls(b"\x00" * n, np.arange(n + 1, dtype=np.int64))

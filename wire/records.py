@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from crc32c import crc32c
 
-from .columns import BinaryColumn
+from .columns import BinaryColumn, HeaderColumn
 from .compression import compress as _compress
 from .compression import decompress as _decompress
 from .errors import CorruptRecordError, DecodeError
@@ -38,6 +38,8 @@ __all__ = [
     "Record",
     "RecordBatch",
     "encode_record_batch",
+    "encode_headers",
+    "encode_header_lists",
     "decode_record_batches",
     "batch_record_count",
     "encode_varint",
@@ -197,7 +199,8 @@ def _as_bytes_list(items: list, what: str) -> list:
 def encode_record_batch(values, keys=None, timestamps=None, headers=None, **options: Any) -> bytes:
     """One v2 record batch holding `values` (with `keys`, `timestamps` in ms and `headers`, each per record).
 
-    `keys` None means all null; `timestamps` None means now, an int means the same for all. The
+    `keys` None means all null; `timestamps` None means now, an int means the same for all;
+    `headers` per record a list of (str, bytes or None) pairs, or a `HeaderColumn`. The
     options (`compression`, `producer_id`, `base_sequence`, ...) are `encode_record_batch_parts`'.
     """
     return b"".join(encode_record_batch_parts(values, keys, timestamps, headers, **options))
@@ -231,7 +234,10 @@ def encode_record_batch_parts(
     if headers is not None:
         if len(headers) != n:
             raise ValueError(f"headers has {len(headers)} entries for {n} values")
-        if not any(headers):
+        if isinstance(headers, HeaderColumn):
+            if headers.nbytes == n:  # a count of 0 each
+                headers = None
+        elif not any(headers):
             headers = None
 
     if timestamps is None:
@@ -248,9 +254,11 @@ def encode_record_batch_parts(
         if not any(ts_deltas):
             ts_deltas = None
 
-    if headers is None and _columnar(values, keys):
-        body = _encode_columns(values, keys, ts_deltas)
+    if (headers is None or isinstance(headers, HeaderColumn)) and _columnar(values, keys):
+        body = _encode_columns(values, keys, ts_deltas, headers)
     else:
+        if isinstance(headers, HeaderColumn):
+            headers = headers.to_list()  # each record's headers, encoded already
         values = _as_bytes_list(values, "values")
         if keys is not None:
             keys = _as_bytes_list(keys, "keys")
@@ -326,10 +334,11 @@ def _columnar(values: Any, keys: Any) -> bool:
     return isinstance(values, BinaryColumn) and (len(values) >= COLUMNAR_MIN or values.nbytes >= COLUMNAR_MIN_BYTES)
 
 
-def _encode_columns(values: BinaryColumn, keys: BinaryColumn | None, ts_deltas: list | None) -> memoryview:
-    """Records without headers, built as columns: numpy writes every record's varint fields at
-    once into a small prefix per record, then Arrow joins prefix, key, value-length and value
-    of each record in one C++ pass. No Python step per record."""
+def _encode_columns(values: BinaryColumn, keys: BinaryColumn | None, ts_deltas: list | None,
+                    headers: HeaderColumn | None = None) -> memoryview:
+    """Records built as columns: numpy writes every record's varint fields at once into a
+    small prefix per record, then Arrow joins prefix, key, value-length, value and headers of
+    each record in one C++ pass. No Python step per record."""
     n = len(values)
     vlen = np.where(values.valid, np.diff(values.offsets), -1) if values.valid is not None else np.diff(values.offsets)
     if keys is None:
@@ -340,13 +349,18 @@ def _encode_columns(values: BinaryColumn, keys: BinaryColumn | None, ts_deltas: 
     offset_field = _offset_deltas(n)
     key_len_field = _zigzag_constant(-1, n) if keys is None else _zigzag_varints(klen)
     value_len_field = _zigzag_varints(vlen)
-    body_len = (2 + ts_field[1] + offset_field[1] + key_len_field[1] + np.maximum(klen, 0)
-                + value_len_field[1] + np.maximum(vlen, 0))  # attributes and header count: a byte each
+    headers_len = 1 if headers is None else np.diff(headers.offsets)  # without headers: a count of 0
+    body_len = (1 + ts_field[1] + offset_field[1] + key_len_field[1] + np.maximum(klen, 0)
+                + value_len_field[1] + np.maximum(vlen, 0) + headers_len)  # 1: the attributes byte
     one = _zigzag_constant(0, n)  # attributes: a zero byte
-    trailer = (one[0], np.r_[0, np.ones(n - 1, np.int64)])  # the previous record's header count, 0
-    last = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(np.r_[np.zeros(n, np.int64), 1]),
-                                                         pa.py_buffer(b"\x00")])  # the last header count
-    head = [trailer, _zigzag_varints(body_len), one, ts_field, offset_field, key_len_field]
+    if headers is None:  # each record's header count (0) goes first in the next record's prefix
+        trailer = (one[0], np.r_[0, np.ones(n - 1, np.int64)])
+        last = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(np.r_[np.zeros(n, np.int64), 1]),
+                                                             pa.py_buffer(b"\x00")])  # the last header count
+        head = [trailer, _zigzag_varints(body_len), one, ts_field, offset_field, key_len_field]
+    else:
+        last = _binary(headers, n)
+        head = [_zigzag_varints(body_len), one, ts_field, offset_field, key_len_field]
     if keys is None:  # no key between them: the value's length joins the prefix
         columns = [_rows([*head, value_len_field]), _binary(values, n), last]
     else:
@@ -355,6 +369,87 @@ def _encode_columns(values: BinaryColumn, keys: BinaryColumn | None, ts_deltas: 
                                          null_handling="replace", null_replacement="")
     offsets = np.frombuffer(joined.buffers()[1], np.int64, n + 1, joined.offset * 8)
     return memoryview(joined.buffers()[2])[int(offsets[0]):int(offsets[-1])]
+
+
+def encode_headers(column: Any) -> HeaderColumn | None:
+    """A list<struct<key: string, value: binary or string>> Arrow column (Spark's Kafka sink
+    `headers`) as each record's encoded headers; None if no record has any.
+
+    Every header's key length, key, value length and value are joined in one Arrow pass; a
+    record's headers lie next to each other in that result, so its part is one range of it, to
+    which Arrow joins the record's header count."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    t = column.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not pa.types.is_struct(t.value_type):
+        raise TypeError(f"headers: expected a list of struct<key: string, value: binary>, not {t}")
+    names = [f.name for f in t.value_type]
+    if "key" not in names or "value" not in names:
+        raise TypeError(f"headers: each header needs a 'key' and a 'value' field, not {names}")
+    n = len(column)
+    counts = pc.fill_null(pc.list_value_length(column), 0).to_numpy().astype(np.int64)
+    if not counts.any():
+        return None
+    flat = pc.list_flatten(column)
+    key, value = pc.struct_field(flat, [names.index("key")]), pc.struct_field(flat, [names.index("value")])
+    if not (pa.types.is_string(key.type) or pa.types.is_large_string(key.type)):
+        raise TypeError(f"headers: a header key must be a string, not {key.type}")
+    if key.null_count:
+        raise TypeError("headers: a header key must be a string, not null")
+    if pa.types.is_string(value.type) or pa.types.is_large_string(value.type):
+        value = value.cast(pa.large_binary())
+    elif not (pa.types.is_binary(value.type) or pa.types.is_large_binary(value.type)):
+        raise TypeError(f"headers: a header value must be binary, string or null, not {value.type}")
+    keys, values = BinaryColumn.from_arrow(key), BinaryColumn.from_arrow(value)
+    m = len(keys)
+    vlen = np.diff(values.offsets) if values.valid is None else np.where(values.valid, np.diff(values.offsets), -1)
+    each = pc.binary_join_element_wise(_rows([_zigzag_varints(np.diff(keys.offsets))]), _binary(keys, m),
+                                       _rows([_zigzag_varints(vlen)]), _binary(values, m),
+                                       pa.scalar(b"", pa.large_binary()), null_handling="replace", null_replacement="")
+    each_offsets = np.frombuffer(each.buffers()[1], np.int64, m + 1, each.offset * 8)
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    per_record = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(each_offsets[starts]),
+                                                              each.buffers()[2]])
+    joined = pc.binary_join_element_wise(_rows([_zigzag_varints(counts)]), per_record,
+                                         pa.scalar(b"", pa.large_binary()))
+    offsets = np.frombuffer(joined.buffers()[1], np.int64, n + 1, joined.offset * 8).copy()
+    return HeaderColumn(joined.buffers()[2], offsets)
+
+
+def encode_header_lists(headers: list) -> HeaderColumn | None:
+    """Per record a list of (str key, bytes or None value) pairs, or None, as each record's
+    encoded headers; None if no record has any. A Python step per header: for `send`'s
+    messages, whose headers are checked one by one as they are sent anyway."""
+    if not any(headers):
+        return None
+    parts = [_encode_header_list(hs, i) for i, hs in enumerate(headers)]
+    offsets = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)), out=offsets[1:])
+    return HeaderColumn(b"".join(parts), offsets)
+
+
+def _encode_header_list(hs: list | None, i: int) -> bytes:
+    """One record's headers in the record format: count, then each key and value with its length."""
+    if not hs:
+        return b"\x00"
+    zz = _zz
+    out = [zz(len(hs))]
+    for hk, hv in hs:
+        if not isinstance(hk, str):
+            raise TypeError(f"headers[{i}]: header key must be str, not {type(hk).__name__}")
+        hkb = hk.encode("utf-8")
+        out.append(zz(len(hkb)))
+        out.append(hkb)
+        if hv is None:
+            out.append(_NULL)
+        elif isinstance(hv, _BYTES_TYPES):
+            hv = bytes(hv)
+            out.append(zz(len(hv)))
+            out.append(hv)
+        else:
+            raise TypeError(f"headers[{i}]: header {hk!r} value must be bytes or None, not {type(hv).__name__}")
+    return b"".join(out)
 
 
 def _zigzag_varints(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -447,26 +542,7 @@ def _encode_general(values: list, keys: list | None, ts_deltas: list | None, hea
             rec.append(zz(len(v)))
             rec.append(v)
         hs = headers[i] if headers is not None else None
-        if hs:
-            rec.append(zz(len(hs)))
-            for hk, hv in hs:
-                if not isinstance(hk, str):
-                    raise TypeError(f"headers[{i}]: header key must be str, not {type(hk).__name__}")
-                hkb = hk.encode("utf-8")
-                rec.append(zz(len(hkb)))
-                rec.append(hkb)
-                if hv is None:
-                    rec.append(_NULL)
-                elif isinstance(hv, _BYTES_TYPES):
-                    hv = bytes(hv)
-                    rec.append(zz(len(hv)))
-                    rec.append(hv)
-                else:
-                    raise TypeError(
-                        f"headers[{i}]: header {hk!r} value must be bytes or None, not {type(hv).__name__}"
-                    )
-        else:
-            rec.append(b"\x00")
+        rec.append(hs if type(hs) is bytes else _encode_header_list(hs, i))  # bytes: encoded already
         body = b"".join(rec)
         append(zz(len(body)))
         append(body)

@@ -78,3 +78,20 @@ def test_a_record_batch_holds_only_pieces_whose_sequences_run_on():
     sets = produce_sets(state.add(pieces, now=0.0)) + produce_sets(state.drain())
     got = [(b.ids, b.producer_id, b.numbering, b.base_sequence) for s in sets for b in s]
     assert got == [([0, 1, 2, 3], 7, 0, 0), ([4, 5], 8, 1, 0)]
+
+
+def test_pieces_with_and_without_headers_join_into_one_record_batch_with_each_ones_headers():
+    """Messages from `send` (no headers), a DataFrame's slice (encoded headers) and a cut of one,
+    joined by the aggregator into one record batch, keep each record's own headers."""
+    from raykafka.wire.columns import BinaryColumn
+    from raykafka.wire.records import decode_record_batches, encode_header_lists, encode_record_batch
+
+    lists = [[("a", b"1")], None, [("b", None), ("c", b"")]]
+    with_headers = MessageBatch(topic="t", partition=0, ids=[3, 4, 5], values=BinaryColumn.from_list([b"x", b"y", b"z"]),
+                                headers=encode_header_lists(lists))
+    plain = MessageBatch(topic="t", partition=0, ids=[0, 1, 2], values=[b"p", b"q", b"r"])
+    joined = MessageBatch.concat([plain, with_headers.slice(0, 2), with_headers.take([2])])
+    assert len(joined) == 6
+    records = decode_record_batches(encode_record_batch(joined.values, None, 1, joined.headers))[0].records
+    assert [(r.value, r.headers) for r in records] == [
+        (b"p", []), (b"q", []), (b"r", []), (b"x", [("a", b"1")]), (b"y", []), (b"z", [("b", None), ("c", b"")])]

@@ -87,6 +87,36 @@ def test_send_batch_takes_an_arrow_table_with_spark_sink_columns(ray_session, bo
     assert all(where[b"v%d" % i] == (result.partitions[i], result.offsets[i]) for i in range(0, rows, 101))
 
 
+def test_headers_from_a_table_and_from_send_arrive_as_given(ray_session, bootstrap, topic_name):
+    """A Spark-sink `headers` column (none, several, null and string values) through `send_batch`,
+    and headers given to `send`, read back by confluent-kafka exactly."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = topic_name("headers")
+    create_topic(bootstrap, topic, 1)
+    rows = 3000
+    given = [None if i % 5 == 0 else [("n", b"%d" % i)] + ([("nil", None), ("s", b"text")] if i % 2 else [])
+             for i in range(rows)]
+    header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
+    table = pa.table({"value": pa.array([b"v%d" % i for i in range(rows)], pa.binary()),
+                      "headers": pa.array([None if hs is None else [{"key": k, "value": None if v is None else v.decode()}
+                                                                    for k, v in hs] for hs in given], header_type)})
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        assert producer.send_batch(topic, table, partitions=[0] * rows).result(60).ok
+        producer.send(topic, b"single", headers={"one": b"1", "two": "2"}, partition=0).result(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < rows + 1 and time.monotonic() < deadline:
+            got += [(m.value(), m.headers() or []) for m in consumer.consume(10000, timeout=0.5) if m.error() is None]
+    finally:
+        consumer.close()
+    assert got[:rows] == [(b"v%d" % i, given[i] or []) for i in range(rows)]
+    assert got[rows:] == [(b"single", [("one", b"1"), ("two", b"2")])]
+
+
 def test_close_resolves_every_future_and_leaves_no_actor_alive(ray_session, bootstrap, topic_name, live_actors):
     topic = topic_name("close")
     create_topic(bootstrap, topic, 2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import pyarrow as pa
 import pytest
 from crc32c import crc32c
 
@@ -389,3 +390,82 @@ def test_columns_with_constant_fields_encode_the_same_as_lists(monkeypatch, shap
     key_list = [b"key-%05d" % i for i in range(n)] if shape == "fixed keys and values" else None
     keys = BinaryColumn.from_list(key_list) if key_list else None
     assert encode_record_batch(BinaryColumn.from_list(values), keys, 42) == encode_record_batch(values, key_list, 42)
+
+
+HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def _header_rows(n: int, seed: int) -> list:
+    """Per record None, no headers, or up to 3 headers with null, empty, short and 200-byte values."""
+    import random
+
+    rng = random.Random(seed)
+    rows: list = [[("first", b"1")]]
+    for _ in range(n - 1):
+        kind = rng.random()
+        if kind < 0.1:
+            rows.append(None)
+        elif kind < 0.2:
+            rows.append([])
+        else:
+            rows.append([(rng.choice(["h", "trace-id", "é", ""]), rng.choice([None, b"", b"v", b"x" * 200]))
+                         for _ in range(rng.randint(1, 3))])
+    return rows
+
+
+@pytest.mark.parametrize("n", [1, 900, 5000])
+@pytest.mark.parametrize("keys", [False, True])
+def test_headers_from_arrow_encode_to_the_same_bytes_as_lists(monkeypatch, n, keys):
+    """A DataFrame's headers column, encoded in Arrow passes (`encode_headers`) and laid into the
+    records column-wise, is byte for byte what the per-record encoder makes from Python lists,
+    and reads back as the same headers; also for a slice of the column."""
+    from raykafka.wire import records
+    from raykafka.wire.columns import BinaryColumn
+    from raykafka.wire.records import encode_header_lists, encode_headers
+
+    monkeypatch.setattr(records, "COLUMNAR_MIN", 1)
+    rows = _header_rows(n, n)
+    arrow = pa.array([None if hs is None else [{"key": k, "value": v} for k, v in hs] for hs in rows], HEADER_TYPE)
+    values = [b"v%d" % i for i in range(n)]
+    key_list = [b"k%d" % i if i % 4 else None for i in range(n)] if keys else None
+    key_column = BinaryColumn.from_list(key_list) if keys else None
+    expected = encode_record_batch(values, key_list, 7, rows)
+    encoded = encode_headers(arrow)
+    assert encoded.to_list() == encode_header_lists(rows).to_list()
+    assert encode_record_batch(BinaryColumn.from_list(values), key_column, 7, encoded) == expected
+    assert [r.headers for r in decode_record_batches(expected)[0].records] == [hs or [] for hs in rows]
+    if n > 10:
+        cut = slice(4, n - 3)
+        assert encode_headers(arrow[cut]).to_list() == encode_header_lists(rows[cut]).to_list()
+        assert encode_record_batch(BinaryColumn.from_list(values)[cut], key_column[cut] if keys else None, 7,
+                                   encoded[cut]) == encode_record_batch(values[cut], key_list[cut] if keys else None,
+                                                                        7, rows[cut])
+
+
+def test_headers_from_arrow_take_string_values_and_large_lists_and_chunks():
+    from raykafka.wire.records import encode_header_lists, encode_headers
+
+    rows = [[("a", b"1")], None, [("b", None), ("c", b"33")]]
+    as_strings = pa.array([None if hs is None else [{"key": k, "value": None if v is None else v.decode()}
+                                                    for k, v in hs] for hs in rows],
+                          pa.large_list(pa.struct([("key", pa.string()), ("value", pa.string())])))
+    chunked = pa.chunked_array([as_strings[:1], as_strings[1:]])
+    assert encode_headers(chunked).to_list() == encode_header_lists(rows).to_list()
+    assert encode_headers(pa.array([None, []], HEADER_TYPE)) is None  # no record has a header
+
+
+@pytest.mark.parametrize(("column", "message"), [
+    (pa.array([[{"key": None, "value": b"x"}]], HEADER_TYPE), "key must be a string, not null"),
+    (pa.array([[{"key": b"k", "value": b"x"}]], pa.list_(pa.struct([("key", pa.binary()), ("value", pa.binary())]))),
+     "key must be a string"),
+    (pa.array([[{"key": "k", "value": 1}]], pa.list_(pa.struct([("key", pa.string()), ("value", pa.int64())]))),
+     "value must be binary"),
+    (pa.array([[{"name": "k", "value": b"x"}]], pa.list_(pa.struct([("name", pa.string()), ("value", pa.binary())]))),
+     "needs a 'key' and a 'value'"),
+    (pa.array([b"x"]), "expected a list of struct"),
+])
+def test_bad_headers_columns_are_named(column, message):
+    from raykafka.wire.records import encode_headers
+
+    with pytest.raises(TypeError, match=message):
+        encode_headers(column)
