@@ -3,8 +3,8 @@
 `records_to_arrow` reads a Fetch response's `records` bytes straight into columns, in two
 steps. One Python step per batch checks its header and CRC and decompresses it; then the
 records' edges are found (by numpy over runs of records of one size, else by one Python step
-per record), and numpy reads every field of every record of every batch at once (headers,
-where a record has them, by a short loop). A fetch of many one-record batches costs about
+per record), and numpy reads every field of every record of every batch at once (headers
+too: the first header of every record that has one, then the second, ...). A fetch of many one-record batches costs about
 what one batch of as many records does. Keys and values are then copied out of the fetched
 bytes as strided rows where they have one size, else in one join (or one numpy take when they
 are tiny), and each column is made in one call; no Python object per record survives. Anything
@@ -112,7 +112,7 @@ class _Fields(NamedTuple):
     val_pos: np.ndarray
     val_len: np.ndarray
     hdr_count: np.ndarray
-    hdr_keys: list[str]
+    hdr_keys: list[str] | pa.Array  # utf-8 strings, record by record
     hdr_pos: np.ndarray
     hdr_len: np.ndarray
 
@@ -184,27 +184,52 @@ def _read_vectorised(source: bytes, extents: list[_Extent], start_offset: int) -
     log_append = np.repeat(np.array([e.log_append for e in extents], bool), counts)
     stamps = np.where(log_append, ts_base, ts_base + ts_delta)
     types = log_append.astype(np.int32)
-    hdr_count = np.zeros(len(begin), np.int64)
-    hdr_owner, hdr_keys, hdr_pos, hdr_len = array("q"), [], array("q"), array("q")
     plain = view[q] == 0  # a header count of 0: one byte, the record's last
-    if (q[plain] + 1 != record_ends[plain]).any():
-        return None
-    for i in np.flatnonzero(~plain).tolist():
-        nh, p = _read_headers(source, int(q[i]), int(record_ends[i]), hdr_keys, hdr_pos, hdr_len)
-        if p != record_ends[i]:
+    if plain.all():
+        if (q + 1 != record_ends).any():
             return None
-        hdr_count[i] = nh
-        hdr_owner.extend([i] * nh)
+        hdr_count, hdr_owner = np.zeros(len(begin), np.int64), np.zeros(0, np.int64)
+        hdr_kp = hdr_kl = hdr_pos = hdr_len = hdr_owner
+    else:
+        headers = _read_headers_vectorised(view, q, record_ends)
+        if headers is None:
+            return None
+        hdr_count, hdr_owner, hdr_kp, hdr_kl, hdr_pos, hdr_len = headers
     keep = offsets >= start_offset
-    hdr_pos_arr, hdr_len_arr = np.frombuffer(hdr_pos, np.int64), np.frombuffer(hdr_len, np.int64)
     if not keep.all():
-        if hdr_keys:
-            kept = keep[np.frombuffer(hdr_owner, np.int64)]
-            hdr_keys = [k for k, ok in zip(hdr_keys, kept.tolist(), strict=True) if ok]
-            hdr_pos_arr, hdr_len_arr = hdr_pos_arr[kept], hdr_len_arr[kept]
+        kept = keep[hdr_owner]
+        hdr_kp, hdr_kl, hdr_pos, hdr_len = hdr_kp[kept], hdr_kl[kept], hdr_pos[kept], hdr_len[kept]
         offsets, stamps, types, kp, klen, vp, vlen, hdr_count = (
             a[keep] for a in (offsets, stamps, types, kp, klen, vp, vlen, hdr_count))
-    return _Fields(offsets, stamps, types, kp, klen, vp, vlen, hdr_count, hdr_keys, hdr_pos_arr, hdr_len_arr)
+    hdr_keys = _gather_binary(view, hdr_kp, hdr_kl).cast(pa.string())  # not utf-8: ArrowInvalid, a ValueError
+    return _Fields(offsets, stamps, types, kp, klen, vp, vlen, hdr_count, hdr_keys, hdr_pos, hdr_len)
+
+
+def _read_headers_vectorised(view: np.ndarray, q: np.ndarray, record_ends: np.ndarray) -> tuple | None:
+    """Every record's headers, read header by header across all records at once (the first
+    header of every record that has one, then the second, ...): each record's count, then per
+    header, in record order, its record and its key's and value's positions and lengths. None
+    if some record's headers do not end exactly where the record does."""
+    counts, pos = _varints(view, q)
+    if (counts < 0).any() or (counts > record_ends - pos).any():
+        return None
+    rounds = []
+    active = np.flatnonzero(counts > 0)
+    while len(active):
+        klen, at = _varints(view, pos[active])
+        kpos = at
+        vlen, at = _varints(view, at + np.maximum(klen, 0))
+        vpos = at
+        at = at + np.maximum(vlen, 0)
+        if (klen < 0).any() or (vlen < -1).any() or (at > record_ends[active]).any():
+            return None
+        rounds.append((active, kpos, klen, vpos, vlen))
+        pos[active] = at
+        active = active[counts[active] > len(rounds)]
+    if (pos != record_ends).any():
+        return None
+    order = np.argsort(np.concatenate([r[0] for r in rounds]), kind="stable")  # by record, headers in order
+    return (counts, *(np.concatenate([r[k] for r in rounds])[order] for k in range(5)))
 
 
 def _record_bounds(source: bytes, view: np.ndarray, extents: list[_Extent]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -473,12 +498,13 @@ def _repeated_string(text: str, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
 
 
-def _headers_array(n: int, counts: np.ndarray, keys: list[str], positions: np.ndarray, lengths: np.ndarray,
+def _headers_array(n: int, counts: np.ndarray, keys: list[str] | pa.Array, positions: np.ndarray, lengths: np.ndarray,
                    source: np.ndarray) -> pa.Array:
     list_offsets = np.zeros(n + 1, np.int32)
-    if keys:
+    if len(keys):
         np.cumsum(counts, out=list_offsets[1:])
-    values = pa.StructArray.from_arrays([pa.array(keys, pa.string()), _gather_binary(source, positions, lengths)],
+    names = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.string())
+    values = pa.StructArray.from_arrays([names, _gather_binary(source, positions, lengths)],
                                         fields=list(HEADER_TYPE))
     return pa.ListArray.from_arrays(pa.array(list_offsets), values, type=SCHEMA.field("headers").type)
 
