@@ -628,7 +628,8 @@ SINGLE_RECORD_BATCHES = {"Ray Data read_kafka", "raykafka Ray Data read_dataset"
 # --quick leaves out what costs tens of seconds of start-up: a group's join (~25 s on tansu) and
 # a second set of producer actors
 QUICK_SKIPS = {"raykafka ConsumerGroup N members", "raykafka N pipelines send_batch()"}
-NOTES = {"raykafka ConsumerGroup N members": "from the first claim; joining (~25 s on tansu) not counted",
+NOTES = {"raykafka ConsumerGroup N members": "from the first claim; joining (tansu answers a JoinGroup after half "
+                                                "of session.timeout.ms, 22.5 s by default) not counted",
          "Ray Data read_kafka": "topic of 1 record per batch",
          "raykafka Ray Data read_dataset": "topic of 1 record per batch",
          "Ray Data read_kafka to Spark": "topic of 1 record per batch; ends with the DataFrame counted",
