@@ -298,23 +298,31 @@ def produce_ray_data(bootstrap: str, admin: Any, s: Settings, size: int, codec: 
     return times
 
 
-def produce_raykafka_dataset(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
-    """Writes one after another with one config, as a notebook's are: the producer cached for
-    the config is started by a first, untimed write (timing starts once a client is connected)."""
+def _cached_writes(write: Callable[..., dict[str, int]], data: Any, first: Any, topic: str, config: dict[str, Any],
+                   s: Settings) -> list[float]:
+    """`write(data, topic, config)` timed `s.runs` times on the producer cached for `config`,
+    which an untimed write of `first` starts (timing starts once a client is connected)."""
     from raykafka.spark_bridge.producer_cache import PRODUCERS
-    from raykafka.spark_bridge.writer import write_dataset
 
-    ds, times = _string_dataset(size, s.messages), []
-    t, config = _topic(admin, "rk-dataset"), _rk_config(bootstrap, codec)
     PRODUCERS.close_all()
-    write_dataset(ds.limit(PARTITIONS * 10), t, config)
+    write(first, topic, config)
+    times = []
     for _ in range(s.runs):
         start = time.perf_counter()
-        counts = write_dataset(ds, t, config)
+        counts = write(data, topic, config)
         times.append(time.perf_counter() - start)
         assert counts["delivered"] == s.messages, counts
     PRODUCERS.close_all()
     return times
+
+
+def produce_raykafka_dataset(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    """Writes one after another with one config, as a notebook's are, on the producer cached for it."""
+    from raykafka.spark_bridge.writer import write_dataset
+
+    ds = _string_dataset(size, s.messages)
+    return _cached_writes(write_dataset, ds, ds.limit(PARTITIONS * 10), _topic(admin, "rk-dataset"),
+                          _rk_config(bootstrap, codec), s)
 
 
 def produce_raykafka_dataset_cold(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
@@ -365,26 +373,20 @@ def produce_ray_data_spark(bootstrap: str, admin: Any, s: Settings, size: int, c
         ray.data.from_spark(df).write_kafka(t, bootstrap, value_serializer="string",
                                             producer_config={"acks": 1, "linger.ms": 5, "compression.type": codec})
         times.append(time.perf_counter() - start)
+    df.unpersist()
     return times
 
 
 def produce_raykafka_spark(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
-    """`write_kafka` of a Spark DataFrame; the producer cached for the config is started by an
-    untimed first write, as in the Ray Data path's row."""
-    from raykafka.spark_bridge.producer_cache import PRODUCERS
+    """`write_kafka` of a Spark DataFrame, on the producer cached for the config, as the Ray Data path's row."""
     from raykafka.spark_bridge.writer import write_kafka
 
-    df, times = _spark_frame(s, size), []
-    t, config = _topic(admin, "rk-spark"), _rk_config(bootstrap, codec)
-    PRODUCERS.close_all()
-    write_kafka(df.limit(PARTITIONS * 10), t, config)
-    for _ in range(s.runs):
-        start = time.perf_counter()
-        counts = write_kafka(df, t, config)
-        times.append(time.perf_counter() - start)
-        assert counts["delivered"] == s.messages, counts
-    PRODUCERS.close_all()
-    return times
+    df = _spark_frame(s, size)
+    try:
+        return _cached_writes(write_kafka, df, df.limit(PARTITIONS * 10), _topic(admin, "rk-spark"),
+                              _rk_config(bootstrap, codec), s)
+    finally:
+        df.unpersist()
 
 
 PERF_LINE = re.compile(r"produce_duration_ms=")
@@ -829,31 +831,7 @@ def run_suite(s: Settings, command: str = "") -> Report:
             _drop_topics(admin)
             for size in s.sizes:
                 for codec in s.codecs:
-                    for label, fn in PRODUCERS:
-                        if label in UNCOMPRESSED_ONLY and codec != s.codecs[0]:
-                            continue
-                        if _wanted(s, label) and not (label in QUICK_SKIPS and s.quick_mode):
-                            report.rows.append(_measure("produce", label, size, codec, s,
-                                                        lambda fn=fn, size=size, codec=codec: fn(bootstrap, admin, s, size, codec)))
-                            _drop_topics(admin)
-                    if not any(_wanted(s, label) for label, _ in CONSUMERS):
-                        continue
-                    t = fill_topic(bootstrap, admin, s.messages, size, codec)
-                    single = None
-                    for label, fn in CONSUMERS:
-                        if not _wanted(s, label) or (label in QUICK_SKIPS and s.quick_mode):
-                            continue
-                        if label in QUICK_SKIPS and (size, codec) != (s.sizes[0], s.codecs[0]):
-                            continue  # the group's join costs ~25 s a run: one config is enough
-                        if label in UNCOMPRESSED_ONLY and codec != s.codecs[0]:
-                            continue
-                        if label in SINGLE_RECORD_BATCHES:
-                            single = single or fill_topic(bootstrap, admin, s.messages, size, codec, per_batch=1)
-                        topic = single if label in SINGLE_RECORD_BATCHES else t
-                        report.rows.append(_measure("consume", label, size, codec, s,
-                                                    lambda fn=fn, topic=topic: fn(bootstrap, topic, s),
-                                                    NOTES.get(label, "")))
-                    _drop_topics(admin)
+                    report.rows += _config_rows(bootstrap, admin, s, size, codec, spark=False)
             if _wanted(s, "raykafka producer actors RSS"):
                 try:
                     mib, procs = producer_memory(bootstrap, admin, s)
@@ -862,6 +840,9 @@ def run_suite(s: Settings, command: str = "") -> Report:
                 except Exception as exc:
                     report.rows.append(Row("memory", "raykafka producer actors RSS", 100, "none", float("nan"),
                                            note=_why(exc)))
+            if s.spark:  # last: from its start, Spark's executor holds one of the CPUs Ray tasks use
+                for size in s.sizes:
+                    report.rows += _config_rows(bootstrap, admin, s, size, s.codecs[0], spark=True)
     finally:
         if _SPARK:
             from raykafka.spark_bridge.session import stop_spark
@@ -878,6 +859,32 @@ def run_suite(s: Settings, command: str = "") -> Report:
         _log("hot paths")
         report.hot_paths, report.against = hot_paths.measure(s.against), s.against
     return report
+
+
+def _config_rows(bootstrap: str, admin: Any, s: Settings, size: int, codec: str, spark: bool) -> list[Row]:
+    """One value size and codec: its produce rows, then its consume rows on topics written for
+    them; the Spark rows alone, or every other row."""
+    def wanted(label: str) -> bool:
+        return (_wanted(s, label) and ("Spark" in label) == spark and not (label in QUICK_SKIPS and s.quick_mode)
+                and not (label in UNCOMPRESSED_ONLY and codec != s.codecs[0]))
+
+    rows = []
+    for label, fn in PRODUCERS:
+        if wanted(label):
+            rows.append(_measure("produce", label, size, codec, s,
+                                 lambda fn=fn: fn(bootstrap, admin, s, size, codec)))
+            _drop_topics(admin)
+    topics: dict[bool, str] = {}  # one record per batch or not -> the topic written for that
+    for label, fn in CONSUMERS:
+        if not wanted(label) or (label in QUICK_SKIPS and (size, codec) != (s.sizes[0], s.codecs[0])):
+            continue  # the group's join costs ~25 s a run: one config is enough
+        single = label in SINGLE_RECORD_BATCHES
+        if single not in topics:
+            topics[single] = fill_topic(bootstrap, admin, s.messages, size, codec, **({"per_batch": 1} if single else {}))
+        rows.append(_measure("consume", label, size, codec, s, lambda fn=fn, t=topics[single]: fn(bootstrap, t, s),
+                             NOTES.get(label, "")))
+    _drop_topics(admin)
+    return rows
 
 
 def _why(exc: BaseException) -> str:
