@@ -33,14 +33,6 @@ BATCH_OVERHEAD = 61  # a v2 record batch header
 REQUEST_OVERHEAD = 120  # a Produce request's header and topic/partition framing, roughly
 
 
-def record_size(key: bytes | None, value: bytes | None, headers: list | None = None) -> int:
-    """Bytes one record takes in a batch (an upper estimate), for size limits."""
-    size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-    if headers:
-        size += sum(len(k) + (len(v) if v else 0) + 4 for k, v in headers)
-    return size
-
-
 def _pick(column: Any, idx: Sequence[int]) -> Any:
     """The entries of a column (a list, numpy array or range of ids, a Binary or SharedColumn) at `idx`."""
     if column is None:

@@ -162,6 +162,8 @@ class HeaderColumn(BinaryColumn):
     a DataFrame's headers column, it crosses the actors as one buffer and the flusher copies
     each record's part as it is: no Python object per header anywhere on the way."""
 
+    __slots__ = ()
+
     @classmethod
     def empty(cls, n: int) -> HeaderColumn:
         """`n` records without headers (a count of 0 each)."""
