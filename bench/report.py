@@ -12,8 +12,9 @@ from typing import Any
 
 PEERS = {
     "produce": ["confluent-kafka produce()", "aiokafka send()", "kafka-python send()", "Ray Data write_kafka",
-                "tansu perf (broker ceiling)"],
-    "consume": ["confluent-kafka consume()", "aiokafka getmany()", "kafka-python poll()", "Ray Data read_kafka"],
+                "Ray Data write_kafka from Spark", "tansu perf (broker ceiling)"],
+    "consume": ["confluent-kafka consume()", "aiokafka getmany()", "kafka-python poll()", "Ray Data read_kafka",
+                "Ray Data read_kafka to Spark"],
 }
 
 # (description, kind, ours, peer, needed ratio); latency is "lower is better"
