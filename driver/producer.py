@@ -165,7 +165,7 @@ class _Buffer:
             topic=topic, ids=range(ids[0], ids[-1] + 1) if ids[-1] - ids[0] == n - 1 else np.array(ids, dtype=np.int64),
             values=_shared(_packed(values)),
             keys=None if keys.count(None) == n else _packed(keys),
-            timestamps=timestamps, headers=None if headers.count(None) == n else encode_header_lists(headers),
+            timestamps=timestamps, headers=encode_header_lists(headers),
             partitions=None if partitions.count(-1) == n else partitions, created_ms=self.created_ms,
             nbytes=self.nbytes)
 

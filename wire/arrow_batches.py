@@ -4,12 +4,12 @@
 steps. One Python step per batch checks its header and CRC and decompresses it; then the
 records' edges are found (by numpy over runs of records of one size, else by one Python step
 per record), and numpy reads every field of every record of every batch at once (headers
-too: the first header of every record that has one, then the second, ...). A fetch of many one-record batches costs about
-what one batch of as many records does. Keys and values are then copied out of the fetched
-bytes as strided rows where they have one size, else in one join (or one numpy take when they
-are tiny), and each column is made in one call; no Python object per record survives. Anything
-malformed sends the fetch to a record-by-record reader that names the batch and what is
-wrong. Control batches and records before the requested offset are skipped; aborted
+too: the first header of every record that has one, then the second, ...). A fetch of many
+one-record batches costs about what one batch of as many records does. Keys and values are
+then copied out of the fetched bytes as strided rows where they have one size, else in one
+join (or one numpy take when they are tiny), and each column is made in one call; no Python
+object per record survives. Anything malformed sends the fetch to a record-by-record reader
+that names the batch and what is wrong. Control batches and records before the requested offset are skipped; aborted
 transactions are not filtered (read_uncommitted).
 
 `batches_to_arrow` does the same from `records.decode_record_batches` output (tests, peers).
@@ -201,7 +201,9 @@ def _read_vectorised(source: bytes, extents: list[_Extent], start_offset: int) -
         hdr_kp, hdr_kl, hdr_pos, hdr_len = hdr_kp[kept], hdr_kl[kept], hdr_pos[kept], hdr_len[kept]
         offsets, stamps, types, kp, klen, vp, vlen, hdr_count = (
             a[keep] for a in (offsets, stamps, types, kp, klen, vp, vlen, hdr_count))
-    hdr_keys = _gather_binary(view, hdr_kp, hdr_kl).cast(pa.string())  # not utf-8: ArrowInvalid, a ValueError
+    hdr_keys: list[str] | pa.Array = []
+    if len(hdr_kp):  # not utf-8: ArrowInvalid, a ValueError, and the looped reader names the batch
+        hdr_keys = _gather_binary(view, hdr_kp, hdr_kl).cast(pa.string())
     return _Fields(offsets, stamps, types, kp, klen, vp, vlen, hdr_count, hdr_keys, hdr_pos, hdr_len)
 
 
