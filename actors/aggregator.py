@@ -6,6 +6,12 @@ released through the RetryHandler's broker registry) and by the RetryHandler (`c
 last reference is gone). Calls its own Flusher, with a sequence number on every call so the
 async Flusher can run them in the order they were made.
 
+With compression, `batch.size` and `max.request.size` count bytes on the wire, as the Java
+producer's do: a batch holds record bytes up to batch.size divided by the topic's compression
+ratio, an estimate the Flusher corrects with every batch it compresses (its `flush` returns the
+ratios it measured). Where the estimate was too hopeful, the Flusher cuts the batch before it
+sends it.
+
 Order kept: a partition's messages leave in the order they arrived; a control message (SYN, FIN,
 SHUTDOWN) flushes everything buffered before it, so it stays in-band. A batch that comes back
 from a retry is sent as it is (never merged or split), so its sequence numbers still match the
@@ -26,6 +32,10 @@ log = logging.getLogger("raykafka.producer.aggregator")
 
 # at most this long (s) a lingered set waits for the Flusher to take the previous one
 NAGLE_WAIT = 0.05
+# the estimate of a topic's compression ratio: the largest measured in a Flusher call, with this
+# margin, and never below MIN_RATIO, which bounds a batch to 16 times batch.size in record bytes
+RATIO_MARGIN = 1.1
+MIN_RATIO = 1 / 16
 
 Entry = tuple[str, Any]  # ("produce", [MessageBatch, one per partition]) or ("control", MessageBatch)
 
@@ -51,6 +61,16 @@ class AggregatorState:
         self.queues: dict[tuple[str, int], list[_RecordBatch]] = {}
         self.oldest: float | None = None  # when the oldest buffered message arrived
         self.buffered = 0
+        self.ratios: dict[str, float] = {}  # topic -> estimated compressed bytes per record byte
+
+    def observe(self, ratios: dict[str, float]) -> None:
+        """The compression ratios the Flusher measured (compressed bytes per record byte, by topic)."""
+        for topic, ratio in ratios.items():
+            self.ratios[topic] = min(1.0, max(MIN_RATIO, ratio * RATIO_MARGIN))
+
+    def _batch_limit(self, topic: str) -> int:
+        """Record bytes in one of the topic's batches: batch.size on the wire, by the estimate."""
+        return int(self.batch_size / self.ratios.get(topic, 1.0))
 
     def add(self, batches: list[MessageBatch], now: float) -> list[Entry]:
         out: list[Entry] = []
@@ -90,12 +110,13 @@ class AggregatorState:
             for tp in list(self.queues):
                 queue = self.queues[tp]
                 head = queue[0]
-                if request and size + head.nbytes + BATCH_OVERHEAD > self.max_request_size:
+                wire = int(head.nbytes * self.ratios.get(tp[0], 1.0)) + BATCH_OVERHEAD
+                if request and size + wire > self.max_request_size:
                     continue
                 queue.pop(0)
                 if not queue:
                     del self.queues[tp]
-                size += head.nbytes + BATCH_OVERHEAD
+                size += wire
                 request.append(MessageBatch.concat(head.chunks))
             out.append(("produce", request))
         self.oldest = None
@@ -107,10 +128,11 @@ class AggregatorState:
     def _pieces(self, batch: MessageBatch) -> list[MessageBatch]:
         """`batch` cut to `batch.size` / `batch.num.messages`; a retried batch is never cut."""
         n = len(batch)
-        if batch.retries > 0 or (n <= self.batch_num_messages and batch.nbytes <= self.batch_size):
+        limit = self._batch_limit(batch.topic)
+        if batch.retries > 0 or (n <= self.batch_num_messages and batch.nbytes <= limit):
             return [batch]
         per_record = max(1, batch.nbytes // n)
-        step = max(1, min(self.batch_num_messages, self.batch_size // per_record))
+        step = max(1, min(self.batch_num_messages, limit // per_record))
         return [batch.slice(i, min(n, i + step)) for i in range(0, n, step)]
 
     def _append(self, piece: MessageBatch) -> bool:
@@ -123,8 +145,9 @@ class AggregatorState:
             queue.append(_RecordBatch([piece], len(piece), piece.nbytes, sealed=True))
             return True
         last = queue[-1] if queue else None
+        limit = self._batch_limit(piece.topic)
         if (last is None or last.sealed or last.count + len(piece) > self.batch_num_messages
-                or last.nbytes + piece.nbytes > self.batch_size or not piece.follows(last.chunks[-1])):
+                or last.nbytes + piece.nbytes > limit or not piece.follows(last.chunks[-1])):
             if last is not None:
                 last.sealed = True
             last = _RecordBatch()
@@ -132,7 +155,7 @@ class AggregatorState:
         last.chunks.append(piece)
         last.count += len(piece)
         last.nbytes += piece.nbytes
-        return (len(queue) > 1 or last.count >= self.batch_num_messages or last.nbytes >= self.batch_size)
+        return len(queue) > 1 or last.count >= self.batch_num_messages or last.nbytes >= limit
 
 
 # ---------------------------------------------------------------------------- the Ray actor
@@ -166,6 +189,7 @@ class Aggregator:
 
     def add(self, batches: list[MessageBatch]) -> None:
         with self.lock:
+            self._observe(self.window.finished())  # before cutting: the latest compression ratios
             self._emit(self.state.add(batches, time.monotonic()))
         self.wake.set()
 
@@ -186,8 +210,14 @@ class Aggregator:
     def _emit(self, entries: list[Entry]) -> None:
         if entries:
             self.last = self.flusher.flush.remote(self.seq, entries)
-            self.window.submit(self.last)
+            self._observe(self.window.submit(self.last))
             self.seq += 1
+
+    def _observe(self, results: list[dict[str, float]]) -> None:
+        """The compression ratios returned by the Flusher's calls (see `AggregatorState.observe`)."""
+        for ratios in results:
+            if ratios:
+                self.state.observe(ratios)
 
     def _linger_loop(self) -> None:
         import ray

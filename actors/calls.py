@@ -19,12 +19,24 @@ class CallWindow:
     def __len__(self) -> int:
         return len(self._refs)
 
-    def submit(self, ref: Any) -> None:
+    def submit(self, ref: Any) -> list[Any]:
+        """Add a call; the results of the oldest ones, once more than N are outstanding (waited for)."""
         import ray
 
         self._refs.append(ref)
+        out = []
         while len(self._refs) > self.limit:
-            ray.get(self._refs.popleft())
+            out.append(ray.get(self._refs.popleft()))
+        return out
+
+    def finished(self) -> list[Any]:
+        """The results of the oldest calls that have returned already, without waiting."""
+        import ray
+
+        out = []
+        while self._refs and ray.wait([self._refs[0]], timeout=0)[0]:
+            out.append(ray.get(self._refs.popleft()))
+        return out
 
     def drain(self, timeout: float | None = None) -> None:
         import ray

@@ -14,6 +14,11 @@ which takes a new producer id if no earlier batch of the partition is unresolved
 its batches are retried without being sent, until its chaser (FIN) comes through after every
 request sent before it, or a SYN opens the partition on a new path.
 With one request in flight per connection, a partition's batch is alone on the wire: order holds.
+
+With compression, the Aggregator sizes batches by an estimate of each topic's compression ratio;
+`flush` returns the ratios measured since, to correct it. A batch whose first compression comes
+out larger than `max.request.size` (the estimate was too hopeful) is cut into pieces that fit,
+sent in consecutive requests; with idempotence the pieces keep consecutive sequence numbers.
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ class Flusher:
         self.max_retries = config["retries"]
         self.delivery_timeout_ms = config["delivery.timeout.ms"]
         self.max_in_flight = config["max.in.flight.requests.per.connection"]
+        self.max_request_size = config["max.request.size"]
+        self.ratios: dict[str, float] = {}  # topic -> compressed bytes per record byte, measured since the last flush
         self.inbox: dict[int, tuple[list, asyncio.Future]] = {}
         self.next_seq = 0
         self.flags: dict[tuple[str, int], tuple[Exception, int]] = {}  # partition -> (cause, request index)
@@ -72,14 +79,17 @@ class Flusher:
     def ping(self) -> bool:
         return True
 
-    async def flush(self, seq: int, entries: list) -> None:
-        """Queue the Aggregator's `seq`-th call; returns once its requests are on the wire."""
+    async def flush(self, seq: int, entries: list) -> dict[str, float]:
+        """Queue the Aggregator's `seq`-th call; returns once its requests are on the wire, with the
+        compression ratios measured since the last call returned."""
         if not self._started:
             self._start()
         done = asyncio.get_running_loop().create_future()
         self.inbox[seq] = (entries, done)
         self.new_work.set()
         await done
+        ratios, self.ratios = self.ratios, {}
+        return ratios
 
     def _start(self) -> None:
         self._started = True
@@ -150,13 +160,25 @@ class Flusher:
             for batch in ready:
                 self._report_error(batch, KafkaError(f"{self.path}: the batch's values could not be read: {exc}"))
             return
+        rounds: list[list[tuple[MessageBatch, tuple]]] = [[]]
+        for batch, column in zip(ready, values, strict=True):
+            for i, piece in enumerate(self._encode(batch, column)):  # a cut batch's pieces: one per request
+                if i == len(rounds):
+                    rounds.append([])
+                rounds[i].append(piece)
+        for encoded in rounds:
+            await self._send_request(encoded)
+
+    async def _send_request(self, encoded: list[tuple[MessageBatch, tuple]]) -> None:
+        """One Produce request of encoded record batches (at most one per partition)."""
+        ready = [batch for batch, _ in encoded]
         await self.slots.acquire()
         index = self.request_index
         self.request_index += 1
         try:
             if not self.conn.connected:
                 await self.conn.connect()
-            body = self._build_request(ready, values)
+            body = self._request_body(encoded)
             future = self.conn.send_nowait(messages.PRODUCE, body, expect_response=self.acks != 0)
         except KafkaError as exc:  # not sent: retried behind the requests already in flight
             self.slots.release()
@@ -183,12 +205,29 @@ class Flusher:
             return columns
         return read_fetched(columns, refs, await asyncio.gather(*refs))
 
-    def _build_request(self, batches: list[MessageBatch], values: list[Any]) -> dict[str, Any]:
+    def _encode(self, b: MessageBatch, column: Any) -> list[tuple[MessageBatch, tuple]]:
+        """The batch as one record batch; or, when compression did worse than the Aggregator
+        estimated and it is larger than max.request.size, cut into pieces that each fit."""
+        records = encode_record_batch_parts(
+            column, b.keys, b.timestamps, b.headers, compression=self.codec,
+            producer_id=b.producer_id, producer_epoch=b.producer_epoch, base_sequence=b.base_sequence)
+        size = sum(len(part) for part in records)
+        if not self.codec:
+            return [(b, records)]
+        if b.nbytes:
+            self.ratios[b.topic] = max(self.ratios.get(b.topic, 0.0), size / b.nbytes)
+        n = len(b)
+        if size <= self.max_request_size or n == 1 or b.retries:  # a retry goes as it went before
+            return [(b, records)]
+        step = -(-n // -(-size // (self.max_request_size * 9 // 10)))
+        log.info("%s %s/%d: %d records compressed to %d bytes, over max.request.size: sent in pieces of %d",
+                 self.path, b.topic, b.partition, n, size, step)
+        return [piece for lo in range(0, n, step)
+                for piece in self._encode(b.slice(lo, min(n, lo + step)), column[lo:min(n, lo + step)])]
+
+    def _request_body(self, encoded: list[tuple[MessageBatch, tuple]]) -> dict[str, Any]:
         topics: dict[str, list[dict[str, Any]]] = {}
-        for b, column in zip(batches, values, strict=True):
-            records = encode_record_batch_parts(
-                column, b.keys, b.timestamps, b.headers, compression=self.codec,
-                producer_id=b.producer_id, producer_epoch=b.producer_epoch, base_sequence=b.base_sequence)
+        for b, records in encoded:
             topics.setdefault(b.topic, []).append({"index": b.partition, "records": records})
         return {"transactional_id": None, "acks": self.acks, "timeout_ms": self.timeout_ms,
                 "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()]}

@@ -1,6 +1,7 @@
 """Where the producer spends its time: py-spy on the driver and every actor process while it writes.
 
-    python bench/profile_producer.py [--mode batch|send|consume] [--messages 300000] [--size 100] [--out /tmp/prof]
+    python bench/profile_producer.py [--mode batch|send|consume] [--messages 300000] [--size 100]
+        [--compression none] [--out /tmp/prof]
 
 Writes one collapsed-stack file per process (`py-spy record --format raw`) and prints, for each
 process, the functions with the most samples (self and inclusive). Needs `pip install py-spy`.
@@ -40,6 +41,7 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--out", default="/tmp/prof")
     parser.add_argument("--size", type=int, default=100, help="value bytes")
+    parser.add_argument("--compression", default="none", help="compression.type")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
@@ -59,7 +61,7 @@ def main() -> int:
     with EmbeddedBroker() as broker, Admin(broker.bootstrap) as admin:
         topic = f"prof-{os.getpid()}"
         admin.create_topics({topic: 6})
-        with Producer({"bootstrap.servers": broker.bootstrap, "acks": 1}) as producer:
+        with Producer({"bootstrap.servers": broker.bootstrap, "acks": 1, "compression.type": args.compression}) as producer:
             assert producer.send_batch(topic, [b"w"] * 6, partitions=list(range(6))).result(60).ok
             if args.mode == "consume":
                 table = pa.table({"value": pa.array([value] * n, pa.binary())})

@@ -5,6 +5,7 @@ with a wire-level Produce, confluent-kafka reads back exactly; for every codec.
 """
 
 import asyncio
+import random
 
 import pytest
 
@@ -24,11 +25,14 @@ BASE_TS = 1_700_000_000_000
 
 
 def sample_records(n: int = 300):
-    """Keys (some null), values (some null), headers (some empty, some null-valued), timestamps."""
+    """Keys (some null), values (some null, one of 150,000 random bytes), headers (some empty, some
+    null-valued), timestamps."""
     out = []
     for i in range(n):
         key = None if i % 7 == 0 else f"key-{i % 13}".encode()
         value = None if i % 11 == 5 else (f"value-{i}-".encode() * (1 + i % 5))
+        if i == 17:  # random bytes, past a 64 KiB block: an LZ4 frame of several blocks, one stored
+            value = random.Random(i).randbytes(150_000)
         headers = [] if i % 3 == 0 else [("h", f"{i}".encode()), ("nil", None)]
         out.append((key, value, headers, BASE_TS + i * 3))
     return out

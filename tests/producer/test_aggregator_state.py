@@ -95,3 +95,30 @@ def test_pieces_with_and_without_headers_join_into_one_record_batch_with_each_on
     records = decode_record_batches(encode_record_batch(joined.values, None, 1, joined.headers))[0].records
     assert [(r.value, r.headers) for r in records] == [
         (b"p", []), (b"q", []), (b"r", []), (b"x", [("a", b"1")]), (b"y", []), (b"z", [("b", None), ("c", b"")])]
+
+
+def test_with_a_measured_compression_ratio_batch_size_counts_bytes_on_the_wire():
+    """Once the Flusher has measured that a topic compresses to a tenth, a batch holds about ten
+    times batch.size in record bytes, and a request counts what its batches will weigh on the wire."""
+    state = AggregatorState(linger_ms=1000, batch_size=1000, batch_num_messages=10_000, max_request_size=3000)
+    state.observe({"t": 0.1})
+    assert state.ratios == {"t": 0.1 * 1.1}  # the estimate keeps a margin
+    sets = produce_sets(state.add([batch(0, 200, size=100)], now=0.0))  # 121 bytes a record
+    sizes = [len(b) for s in sets for b in s]
+    assert sizes[0] == int(1000 / 0.11) // 121 == 75  # batch.size / 0.11 in record bytes
+    assert sum(sizes) + sum(len(b) for s in produce_sets(state.drain()) for b in s) == 200
+    state.add([batch(p, 60, size=100) for p in range(4)], now=0.0)
+    sets = produce_sets(state.drain())
+    assert [len(s) for s in sets] == [3, 1]  # ~860 bytes on the wire each: three fit in 3,000
+
+
+def test_the_compression_ratio_estimate_stays_between_a_sixteenth_and_one_and_is_per_topic():
+    state = AggregatorState(linger_ms=1000, batch_size=1000, batch_num_messages=10_000, max_request_size=1 << 20)
+    state.observe({"t": 0.001, "u": 1.4})
+    assert state.ratios == {"t": 1 / 16, "u": 1.0}
+    sets = produce_sets(state.add([batch(0, 400, size=100)], now=0.0))
+    assert len(sets[0][0]) == 16_000 // 121
+    other = MessageBatch(topic="v", partition=0, ids=list(range(25)), values=[b"x" * 100] * 25).measure()
+    assert max(len(b) for s in produce_sets(state.add([other], now=0.0)) for b in s) <= 8  # unmeasured: batch.size
+    state.observe({"t": 0.5})  # data that compresses worse: the estimate follows at once
+    assert state.ratios["t"] == 0.55

@@ -257,3 +257,68 @@ def test_ray_shut_down_under_a_producer_ends_its_messages_and_threads_quietly(bo
     assert "FAILED: Ray was shut down before the message was delivered" in done.stdout
     assert "THREADS LEFT: 0 OF 3" in done.stdout
     assert "Traceback" not in done.stderr and "failed" not in done.stderr, done.stderr[-2000:]
+
+
+def _record_batches(bootstrap: str, topic: str) -> list[tuple[int, int, list[bytes]]]:
+    """Partition 0's record batches as the broker holds them: (bytes on the wire, producer
+    sequence, values), fetched and decoded at the wire level."""
+    import asyncio
+    import struct
+
+    from raykafka.wire import messages
+    from raykafka.wire.cluster import Cluster
+    from raykafka.wire.config import parse_config
+    from raykafka.wire.records import decode_record_batches
+
+    async def fetch() -> bytes:
+        cluster = Cluster(parse_config({"bootstrap.servers": bootstrap}))
+        try:
+            conn = await cluster.leader_connection(topic, 0)
+            body = {"max_wait_ms": 100, "min_bytes": 1, "max_bytes": 64 << 20, "isolation_level": 0,
+                    "topics": [{"topic": topic, "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 64 << 20}]}]}
+            response = await conn.request(messages.FETCH, body, min(conn.version_for(messages.FETCH), 12))
+            return bytes(response.responses[0].partitions[0].records or b"")
+        finally:
+            await cluster.close()
+
+    data, out, pos = asyncio.run(fetch()), [], 0
+    for batch in decode_record_batches(data):
+        size = 12 + struct.unpack_from(">i", data, pos + 8)[0]
+        pos += size
+        out.append((size, batch.base_sequence, [r.value for r in batch.records]))
+    return out
+
+
+def test_compressed_batches_are_sized_on_the_wire_and_cut_when_the_data_stops_compressing(
+        ray_session, bootstrap, topic_name):
+    """With lz4, once the Flusher has measured how well a topic compresses, a batch holds many
+    times batch.size in record bytes; when the data then stops compressing, the over-large batch
+    is cut before it is sent, so none is over max.request.size; every record lands once, in order."""
+    import random
+
+    topic = topic_name("ratio")
+    create_topic(bootstrap, topic, 1)
+    rng = random.Random(5)
+    repetitive = [b"%06d" % i + b"r" * 1994 for i in range(500)]  # 2,000 bytes that compress 50 times
+    noise = [rng.randbytes(500) for _ in range(400)]  # 200,000 bytes that do not compress
+    sent = repetitive + repetitive + noise
+    config = {"bootstrap.servers": bootstrap, "compression.type": "lz4", "batch.size": 16384,
+              "max.request.size": 65536, "linger.ms": 20}
+    with Producer(config) as producer:
+        assert producer.producer_id >= 0  # idempotent: the cut pieces need consecutive sequences
+        results = [producer.send_batch(topic, values, partitions=[0] * len(values)).result(60)
+                   for values in (repetitive, repetitive, noise)]
+    assert [(r.delivered, r.failed) for r in results] == [(500, 0), (500, 0), (400, 0)]
+    assert list(results[1].offsets) == list(range(500, 1000))
+    assert list(results[2].offsets) == list(range(1000, 1400))
+
+    batches = _record_batches(bootstrap, topic)
+    assert [v for _, _, values in batches for v in values] == sent  # once each, in order
+    assert [seq for _, seq, _ in batches] == list(itertools.accumulate([0] + [len(v) for *_, v in batches[:-1]]))
+    first = list(itertools.accumulate(len(v) for *_, v in batches))
+    second = [len(v) for (_, _, v), end in zip(batches, first, strict=True) if 500 < end <= 1000]
+    assert max(second) > 16384 // 2000 * 8  # the ratio measured: batches of many times batch.size
+    third = [size for (size, _, _), end in zip(batches, first, strict=True) if end > 1000]
+    assert len(third) >= 4 and max(third) <= 65536  # 200 KB that did not compress, cut to fit
+    assert read_back(bootstrap, topic, 1, len(sent)) == [(0, i, None, v) for i, v in enumerate(sent)]

@@ -99,3 +99,41 @@ def test_topic_routes_hold_a_topic_until_its_route_then_account_for_every_batch(
     later = MessageBatch(topic="nowhere", ids=[10])
     assert routes.send([later]) == []
     assert other.taken == [[unknown], [later]] and "nowhere" in routes.undirected
+
+
+def test_a_batch_that_compresses_worse_than_estimated_is_cut_into_pieces_that_fit():
+    """The Flusher cuts a batch whose compressed record batch is over max.request.size (the
+    Aggregator's ratio estimate was too hopeful) into pieces that each fit, every record once and
+    in order, with consecutive sequence numbers; it measures the ratio for the Aggregator."""
+    import random
+    from types import SimpleNamespace
+
+    from raykafka.actors.batch import MessageBatch
+    from raykafka.actors.flusher import Flusher
+    from raykafka.wire.columns import BinaryColumn
+    from raykafka.wire.config import parse_config
+    from raykafka.wire.records import decode_record_batches
+
+    config = parse_config({"bootstrap.servers": "localhost:9092", "compression.type": "lz4", "max.request.size": 20_000})
+    flusher = Flusher(SimpleNamespace(config=config), 1, "localhost", 9092)
+    rng = random.Random(3)
+    values = [rng.randbytes(500) for _ in range(100)]  # 50,000 bytes that do not compress
+    column = BinaryColumn.from_list(values)
+    batch = MessageBatch(topic="t", partition=2, ids=range(1000, 1100), values=column, producer_id=9,
+                         producer_epoch=0, base_sequence=40).measure()
+    pieces = flusher._encode(batch, column)
+    assert len(pieces) == 3  # 50 KB in pieces of at most 18,000 bytes
+    assert [i for piece, _ in pieces for i in piece.ids] == list(range(1000, 1100))
+    assert [piece.base_sequence for piece, _ in pieces] == [40, 74, 108]
+    got = []
+    for piece, parts in pieces:
+        assert sum(map(len, parts)) <= 20_000
+        (decoded,) = decode_record_batches(b"".join(parts))
+        assert decoded.base_sequence == piece.base_sequence and decoded.producer_id == 9
+        got += [r.value for r in decoded.records]
+    assert got == values
+    assert 0.9 < flusher.ratios["t"] < 1.1  # measured on the whole batch: compressed bytes per record byte
+    small = MessageBatch(topic="t", partition=2, ids=range(5), values=[b"a" * 100] * 5).measure()
+    assert len(flusher._encode(small, small.values)) == 1
+    retried = MessageBatch(topic="t", partition=2, ids=range(100), values=column, retries=1).measure()
+    assert len(flusher._encode(retried, column)) == 1  # a retry goes as it went the first time

@@ -94,6 +94,47 @@ def test_lz4_is_a_frame_with_independent_blocks():
     assert flg & 0x20  # block independence: Java's KafkaLZ4BlockInputStream needs it
 
 
+def _xxh32(data: bytes, seed: int = 0) -> int:
+    """xxHash32 of fewer than 16 bytes (the LZ4 frame's header checksum), from its specification."""
+    m, p1, p2, p3, p5 = 0xFFFFFFFF, 2654435761, 2246822519, 3266489917, 374761393
+    h = (seed + p5 + len(data)) & m
+    for byte in data:
+        h = (h + byte * p5) & m
+        h = (((h << 11) | (h >> 21)) & m) * p1 & m
+    h ^= h >> 15
+    h = h * p2 & m
+    h ^= h >> 13
+    h = h * p3 & m
+    return h ^ (h >> 16)
+
+
+def test_lz4_frame_header_checksum_matches_its_flags():
+    packed = compress(Compression.LZ4, b"x")
+    assert packed[6] == (_xxh32(packed[4:6]) >> 8) & 0xFF
+
+
+def test_lz4_blocks_of_64_kib_incompressible_ones_stored_and_an_end_mark():
+    import random
+
+    noise = random.Random(7).randbytes(100_000)
+    data = noise + b"y" * 100_000
+    packed = compress(Compression.LZ4, data)
+    pos, blocks = 7, []
+    while True:
+        size = int.from_bytes(packed[pos:pos + 4], "little")
+        pos += 4
+        if size == 0:
+            break
+        blocks.append((bool(size & 0x80000000), size & 0x7FFFFFFF))
+        pos += size & 0x7FFFFFFF
+    assert pos == len(packed)  # the end mark closes the frame
+    assert len(blocks) == 4  # 200,000 bytes in blocks of 64 KiB
+    assert blocks[0] == (True, 65536)  # random bytes do not compress: stored as they are
+    assert blocks[-1][0] is False and blocks[-1][1] < 1000
+    assert decompress(Compression.LZ4, packed) == data
+    assert decompress(Compression.LZ4, compress(Compression.LZ4, b"")) == b""
+
+
 def test_gzip_and_zstd_magic():
     assert compress(Compression.GZIP, b"abc")[:2] == b"\x1f\x8b"
     assert compress(Compression.ZSTD, b"abc")[:4] == b"\x28\xb5\x2f\xfd"
