@@ -3,10 +3,11 @@
     python bench/hot_paths.py [--against GIT_REF]
 
 `send` on the caller's side, `_resolve` settling 20,000 single-message futures, `send_batch`
-turning a 20,000-row Arrow slice into columns, and `records_to_arrow` decoding ten record
-batches of 1,000 records. With `--against`, the same code of that git revision (its
-driver/producer.py and wire/arrow_batches.py, loaded beside the working tree's) runs
-interleaved with the current one, and the table shows both and the speed-up. Medians of 9.
+turning a 20,000-row Arrow slice into columns, `records_to_arrow` decoding ten record batches of
+1,000 records, and LZ4 compressing a megabyte of 1 KiB records. With `--against`, the same code
+of that git revision (its driver/producer.py, wire/arrow_batches.py and wire/compression.py,
+loaded beside the working tree's) runs interleaved with the current one, and the table shows
+both and the speed-up. Medians of 9.
 """
 
 from __future__ import annotations
@@ -82,6 +83,13 @@ def _decode(module: Any, data: bytes) -> float:
     return rate
 
 
+def _lz4(module: Any, body: bytes) -> float:
+    start = time.perf_counter()
+    for _ in range(10):
+        module.compress(3, body)
+    return 10 * len(body) / 1e6 / (time.perf_counter() - start)
+
+
 def _load(name: str, source: str) -> Any:
     path = os.path.join(tempfile.mkdtemp(), name.rsplit(".", 1)[-1] + ".py")
     with open(path, "w") as f:
@@ -105,12 +113,14 @@ def cases() -> list[tuple[str, str, Any]]:
                        for i in range(0, 10_000, 1000))
     data1k = b"".join(encode_record_batch(big[i:i + 1000], base_offset=i, timestamps=1_700_000_000_000)
                       for i in range(0, 10_000, 1000))
+    body = data1k[:len(data1k) // 10]  # about a megabyte of 1 KiB records
     return [
         ("`send` on the caller's side (msg/s)", "producer", _send),
         ("`_resolve`: 20,000 single-message futures settled (msg/s)", "producer", _resolve),
         ("`send_batch`: 20,000-row Arrow slice to columns (rows/s)", "producer", lambda m: _columns(m, table)),
         ("`records_to_arrow`: 100 B values (records/s)", "arrow", lambda m: _decode(m, data100)),
         ("`records_to_arrow`: 1 KiB values (records/s)", "arrow", lambda m: _decode(m, data1k)),
+        ("LZ4: a megabyte of 1 KiB records compressed (MB/s)", "compression", lambda m: _lz4(m, body)),
     ]
 
 
@@ -118,13 +128,15 @@ def measure(against: str | None = None, runs: int = 9) -> list[dict[str, Any]]:
     """One row per hot path: its rate now, and with `against` the rate at that git revision."""
     import raykafka.driver.producer as producer
     import raykafka.wire.arrow_batches as arrow
+    import raykafka.wire.compression as compression
 
-    current = {"producer": producer, "arrow": arrow}
+    current = {"producer": producer, "arrow": arrow, "compression": compression}
     before: dict[str, Any] = {}
     if against:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         for key, path, name in (("producer", "driver/producer.py", "raykafka.driver._bench_producer_before"),
-                                ("arrow", "wire/arrow_batches.py", "raykafka.wire._bench_arrow_before")):
+                                ("arrow", "wire/arrow_batches.py", "raykafka.wire._bench_arrow_before"),
+                                ("compression", "wire/compression.py", "raykafka.wire._bench_compression_before")):
             source = subprocess.run(["git", "-C", root, "show", f"{against}:{path}"], check=True,
                                     capture_output=True, text=True).stdout
             try:
@@ -152,7 +164,10 @@ def main() -> None:
     if args.against:
         print(f"| hot path | {args.against} | now | speed-up |\n| --- | ---: | ---: | ---: |")
         for r in rows:
-            print(f"| {r['path']} | {r['before']:,.0f} | {r['now']:,.0f} | {r['now'] / r['before']:.2f}× |")
+            if r["before"] is None:  # that revision's module does not load beside today's package
+                print(f"| {r['path']} | — | {r['now']:,.0f} | — |")
+            else:
+                print(f"| {r['path']} | {r['before']:,.0f} | {r['now']:,.0f} | {r['now'] / r['before']:.2f}× |")
     else:
         print("| hot path | rate |\n| --- | ---: |")
         for r in rows:

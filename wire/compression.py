@@ -87,10 +87,11 @@ LZ4_END = b"\x00\x00\x00\x00"
 _pack_le32 = struct.Struct("<I").pack
 
 
-def _lz4_compress(data: bytes) -> bytes:
-    # level 0 (acceleration 1), LZ4's fast mode, as librdkafka's default
+def _lz4_compress(data: bytes | memoryview) -> bytes:
+    # level 0 (acceleration 1), LZ4's fast mode, as librdkafka's default. Each block is copied
+    # out of cramjam's buffer first: joining those buffers directly is three times slower.
     compress_block = cramjam.lz4.compress_block
-    parts = [LZ4_FRAME_HEADER]
+    parts: list = [LZ4_FRAME_HEADER]
     view = memoryview(data)
     for start in range(0, len(view), LZ4_BLOCK):
         raw = view[start : start + LZ4_BLOCK]
@@ -100,7 +101,7 @@ def _lz4_compress(data: bytes) -> bytes:
             parts.append(bytes(block))
         else:
             parts.append(_pack_le32(len(raw) | LZ4_STORED))
-            parts.append(bytes(raw))
+            parts.append(raw)
     parts.append(LZ4_END)
     return b"".join(parts)
 
