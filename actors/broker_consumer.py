@@ -25,6 +25,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..wire import messages
 from ..wire.arrow_batches import next_offset
 from ..wire.cluster import Cluster
@@ -192,13 +194,16 @@ class BrokerConsumer:
                     continue  # unsubscribed or resubscribed while the fetch was in flight
                 code = p.error_code
                 if code == 0:
-                    data = p.records or b""
+                    data = p.records  # a view of the response
                     if not data and p.high_watermark == sub.reported_hw:
                         continue
                     fetched_at = sub.offset
                     sub.offset = next_offset(data, sub.offset)
                     sub.reported_hw = p.high_watermark
-                    ref = sub.consumer.feed.remote(sub.sub_id, data or None, fetched_at, p.high_watermark)
+                    # as an array the bytes cross out of band: copied once, into the object store,
+                    # and read there by the partition consumer (as bytes: pickled in, then out)
+                    fed = np.frombuffer(data, np.uint8) if data else None
+                    ref = sub.consumer.feed.remote(sub.sub_id, fed, fetched_at, p.high_watermark)
                     sub.acking = asyncio.wrap_future(ref.future())
                     acks.append(sub.acking)
                     continue

@@ -165,7 +165,7 @@ class PartitionConsumer:
 
     # -- the feeder ------------------------------------------------------------
 
-    async def feed(self, sub_id: int, data: bytes | None, fetch_offset: int, high_watermark: int) -> None:
+    async def feed(self, sub_id: int, data: Any, fetch_offset: int, high_watermark: int) -> None:
         """Data fetched at `fetch_offset`; returns (acks) once the buffer has room for its batch.
 
         The batch is read into Arrow after the ack, so the broker consumer's next fetch overlaps
@@ -176,7 +176,7 @@ class PartitionConsumer:
         self.high_watermark = max(self.high_watermark, high_watermark)
         cond = self._cond()
         async with cond:
-            if not data:
+            if data is None or not len(data):  # the fetched bytes, a uint8 array, or nothing
                 cond.notify_all()
                 return
             await cond.wait_for(lambda: len(self.buffer) + self.reading < MAX_BUFFERED or self.closed
@@ -186,7 +186,7 @@ class PartitionConsumer:
             self.reading += 1
         asyncio.get_running_loop().create_task(self._read(sub_id, data, fetch_offset))
 
-    async def _read(self, sub_id: int, data: bytes, fetch_offset: int) -> None:
+    async def _read(self, sub_id: int, data: Any, fetch_offset: int) -> None:
         """Fetched bytes to one Arrow batch, buffered unless a seek or move came meanwhile."""
         cond = self._cond()
         try:

@@ -51,9 +51,9 @@ _RUN_MIN = 16  # records of one size worth laying out by numpy rather than step 
 
 def next_offset(data: bytes | memoryview | None, default: int) -> int:
     """The offset after the last complete batch in `data`, from batch headers alone."""
-    if not data:
+    if data is None or not len(data):
         return default
-    view = memoryview(data)
+    view = memoryview(data).cast("B")
     pos, end, out = 0, len(view), default
     while end - pos >= HEADER_SIZE:
         base, length = _PREFIX.unpack_from(view, pos)
@@ -71,10 +71,12 @@ def empty_batch() -> pa.RecordBatch:
 
 def records_to_arrow(data: bytes | memoryview | None, topic: str, partition: int, start_offset: int = 0,
                      *, check_crc: bool = True) -> tuple[pa.RecordBatch, int]:
-    """The records at or after `start_offset` in `data`, and the offset to fetch next."""
-    if not data:
+    """The records at or after `start_offset` in `data` (bytes, or any buffer: a view of a Fetch
+    response, a numpy array fed from the object store; read where it lies), and the offset to
+    fetch next."""
+    if data is None or not len(data):
         return empty_batch(), start_offset
-    buf = bytes(data)
+    buf = data if isinstance(data, bytes) else memoryview(data).cast("B")
     extents, segments, after = _scan_batches(buf, topic, partition, start_offset, check_crc)
     if not extents:
         return empty_batch(), after
@@ -84,6 +86,7 @@ def records_to_arrow(data: bytes | memoryview | None, topic: str, partition: int
     except (IndexError, ValueError, DecodeError, UnicodeDecodeError):
         fields = None
     if fields is None:  # something malformed: the loop finds it and names the batch
+        source = bytes(source)  # the loop slices it into keys and values
         fields = _read_looped(source, extents, start_offset, topic, partition)
     if not len(fields.offsets):
         return empty_batch(), after

@@ -315,7 +315,8 @@ def _read_primitive(r: _Reader, type: str, flexible: bool, nullable: bool, name:
             if not nullable:
                 raise DecodeError(f"null for non-nullable bytes {name}")
             return None
-        return bytes(r.take(n))
+        # records stay a view of the frame: megabytes of a Fetch are not copied to be read once
+        return r.take(n) if type == "records" else bytes(r.take(n))
     if type == "bool":
         return r.take(1)[0] != 0
     if type == "uuid":
@@ -406,7 +407,7 @@ class Schema:
         """Decode a body; any malformation raises `DecodeError`, never anything else."""
         if version not in self.versions:
             raise DecodeError(f"{self.name} has no version {version}")
-        r = _Reader(data, pos)
+        r = _Reader(data if isinstance(data, memoryview) else memoryview(data), pos)
         try:
             value = _read_struct(r, self.fields, version, version in self.flexible)
         except DecodeError as exc:

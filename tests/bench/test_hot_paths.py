@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -31,13 +32,18 @@ def _fetched(n: int, per_batch: int, *, keys: bool, headers: bool, codec: int, s
 @pytest.mark.parametrize("size", [10, 100, 1024])
 @pytest.mark.parametrize("start", [0, 333])
 @pytest.mark.parametrize("per_batch", [1, 7, 200])
-def test_numpy_reader_matches_the_loop(monkeypatch, codec, keys, headers, size, start, per_batch):
+@pytest.mark.parametrize("given", ["bytes", "array"])
+def test_numpy_reader_matches_the_loop(monkeypatch, codec, keys, headers, size, start, per_batch, given):
+    """Given as bytes, or as the consumer's feed gives it: a uint8 array (from the object store)."""
     data, values = _fetched(1200, per_batch, keys=keys, headers=headers, codec=codec, size=size)
+    if given == "array":
+        data = np.frombuffer(data, np.uint8)
     fast, after = arrow_batches.records_to_arrow(data, "t", 3, start)
     monkeypatch.setattr(arrow_batches, "_read_vectorised", lambda *a: None)  # every record through the loop
     slow, after_slow = arrow_batches.records_to_arrow(data, "t", 3, start)
     assert fast.equals(slow)
     assert after == after_slow == 1200
+    assert fast.column("value").to_pylist() == values[start:]
     assert fast.column("value").to_pylist() == values[start:]
     assert fast.column("offset").to_pylist() == list(range(start, 1200))
 
