@@ -10,7 +10,9 @@ Response handling is one switch, as Sarama's: success (or DUPLICATE_SEQUENCE_NUM
 before) → results; a retriable error or a dropped connection → flag the partition and retry the
 batch (`retry_message`: give up at `retries` or past `delivery.timeout.ms`, with the cause);
 OUT_OF_ORDER_SEQUENCE_NUMBER → the same, telling the partition's LeaderDispatcher in-band (RESET),
-which takes a new producer id if no earlier batch of the partition is unresolved; anything else → an error naming the cause. While a partition is flagged,
+which takes a new producer id if no earlier batch of the partition is unresolved; MESSAGE_TOO_LARGE
+for a batch of several records → the same for each of its two halves (as the Java producer, not
+counted against `retries`); anything else → an error naming the cause. While a partition is flagged,
 its batches are retried without being sent, until its chaser (FIN) comes through after every
 request sent before it, or a SYN opens the partition on a new path.
 With one request in flight per connection, a partition's batch is alone on the wire: order holds.
@@ -39,6 +41,7 @@ from .shared_column import read_fetched, shared_refs
 
 log = logging.getLogger("raykafka.producer.flusher")
 
+MESSAGE_TOO_LARGE = 10
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 UNKNOWN_PRODUCER_ID = 59
@@ -308,7 +311,15 @@ class Flusher:
                 continue
             error = BrokerError(code, f"{self.path}: produce to {batch.topic}/{batch.partition}",
                                 part.get("error_message") if part is not None else None)
-            if code in SEQUENCE_BROKEN and batch.producer_id >= 0:
+            if code == MESSAGE_TOO_LARGE and len(batch) > 1:
+                # over the broker's message.max.bytes, so not written: as the Java producer, cut in
+                # two and send each half on its own, in order (the halves' sequences follow on);
+                # a cut is not a retry. A single record that is too large fails with the cause.
+                self._flag(tp, error, index)
+                half = len(batch) // 2
+                for piece in (batch.slice(0, half), batch.slice(half, len(batch))):
+                    self.retry_message(piece, error, counted=False)
+            elif code in SEQUENCE_BROKEN and batch.producer_id >= 0:
                 # not written. Either an earlier batch of the partition is still unresolved (it failed
                 # or went unanswered and comes round again: retrying is enough), or the broker lost
                 # this producer's sequence: the LeaderDispatcher tells the two apart (RESET) and only
@@ -339,10 +350,11 @@ class Flusher:
 
     # -- accounting: every message ends here, in the results or back in the retry loop -------
 
-    def retry_message(self, batch: MessageBatch, cause: Exception) -> None:
-        """Sarama's retryMessage: give up at `retries`, else count up and hand to the retry handler."""
+    def retry_message(self, batch: MessageBatch, cause: Exception, counted: bool = True) -> None:
+        """Sarama's retryMessage: give up at `retries` (unless the retry is a cut batch's half, not
+        `counted`) or past delivery.timeout.ms, else count up and hand to the retry handler."""
         if not batch.is_control:
-            if batch.retries >= self.max_retries:
+            if counted and batch.retries >= self.max_retries:
                 self._report_error(batch, cause)
                 return
             if batch.created_ms and time.time() * 1000 - batch.created_ms > self.delivery_timeout_ms:

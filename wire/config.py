@@ -243,10 +243,13 @@ def parse_config(user: Mapping[str, Any] | None, *, require_bootstrap: bool = Tr
         config["auto.offset.reset"] = "latest"
     if config["transactional.id"] is not None:
         raise ConfigError("transactional.id: transactions are not supported")
-    if "enable.idempotence" not in given and config["acks"] != -1:
-        config["enable.idempotence"] = False  # as the Java client: idempotence only by default with acks=all
+    if "enable.idempotence" not in given and (config["acks"] != -1 or config["retries"] == 0):
+        config["enable.idempotence"] = False  # as the Java client: idempotence only by default, and where it can work
     if config["enable.idempotence"] and config["acks"] != -1:
         raise ConfigError("acks: enable.idempotence=true requires acks=all; set enable.idempotence=false to use acks=0 or 1")
+    if config["enable.idempotence"] and config["retries"] == 0:
+        # a batch the broker refuses leaves a gap in the sequence numbers; only a retry closes it
+        raise ConfigError("retries: enable.idempotence=true requires retries > 0; set enable.idempotence=false to use retries=0")
     if config["heartbeat.interval.ms"] >= config["session.timeout.ms"]:
         raise ConfigError("heartbeat.interval.ms: must be lower than session.timeout.ms")
     return config

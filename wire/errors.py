@@ -160,9 +160,15 @@ class BrokerError(KafkaError):
     def __init__(self, code: int, context: str = "", message: str | None = None):
         self.kafka_code = code_for(code)
         self.code = code
+        self.context, self.message = context, message
         self.retriable = self.kafka_code.retriable
         text = f"{self.kafka_code.name} ({code}): {message or self.kafka_code.description}"
         super().__init__(f"{context}: {text}" if context else text)
+
+    def __reduce__(self) -> tuple:
+        # Ray pickles errors between actors; by default an exception is rebuilt from its text,
+        # which this constructor would take for a code: rebuilt from its parts instead
+        return type(self), (self.code, self.context, self.message)
 
     @property
     def name(self) -> str:

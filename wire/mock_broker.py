@@ -57,6 +57,7 @@ _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
+MESSAGE_TOO_LARGE = 10
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_COORDINATOR = 16
@@ -374,12 +375,15 @@ class MockCluster:
     `topics` maps a name to its partition count; partition p starts led by broker p % n + 1.
     `max_versions` caps what ApiVersions advertises per api key (default: every version declared
     in `messages`, which matches what tansu speaks). `coordinator_id` is the broker that answers
-    FindCoordinator and hosts every group.
+    FindCoordinator and hosts every group. `message_max_bytes`, as Kafka's `message.max.bytes`,
+    refuses a larger record batch with MESSAGE_TOO_LARGE.
     """
 
     def __init__(self, n_brokers: int = 3, topics: dict[str, int] | None = None, *,
-                 max_versions: dict[Api | int, int] | None = None, coordinator_id: int = 1):
+                 max_versions: dict[Api | int, int] | None = None, coordinator_id: int = 1,
+                 message_max_bytes: int | None = None):
         self.lock = threading.RLock()
+        self.message_max_bytes = message_max_bytes  # a larger record batch: MESSAGE_TOO_LARGE, as Kafka's
         self._arrived = threading.Condition(self.lock)  # notified on every request read
         self.faults: Counter[str] = Counter()
         self.handler_errors: list[str] = []
@@ -713,6 +717,10 @@ class MockCluster:
             return out
         assert p is not None
         out["log_start_offset"] = p.log_start_offset
+        if self.message_max_bytes is not None and len(records or b"") > self.message_max_bytes:
+            self.faults["message_too_large"] += 1
+            out["error_code"] = MESSAGE_TOO_LARGE
+            return out
         try:
             batches = decode_record_batches(records or b"")
         except DecodeError as exc:

@@ -251,3 +251,31 @@ def test_a_too_large_message_fails_alone_and_the_rest_keep_their_partitions(ray_
         assert result.partitions.tolist() == [1, -1, 1, 0]
         assert "max.request.size" in str(result.errors[1])
         assert log_of(cluster, "t", 1) == [b"a", b"c"] and log_of(cluster, "t", 0) == [b"d"]
+
+
+@pytest.mark.parametrize("extra", [{}, {"acks": 1, "retries": 0}], ids=["idempotent", "acks1-retries0"])
+def test_a_batch_over_the_brokers_message_max_bytes_is_cut_in_halves_until_they_fit(ray_session, extra):
+    """As the Java producer: a batch of many records refused with MESSAGE_TOO_LARGE is cut in
+    two and each half sent on its own (not counted as a retry: it works with retries=0), every
+    record once and in order; a record that alone is over the broker's limit fails with the
+    cause, alone, and what comes after it is written (idempotent: under a new producer id, as
+    the refused record left a gap in the sequence numbers)."""
+    with MockCluster(n_brokers=1, topics={"t": 1}, message_max_bytes=20_000) as cluster:
+        with Producer(config(cluster, **extra)) as producer:
+            idempotent = producer.producer_id >= 0
+            values = [b"%04d" % i + b"v" * 196 for i in range(300)]  # one batch of about 63 KB
+            result = producer.send_batch("t", values, partitions=[0] * 300).result(60)
+            alone = producer.send("t", b"x" * 30_000, partition=0)
+            with pytest.raises(BrokerError, match="produce to t/0: MESSAGE_TOO_LARGE") as info:
+                alone.result(60)
+            assert info.value.code == 10 and not info.value.retriable
+            after = producer.send("t", b"after", partition=0).result(60)
+        assert idempotent == ("acks" not in extra)
+        assert (result.delivered, result.failed) == (300, 0)
+        assert result.offsets.tolist() == list(range(300))
+        assert after.offset == 300
+        assert log_of(cluster, "t", 0) == values + [b"after"]
+        assert cluster.faults["message_too_large"] == 1 + 2 + 1  # 63 KB, its two halves, the lone record
+        written = [len(p.records) for r in cluster.requests(messages.PRODUCE) for t in r.topic_data
+                   for p in t.partition_data if 10_000 < len(p.records) <= 20_000]
+        assert len(written) == 4  # the quarters

@@ -42,6 +42,14 @@ def test_bootstrap_is_required():
         parse_config({})
 
 
+def test_retries_0_turns_default_idempotence_off_and_refuses_it_asked_for():
+    """A refused batch leaves a gap in the sequence numbers that only a retry closes (Java's rule)."""
+    assert parse_config({"bootstrap.servers": "h:1", "retries": 0})["enable.idempotence"] is False
+    assert parse_config({"bootstrap.servers": "h:1", "retries": 1})["enable.idempotence"] is True
+    with pytest.raises(ConfigError, match="retries: enable.idempotence=true requires retries > 0"):
+        parse_config({"bootstrap.servers": "h:1", "retries": 0, "enable.idempotence": True})
+
+
 def test_acks_without_idempotence_settings_turns_idempotence_off_as_java_does():
     assert parse_config({"bootstrap.servers": "h:1", "acks": "1"})["enable.idempotence"] is False
     with pytest.raises(ConfigError, match="acks"):
