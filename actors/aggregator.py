@@ -176,6 +176,7 @@ class Aggregator:
                                      config["max.request.size"])
         self.flusher = create(Flusher, "flusher", ctx, f"{node_id}-{time.monotonic_ns()}", node_id, host, port)
         self.window = CallWindow(ctx.window)
+        self.compressed = config["compression.type"] != "none"  # only then do the Flusher's answers say anything
         self.seq = 0
         self.last: Any = None  # the previous call to the Flusher
         self.lock = threading.Lock()
@@ -189,7 +190,8 @@ class Aggregator:
 
     def add(self, batches: list[MessageBatch]) -> None:
         with self.lock:
-            self._observe(self.window.finished())  # before cutting: the latest compression ratios
+            if self.compressed:
+                self._observe(self.window.finished())  # before cutting: the latest compression ratios
             self._emit(self.state.add(batches, time.monotonic()))
         self.wake.set()
 
