@@ -200,8 +200,8 @@ class BrokerConsumer:
                     fetched_at = sub.offset
                     sub.offset = next_offset(data, sub.offset)
                     sub.reported_hw = p.high_watermark
-                    # as an array the bytes cross out of band: copied once, into the object store,
-                    # and read there by the partition consumer (as bytes: pickled in, then out)
+                    # the view as an array: Ray copies it once, into the object store, where the
+                    # partition consumer reads it (as bytes it would first be copied out of the response)
                     fed = np.frombuffer(data, np.uint8) if data else None
                     ref = sub.consumer.feed.remote(sub.sub_id, fed, fetched_at, p.high_watermark)
                     sub.acking = asyncio.wrap_future(ref.future())

@@ -10,11 +10,12 @@ Response handling is one switch, as Sarama's: success (or DUPLICATE_SEQUENCE_NUM
 before) → results; a retriable error or a dropped connection → flag the partition and retry the
 batch (`retry_message`: give up at `retries` or past `delivery.timeout.ms`, with the cause);
 OUT_OF_ORDER_SEQUENCE_NUMBER → the same, telling the partition's LeaderDispatcher in-band (RESET),
-which takes a new producer id if no earlier batch of the partition is unresolved; MESSAGE_TOO_LARGE
-for a batch of several records → the same for each of its two halves (as the Java producer, not
-counted against `retries`); anything else → an error naming the cause. While a partition is flagged,
-its batches are retried without being sent, until its chaser (FIN) comes through after every
-request sent before it, or a SYN opens the partition on a new path.
+which takes a new producer id if no earlier batch of the partition is unresolved;
+MESSAGE_TOO_LARGE for a batch of several records → flag the partition and retry each of the
+batch's two halves on its own (as the Java producer; not counted against `retries`); anything
+else → an error naming the cause. While a partition is flagged, its batches are retried without
+being sent, until its chaser (FIN) comes through after every request sent before it, or a SYN
+opens the partition on a new path.
 With one request in flight per connection, a partition's batch is alone on the wire: order holds.
 
 With compression, the Aggregator sizes batches by an estimate of each topic's compression ratio;
