@@ -30,12 +30,17 @@ class CallWindow:
         return out
 
     def finished(self) -> list[Any]:
-        """The results of the oldest calls that have returned already, without waiting."""
+        """The results of the oldest calls that have returned already, without waiting. A call
+        that failed stays in the window, for `submit` or `drain` to raise as they always do."""
         import ray
 
         out = []
         while self._refs and ray.wait([self._refs[0]], timeout=0)[0]:
-            out.append(ray.get(self._refs.popleft()))
+            try:
+                out.append(ray.get(self._refs[0]))
+            except Exception:
+                break
+            self._refs.popleft()
         return out
 
     def drain(self, timeout: float | None = None) -> None:

@@ -215,9 +215,9 @@ class Flusher:
         records = encode_record_batch_parts(
             column, b.keys, b.timestamps, b.headers, compression=self.codec,
             producer_id=b.producer_id, producer_epoch=b.producer_epoch, base_sequence=b.base_sequence)
-        size = sum(len(part) for part in records)
         if not self.codec:
             return [(b, records)]
+        size = sum(len(part) for part in records)
         if b.nbytes:
             self.ratios[b.topic] = max(self.ratios.get(b.topic, 0.0), size / b.nbytes)
         n = len(b)

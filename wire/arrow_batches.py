@@ -9,8 +9,8 @@ one-record batches costs about what one batch of as many records does. Keys and 
 then copied out of the fetched bytes as strided rows where they have one size, else in one
 join (or one numpy take when they are tiny), and each column is made in one call; no Python
 object per record survives. Anything malformed sends the fetch to a record-by-record reader
-that names the batch and what is wrong. Control batches and records before the requested offset are skipped; aborted
-transactions are not filtered (read_uncommitted).
+that names the batch and what is wrong. Control batches and records before the requested
+offset are skipped; aborted transactions are not filtered (read_uncommitted).
 
 `batches_to_arrow` does the same from `records.decode_record_batches` output (tests, peers).
 """

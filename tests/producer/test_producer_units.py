@@ -137,3 +137,29 @@ def test_a_batch_that_compresses_worse_than_estimated_is_cut_into_pieces_that_fi
     assert len(flusher._encode(small, small.values)) == 1
     retried = MessageBatch(topic="t", partition=2, ids=range(100), values=column, retries=1).measure()
     assert len(flusher._encode(retried, column)) == 1  # a retry goes as it went the first time
+
+
+def test_a_call_window_gives_finished_results_and_keeps_a_failed_call_for_drain_to_raise(ray_session):
+    """The Aggregator reads its Flusher's answers (compression ratios) from calls that have
+    returned; a call that failed is not swallowed there: `drain` still raises it."""
+    import ray
+
+    from raykafka.actors.calls import CallWindow
+
+    @ray.remote
+    def answer(x):
+        return x
+
+    @ray.remote
+    def fail():
+        raise RuntimeError("flusher bug")
+
+    window = CallWindow(8)
+    refs = [answer.remote({"t": 0.5}), answer.remote({"t": 0.25}), fail.remote(), answer.remote({})]
+    for ref in refs:
+        window.submit(ref)
+    ray.wait(refs, num_returns=len(refs), timeout=30)
+    assert window.finished() == [{"t": 0.5}, {"t": 0.25}]
+    assert len(window) == 2  # the failed call and the one after it
+    with pytest.raises(RuntimeError, match="flusher bug"):
+        window.drain()
