@@ -14,7 +14,10 @@ and so is every cached producer when the process exits.
 from __future__ import annotations
 
 import atexit
+import hashlib
+import hmac
 import logging
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -24,6 +27,10 @@ from typing import Any
 log = logging.getLogger("raykafka.spark_bridge")
 
 IDLE_TIMEOUT = 600.0
+
+# Keys are keyed hashes, so no password of a config is held in one (nor can be guessed from
+# one offline); the key is this process's own, as the cache is.
+_KEY_SECRET = os.urandom(32)
 
 
 @dataclass
@@ -45,7 +52,9 @@ class ProducerCache:
 
     @staticmethod
     def key(config: Mapping[str, Any]) -> str:
-        return repr(sorted((str(k), repr(v)) for k, v in config.items()))
+        """The same for equal configs, different for configs that differ in any value (a password too)."""
+        text = repr(sorted((str(k), repr(v)) for k, v in config.items()))
+        return hmac.new(_KEY_SECRET, text.encode(), hashlib.sha256).hexdigest()
 
     def acquire(self, config: Mapping[str, Any]) -> Any:
         """The open producer for `config`, started if there is none (or the one there died)."""

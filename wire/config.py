@@ -53,6 +53,13 @@ def _optional_str(key: str, value: Any) -> str | None:
     return None if value is None else _str(key, value)
 
 
+def _secret(key: str, value: Any) -> str | None:
+    """A password: a string or unset, and never shown, not even in the error about it."""
+    if value is None or isinstance(value, str):
+        return value
+    raise ConfigError(f"{key}: expected a string, got a value of type {type(value).__name__}")
+
+
 def _choice(*choices: str) -> Check:
     def check(key: str, value: Any) -> str:
         text = str(value).lower() if isinstance(value, (str, int)) else value
@@ -157,11 +164,11 @@ PROPERTIES: dict[str, Property] = {
     "security.protocol": Property("plaintext", _choice("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"), ""),
     "sasl.mechanism": Property("PLAIN", lambda k, v: _choice("plain", "scram-sha-256", "scram-sha-512")(k, v).upper(), ""),
     "sasl.username": Property(None, _optional_str, ""),
-    "sasl.password": Property(None, _optional_str, ""),
+    "sasl.password": Property(None, _secret, "never shown in a repr, a log or an error"),
     "ssl.ca.location": Property(None, _optional_str, "CA bundle to verify the broker with"),
     "ssl.certificate.location": Property(None, _optional_str, "client certificate"),
     "ssl.key.location": Property(None, _optional_str, "client key"),
-    "ssl.key.password": Property(None, _optional_str, ""),
+    "ssl.key.password": Property(None, _secret, "never shown in a repr, a log or an error"),
     "ssl.endpoint.identification.algorithm": Property("https", _choice("https", "none", ""), ""),
     # producer
     "acks": Property(-1, _acks, "0, 1 or all (-1)"),
@@ -210,8 +217,18 @@ ALIASES = {"max.poll.interval.ms": "rebalance.timeout.ms", "sasl.mechanisms": "s
            "request.required.acks": "acks", "metadata.broker.list": "bootstrap.servers"}
 
 
+SECRETS = frozenset({"sasl.password", "ssl.key.password"})
+
+
 class Config(dict):
-    """Checked properties with every default filled in; read as `config["linger.ms"]`."""
+    """Checked properties with every default filled in; read as `config["linger.ms"]`.
+
+    Its repr shows the passwords in `SECRETS` as `[hidden]` (Java's `Password` prints so).
+    """
+
+    def __repr__(self) -> str:
+        shown = {k: "[hidden]" if k in SECRETS and v is not None else v for k, v in self.items()}
+        return f"Config({shown!r})"
 
     def __getattr__(self, name: str) -> Any:
         try:

@@ -14,14 +14,10 @@ which Kafka does not) is dropped.
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import hmac
 import logging
 import os
 import ssl
 import struct
-from collections.abc import Generator
 from typing import Any
 
 from . import messages
@@ -35,6 +31,7 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .protocol import Api, Struct, decode_response_header, encode_request
+from .sasl import SaslCredentials, authenticate
 
 log = logging.getLogger("raykafka.wire.connection")
 
@@ -86,7 +83,7 @@ class BrokerConnection:
         try:
             await self._negotiate_versions()
             if self.sasl is not None:
-                await self._authenticate(self.sasl)
+                await authenticate(self, self.sasl)
         except BaseException:
             await self.close()
             raise
@@ -239,99 +236,6 @@ class BrokerConnection:
         if response.error_code:
             raise BrokerError(response.error_code, f"ApiVersions to {self.host}:{self.port}")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-
-    async def _authenticate(self, sasl: SaslCredentials) -> None:
-        """SaslHandshake v1, then the mechanism's exchange in SaslAuthenticate frames.
-
-        Every failure is an `AuthenticationError` naming the mechanism, the user and the
-        broker. A broker that does not offer the mechanism either says so with the list it
-        offers (Kafka) or closes the connection (tansu 0.6.0).
-        """
-        who = f"SASL {sasl.mechanism} as {sasl.username!r} with {self.host}:{self.port}"
-        try:
-            handshake = await self.request(messages.SASL_HANDSHAKE, {"mechanism": sasl.mechanism})
-        except BrokerConnectionError as exc:
-            raise AuthenticationError(
-                f"{who}: the broker closed the connection at SaslHandshake: it does not offer "
-                f"{sasl.mechanism}, or does not do SASL at all") from exc
-        if handshake.error_code:
-            raise AuthenticationError(
-                f"{who}: refused at SaslHandshake ({BrokerError(handshake.error_code)}); the broker offers "
-                f"{', '.join(handshake.mechanisms) or 'no mechanism'}")
-        exchange = sasl.exchange()
-        token = next(exchange)
-        while True:
-            try:
-                response = await self.request(messages.SASL_AUTHENTICATE, {"auth_bytes": token})
-            except BrokerConnectionError as exc:
-                raise AuthenticationError(f"{who} failed: {exc}") from exc
-            if response.error_code:
-                raise AuthenticationError(
-                    f"{who} failed: {response.error_message or BrokerError(response.error_code)}")
-            try:
-                token = exchange.send(response.auth_bytes or b"")
-            except StopIteration:
-                return
-            except ScramError as exc:
-                raise AuthenticationError(f"{who} failed: {exc}") from exc
-
-
-class ScramError(ValueError):
-    """The broker's side of a SCRAM exchange is wrong or reports an error (`e=`)."""
-
-
-class SaslCredentials:
-    """SASL PLAIN or SCRAM-SHA-256/512 credentials, and the client side of their exchange."""
-
-    MECHANISMS = {"PLAIN": None, "SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
-
-    def __init__(self, mechanism: str, username: str, password: str):
-        self.mechanism = mechanism.upper()
-        if self.mechanism not in self.MECHANISMS:
-            raise ConfigError(f"sasl.mechanism: {mechanism} is not supported (use one of {', '.join(self.MECHANISMS)})")
-        self.username = username
-        self.password = password
-
-    def __repr__(self) -> str:
-        return f"SaslCredentials({self.mechanism}, {self.username!r})"
-
-    def exchange(self, nonce: str | None = None) -> Generator[bytes, bytes, None]:
-        """Yield each token to send; receive the broker's answer to it. `nonce` is for tests."""
-        if self.mechanism == "PLAIN":
-            yield b"\0" + self.username.encode() + b"\0" + self.password.encode()
-            return
-        yield from self._scram(self.MECHANISMS[self.mechanism], nonce or base64.b64encode(os.urandom(24)).decode())
-
-    def _scram(self, digest: Any, nonce: str) -> Generator[bytes, bytes, None]:
-        """RFC 5802 without channel binding (gs2 header "n,,"), as Kafka brokers speak it."""
-        user = self.username.replace("=", "=3D").replace(",", "=2C")
-        client_first_bare = f"n={user},r={nonce}"
-        server_first = (yield ("n,," + client_first_bare).encode()).decode()
-        fields = _scram_fields(server_first)
-        if not fields.get("r", "").startswith(nonce) or "s" not in fields or "i" not in fields:
-            raise ScramError(f"unexpected server-first-message {server_first!r}")
-        salted = hashlib.pbkdf2_hmac(digest().name, self.password.encode(), base64.b64decode(fields["s"]),
-                                     int(fields["i"]))
-        client_key = hmac.new(salted, b"Client Key", digest).digest()
-        stored_key = digest(client_key).digest()
-        without_proof = f"c=biws,r={fields['r']}"
-        auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
-        signature = hmac.new(stored_key, auth_message, digest).digest()
-        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-        server_final = (yield f"{without_proof},p={base64.b64encode(proof).decode()}".encode()).decode()
-        fields = _scram_fields(server_final)
-        server_key = hmac.new(salted, b"Server Key", digest).digest()
-        expected = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
-        if fields.get("v") != expected:
-            raise ScramError(f"the broker's signature does not verify ({server_final!r})")
-
-
-def _scram_fields(message: str) -> dict[str, str]:
-    """`k=v,k=v` into a dict; an `e=` error from the broker raises `ScramError` with its text."""
-    fields = dict(item.split("=", 1) for item in message.split(",") if "=" in item)
-    if "e" in fields:
-        raise ScramError(f"the broker says {fields['e']}")
-    return fields
 
 
 def security_from_config(config: dict[str, Any]) -> tuple[ssl.SSLContext | None, SaslCredentials | None]:

@@ -1,27 +1,44 @@
-"""Brokers for the security tests: tansu behind a TLS front, and tansu with SASL required.
+"""Brokers for the security tests: tansu behind a TLS front, tansu behind a SASL front, and
+tansu with SASL required.
 
 tansu 0.6.0 cannot serve TLS itself: its `--cert` and `--key` flags sit in one clap group,
 which makes them mutually exclusive ("the argument '--cert <CERT>' cannot be used with
 '--key <KEY>'"), and `--cert` alone leaves a plaintext listener. So TLS is terminated by
 `TlsFront`, a small asyncio TLS server (Python's OpenSSL) in front of a real tansu, which
-advertises the front's port in Metadata. The certificates are a throwaway CA and a server
-certificate for 127.0.0.1/localhost, made with the `openssl` command at session start.
+advertises the front's port in Metadata. The certificates are a throwaway CA, a server
+certificate for 127.0.0.1/localhost, and one for another host name only, made with the
+`openssl` command at session start.
+
+tansu 0.6.0 with `--authentication` offers only SCRAM and cannot be given a SCRAM user (see
+test_tls_sasl.py), so a successful login is shown against `SaslFront`: it answers
+SaslHandshake and SaslAuthenticate itself for one known user (PLAIN, and the server side of
+SCRAM-SHA-256/512 written here from RFC 5802, apart from the client's code), then pipes the
+connection to a real tansu as `TlsFront` does. A test can make it hostile (a bad
+server-first or server-final message, or no answer) to check the client's refusals.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
+import hmac
+import os
 import ssl
+import struct
 import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from raykafka.driver.embedded_broker import EmbeddedBroker, free_port
+from raykafka.wire import messages
+from raykafka.wire.errors import BY_NAME
 from raykafka.wire.loop import LoopThread
+from raykafka.wire.protocol import decode_request, encode_response
 
 
 @dataclass
@@ -30,6 +47,10 @@ class Certs:
     cert: Path  # server certificate for localhost and 127.0.0.1
     key: Path
     other_ca: Path  # a CA that signed nothing here: verifying with it must fail
+    other_host_cert: Path  # signed by `ca`, but for kafka.example.com only: not for 127.0.0.1/localhost
+    other_host_key: Path
+    encrypted_key: Path  # `key`, encrypted with `key_password` (a client key for ssl.key.password)
+    key_password: str
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -43,30 +64,46 @@ def _make_ca(name: str, cwd: Path) -> None:
              cwd=cwd)
 
 
+def _make_server_cert(name: str, cn: str, san: str, cwd: Path) -> None:
+    (cwd / f"{name}.ext").write_text(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n"
+                                     "extendedKeyUsage=serverAuth\n")
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=cwd)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext", cwd=cwd)
+
+
 @pytest.fixture(scope="session")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     d = tmp_path_factory.mktemp("certs")
     _make_ca("ca", d)
     _make_ca("other-ca", d)
-    (d / "server.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
-                                  "extendedKeyUsage=serverAuth\n")
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost", cwd=d)
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", "server.pem", "-days", "2", "-extfile", "server.ext", cwd=d)
-    return Certs(ca=d / "ca.pem", cert=d / "server.pem", key=d / "server.key", other_ca=d / "other-ca.pem")
+    _make_server_cert("server", "localhost", "DNS:localhost,IP:127.0.0.1", d)
+    _make_server_cert("other-host", "kafka.example.com", "DNS:kafka.example.com", d)
+    key_password = "key-pass-" + os.urandom(6).hex()
+    _openssl("pkey", "-in", "server.key", "-aes256", "-passout", f"pass:{key_password}",
+             "-out", "server-encrypted.key", cwd=d)
+    return Certs(ca=d / "ca.pem", cert=d / "server.pem", key=d / "server.key", other_ca=d / "other-ca.pem",
+                 other_host_cert=d / "other-host.pem", other_host_key=d / "other-host.key",
+                 encrypted_key=d / "server-encrypted.key", key_password=key_password)
 
 
 class TlsFront:
-    """Accepts TLS on `port` and pipes the plaintext both ways to `target_port` (a stunnel)."""
+    """Accepts TLS on `port` and pipes the plaintext both ways to `target_port` (a stunnel).
 
-    def __init__(self, target_port: int, cert: Path, key: Path, host: str = "127.0.0.1"):
+    Without `cert` it accepts plain TCP (for `SaslFront`, which can run with or without TLS).
+    """
+
+    def __init__(self, target_port: int, cert: Path | None = None, key: Path | None = None,
+                 host: str = "127.0.0.1"):
         self.host = host
         self.port = free_port(host)
         self.target_port = target_port
-        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.context.load_cert_chain(cert, key)
-        self.connections = 0  # TLS handshakes that completed
+        self.context: ssl.SSLContext | None = None
+        if cert is not None:
+            self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            self.context.load_cert_chain(cert, key)
+        self.connections = 0  # connections accepted (with TLS: handshakes that completed)
         self._loop = LoopThread("tls-front")
         self._server: asyncio.Server | None = None
 
@@ -93,7 +130,20 @@ class TlsFront:
         except OSError:
             writer.close()
             return
+        try:
+            admitted = await self._admit(reader, writer, up_reader, up_writer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            admitted = False
+        if not admitted:
+            writer.close()
+            up_writer.close()
+            return
         await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer), return_exceptions=True)
+
+    async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     up_reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter) -> bool:
+        """Whether to pipe this connection through: every one, here."""
+        return True
 
     @staticmethod
     async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -123,6 +173,215 @@ def tls_broker(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             yield TlsBroker(f"{front.host}:{front.port}", broker, front, certs)
     finally:
         front.stop()
+
+
+# -- SASL front: Kafka's SASL exchange answered here, then the bytes piped to a real tansu -------
+
+SASL_AUTHENTICATION_FAILED = BY_NAME["SASL_AUTHENTICATION_FAILED"].code
+UNSUPPORTED_SASL_MECHANISM = BY_NAME["UNSUPPORTED_SASL_MECHANISM"].code
+SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+
+
+class LoginRefused(Exception):
+    """The client's credentials or messages are not acceptable (the text goes to the client)."""
+
+
+class ScramServer:
+    """The server side of one SCRAM exchange (RFC 5802 section 5), for users whose passwords it knows."""
+
+    def __init__(self, mechanism: str, users: dict[str, str], iterations: int):
+        self.hash = SCRAM_HASHES[mechanism]
+        self.users = users
+        self.iterations = iterations
+        self.client_nonce = ""
+
+    def first(self, client_first: bytes) -> bytes:
+        gs2, _, bare = client_first.decode().partition(",,")
+        attributes = dict(item.split("=", 1) for item in bare.split(","))
+        user = attributes["n"].replace("=2C", ",").replace("=3D", "=")
+        if gs2 != "n" or user not in self.users:
+            raise LoginRefused("unknown user")
+        self.client_nonce = attributes["r"]
+        salt = os.urandom(16)
+        salted = hashlib.pbkdf2_hmac(self.hash().name, self.users[user].encode(), salt, self.iterations)
+        self.stored_key = self.hash(self._hmac(salted, b"Client Key")).digest()
+        self.server_key = self._hmac(salted, b"Server Key")
+        self.nonce = self.client_nonce + base64.b64encode(os.urandom(18)).decode()
+        self.client_first_bare = bare
+        self.server_first = f"r={self.nonce},s={base64.b64encode(salt).decode()},i={self.iterations}"
+        return self.server_first.encode()
+
+    def final(self, client_final: bytes) -> bytes:
+        without_proof, _, proof = client_final.decode().rpartition(",p=")
+        if without_proof != f"c=biws,r={self.nonce}":
+            raise LoginRefused("bad client-final-message")
+        auth_message = f"{self.client_first_bare},{self.server_first},{without_proof}".encode()
+        client_signature = self._hmac(self.stored_key, auth_message)
+        client_key = bytes(a ^ b for a, b in zip(base64.b64decode(proof), client_signature, strict=False))
+        if self.hash(client_key).digest() != self.stored_key:
+            raise LoginRefused("invalid credentials")
+        return b"v=" + base64.b64encode(self._hmac(self.server_key, auth_message))
+
+    def _hmac(self, key: bytes, message: bytes) -> bytes:
+        return hmac.new(key, message, self.hash).digest()
+
+
+def _plain_login(token: bytes, users: dict[str, str]) -> None:
+    _authzid, user, password = token.decode().split("\0")
+    if users.get(user) != password:
+        raise LoginRefused("invalid credentials")
+
+
+@dataclass
+class Hostility:
+    """How `SaslFront` misbehaves: each hook takes what an honest server would send and returns what to send."""
+
+    server_first: Callable[[ScramServer, bytes], bytes] | None = None
+    server_final: Callable[[ScramServer, bytes], bytes] | None = None
+    silent: bool = False  # never answer SaslAuthenticate
+
+
+@dataclass
+class LoginLog:
+    logins: dict[str, int] = field(default_factory=dict)  # mechanism -> successful logins
+    refusals: list[str] = field(default_factory=list)
+
+
+class SaslFront(TlsFront):
+    """Kafka's SASL gate for `users` before a real tansu, with or without TLS.
+
+    Per connection, as a Kafka broker with a SASL listener: ApiVersions is answered by tansu;
+    SaslHandshake v1 picks PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; SaslAuthenticate frames
+    carry the exchange; a wrong password is answered SASL_AUTHENTICATION_FAILED and the
+    connection closed; any other request before a login closes the connection. After a
+    login every byte is piped both ways to tansu.
+    """
+
+    MECHANISMS = ("PLAIN", *SCRAM_HASHES)
+
+    def __init__(self, target_port: int, users: dict[str, str], cert: Path | None = None,
+                 key: Path | None = None, iterations: int = 4096):
+        super().__init__(target_port, cert, key)
+        self.users = users
+        self.iterations = iterations
+        self.hostility = Hostility()
+        self.log = LoginLog()
+
+    async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     up_reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter) -> bool:
+        mechanism: str | None = None
+        scram: ScramServer | None = None
+        while True:
+            frame = await _read_frame(reader)
+            if struct.unpack_from(">h", frame)[0] == messages.API_VERSIONS.key:
+                up_writer.write(struct.pack(">i", len(frame)) + frame)
+                response = await _read_frame(up_reader)
+                writer.write(struct.pack(">i", len(response)) + response)
+                continue
+            api, version, correlation_id, _client_id, body = decode_request(frame, messages.APIS)
+            if api is messages.SASL_HANDSHAKE and version >= 1 and mechanism is None:
+                known = body.mechanism in self.MECHANISMS
+                mechanism = body.mechanism if known else None
+                writer.write(encode_response(api, version, correlation_id, {
+                    "error_code": 0 if known else UNSUPPORTED_SASL_MECHANISM,
+                    "mechanisms": list(self.MECHANISMS)}))
+                if not known:
+                    return False
+            elif api is messages.SASL_AUTHENTICATE and mechanism is not None:
+                if self.hostility.silent:
+                    await reader.read()  # until the client gives up and closes
+                    return False
+                try:
+                    if mechanism == "PLAIN":
+                        _plain_login(body.auth_bytes, self.users)
+                        answer, done = b"", True
+                    elif scram is None:
+                        scram = ScramServer(mechanism, self.users, self.iterations)
+                        answer, done = self._as_hostile("server_first", scram, scram.first(body.auth_bytes)), False
+                    else:
+                        answer, done = self._as_hostile("server_final", scram, scram.final(body.auth_bytes)), True
+                except (LoginRefused, ValueError, KeyError) as exc:
+                    self.log.refusals.append(f"{mechanism}: {exc}")
+                    writer.write(encode_response(api, version, correlation_id, {
+                        "error_code": SASL_AUTHENTICATION_FAILED, "auth_bytes": b"",
+                        "error_message": f"Authentication failed during authentication due to invalid "
+                                         f"credentials with SASL mechanism {mechanism}"}))
+                    await writer.drain()
+                    return False
+                writer.write(encode_response(api, version, correlation_id,
+                                             {"error_code": 0, "error_message": None, "auth_bytes": answer}))
+                if done:
+                    self.log.logins[mechanism] = self.log.logins.get(mechanism, 0) + 1
+                    return True
+            else:
+                return False  # as Kafka: anything else before a login ends the connection
+
+    def _as_hostile(self, message: str, scram: ScramServer, honest: bytes) -> bytes:
+        tamper = getattr(self.hostility, message)
+        return honest if tamper is None else tamper(scram, honest)
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    return await reader.readexactly(size)
+
+
+@dataclass
+class SaslBroker:
+    bootstrap: str  # the SASL front's host:port
+    broker: EmbeddedBroker
+    front: SaslFront
+    user: str
+    password: str
+
+
+SASL_USER = "alice"
+
+
+@contextlib.contextmanager
+def _sasl_broker(log: Path, cert: Path | None = None, key: Path | None = None) -> Iterator[SaslBroker]:
+    port = free_port()
+    password = "alice-pw-" + os.urandom(8).hex()
+    front = SaslFront(port, {SASL_USER: password}, cert, key).start()
+    try:
+        with EmbeddedBroker(port=port, advertised_port=front.port, log_path=log) as broker:
+            yield SaslBroker(f"{front.host}:{front.port}", broker, front, SASL_USER, password)
+    finally:
+        front.stop()
+
+
+@pytest.fixture(scope="module")
+def sasl_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
+    """tansu behind a plaintext SASL front (security.protocol=sasl_plaintext)."""
+    with _sasl_broker(tmp_path_factory.mktemp("tansu-sasl-front") / "tansu.log") as broker:
+        yield broker
+
+
+@pytest.fixture()
+def hostility(sasl_front: SaslBroker) -> Iterator[Hostility]:
+    """The plaintext SASL front's misbehaviour for one test (set its fields); honest again afterwards."""
+    sasl_front.front.hostility = Hostility()
+    yield sasl_front.front.hostility
+    sasl_front.front.hostility = Hostility()
+
+
+@pytest.fixture(scope="module")
+def sasl_tls_front(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
+    """tansu behind a SASL front that speaks TLS (security.protocol=sasl_ssl)."""
+    with _sasl_broker(tmp_path_factory.mktemp("tansu-sasl-tls-front") / "tansu.log", certs.cert, certs.key) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[None]:
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""TLS and SASL: the client side against real tansu, and the SCRAM exchange against RFC 7677.
+"""TLS and SASL against real tansu: TLS through a TLS front, SASL refusals by tansu itself.
 
 What tansu 0.6.0 allows, and so what is proved here:
 - TLS: tansu cannot serve it (see conftest), so a TLS front terminates it before a real
@@ -6,8 +6,8 @@ What tansu 0.6.0 allows, and so what is proved here:
 - SASL with `--authentication`: tansu offers SCRAM-SHA-256 and SCRAM-SHA-512 only (PLAIN:
   it closes the connection). It has no way to hold a SCRAM user on an authenticating
   in-memory broker (`tansu user create` is refused before authentication, and memory storage
-  does not survive a restart), so a successful login cannot be shown on it: the tests prove
-  the refusals are clear and quick, and the RFC 7677 vector proves the exchange itself.
+  does not survive a restart), so a successful login cannot be shown on it: the tests here
+  prove the refusals are clear and quick; test_sasl_login.py shows logins through a SASL front.
 """
 
 from __future__ import annotations
@@ -23,61 +23,31 @@ from raykafka.driver.embedded_broker import EmbeddedBroker, tansu_binary
 from raykafka.wire import messages
 from raykafka.wire.cluster import Cluster
 from raykafka.wire.config import parse_config
-from raykafka.wire.connection import BrokerConnection, SaslCredentials, ScramError, security_from_config
+from raykafka.wire.connection import BrokerConnection, security_from_config
 from raykafka.wire.errors import AuthenticationError, BrokerConnectionError, ConfigError
 from raykafka.wire.records import decode_record_batches, encode_record_batch
 
-# -- the SCRAM exchange, no broker -----------------------------------------------------------
+from .conftest import TlsFront
 
-# RFC 7677 section 3: SCRAM-SHA-256, user "user", password "pencil".
-RFC7677_CLIENT_NONCE = "rOprNGfwEbeRWgbNEkqO"
-RFC7677_CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
-RFC7677_SERVER_FIRST = (b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                        b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
-RFC7677_CLIENT_FINAL = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                        b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
-RFC7677_SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+# -- settings, no broker (the SCRAM exchange itself: tests/unit/test_sasl.py) ------------------
 
 
-def test_scram_sha256_matches_rfc7677_vector():
-    exchange = SaslCredentials("SCRAM-SHA-256", "user", "pencil").exchange(nonce=RFC7677_CLIENT_NONCE)
-    assert next(exchange) == RFC7677_CLIENT_FIRST
-    assert exchange.send(RFC7677_SERVER_FIRST) == RFC7677_CLIENT_FINAL
-    with pytest.raises(StopIteration):  # the server's signature verifies: the exchange ends cleanly
-        exchange.send(RFC7677_SERVER_FINAL)
-
-
-def test_scram_refuses_a_forged_server_signature():
-    exchange = SaslCredentials("SCRAM-SHA-256", "user", "pencil").exchange(nonce=RFC7677_CLIENT_NONCE)
-    next(exchange)
-    exchange.send(RFC7677_SERVER_FIRST)
-    with pytest.raises(ScramError, match="signature does not verify"):
-        exchange.send(b"v=" + b"A" * 43 + b"=")
-
-
-def test_scram_refuses_a_nonce_that_does_not_extend_ours():
-    exchange = SaslCredentials("SCRAM-SHA-256", "user", "pencil").exchange(nonce=RFC7677_CLIENT_NONCE)
-    next(exchange)
-    with pytest.raises(ScramError, match="server-first"):
-        exchange.send(b"r=someoneelse,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
-
-
-def test_scram_error_from_the_broker_is_reported():
-    exchange = SaslCredentials("SCRAM-SHA-512", "u", "p").exchange()
-    next(exchange)
-    with pytest.raises(ScramError, match="unknown-user"):
-        exchange.send(b"e=unknown-user")
-
-
-def test_plain_token_and_bad_settings():
-    assert next(SaslCredentials("plain", "alice", "s3cret").exchange()) == b"\0alice\0s3cret"
-    assert "s3cret" not in repr(SaslCredentials("PLAIN", "alice", "s3cret"))
-    with pytest.raises(ConfigError, match="sasl.mechanism"):
-        SaslCredentials("GSSAPI", "a", "b")
+def test_bad_security_settings():
     with pytest.raises(ConfigError, match="sasl.password"):
         security_from_config({"security.protocol": "sasl_plaintext", "sasl.username": "a"})
     with pytest.raises(ConfigError, match="ssl.ca.location"):
         security_from_config({"security.protocol": "ssl", "ssl.ca.location": "/nonexistent/ca.pem"})
+
+
+def test_a_wrong_key_password_is_a_config_error_that_does_not_show_it(certs):
+    config = {"security.protocol": "ssl", "ssl.ca.location": str(certs.ca),
+              "ssl.certificate.location": str(certs.cert), "ssl.key.location": str(certs.encrypted_key)}
+    context, _ = security_from_config({**config, "ssl.key.password": certs.key_password})
+    assert context is not None  # the right password opens the key
+    wrong = "wrong-" + certs.key_password
+    with pytest.raises(ConfigError, match="ssl.certificate.location: cannot load") as raised:
+        security_from_config({**config, "ssl.key.password": wrong})
+    assert wrong not in str(raised.value) and certs.key_password not in str(raised.value)
 
 
 # -- TLS, through the TLS front to a real tansu ----------------------------------------------
@@ -155,6 +125,43 @@ def test_a_ca_that_did_not_sign_the_broker_is_a_clear_tls_error(tls_broker):
         with Admin(tls_config(tls_broker, ca=tls_broker.certs.other_ca)) as admin:
             admin.list_topics()
     assert time.monotonic() - started < 5
+
+
+@pytest.fixture(scope="module")
+def other_host_front(tls_broker):
+    """A TLS front to the same tansu whose certificate (signed by the same CA) names kafka.example.com only."""
+    front = TlsFront(tls_broker.broker.port, tls_broker.certs.other_host_cert, tls_broker.certs.other_host_key).start()
+    yield front
+    front.stop()
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_a_certificate_for_another_host_name_is_refused(tls_broker, other_host_front, host):
+    config = {**tls_config(tls_broker), "bootstrap.servers": f"{host}:{other_host_front.port}"}
+    started = time.monotonic()
+    with pytest.raises(AuthenticationError, match=rf"TLS handshake with {host}:\d+ failed: .*(mismatch|match)") as raised:
+        with Admin(config) as admin:
+            admin.list_topics()
+    assert time.monotonic() - started < 5
+    assert "certificate verify failed" in str(raised.value), raised.value
+
+
+@pytest.mark.broker
+def test_a_certificate_for_another_host_name_is_taken_with_identification_off(tls_broker, other_host_front,
+                                                                              topic_name):
+    topic = topic_name("tls-other-host")
+    with Admin(tls_config(tls_broker)) as admin:
+        admin.create_topics({topic: 1})
+    config = {**tls_config(tls_broker), "bootstrap.servers": f"127.0.0.1:{other_host_front.port}",
+              "ssl.endpoint.identification.algorithm": "none"}
+    handshakes = other_host_front.connections
+    with Admin(config) as admin:
+        assert admin.list_topics()[topic] == 1
+    assert other_host_front.connections > handshakes  # the handshake with the other host's certificate completed
+    with pytest.raises(AuthenticationError, match="certificate verify failed"):  # the CA is still checked
+        with Admin({**config, "ssl.ca.location": str(tls_broker.certs.other_ca)}) as admin:
+            admin.list_topics()
 
 
 @pytest.mark.broker

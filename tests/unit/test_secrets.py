@@ -1,0 +1,64 @@
+"""`sasl.password` and `ssl.key.password` never shown: in a config's repr, a config error, a
+SASL credential's repr, or a producer cache key. (Logs and login errors: tests/security.)"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+
+import pytest
+
+from raykafka.spark_bridge.producer_cache import ProducerCache
+from raykafka.wire.config import parse_config
+from raykafka.wire.connection import security_from_config
+from raykafka.wire.errors import ConfigError
+
+SASL_PASSWORD = "sasl-pw-7f3a9c"
+KEY_PASSWORD = "key-pw-51d2e8"
+
+
+def secret_config(**more) -> dict:
+    return {"bootstrap.servers": "127.0.0.1:9092", "security.protocol": "sasl_plaintext",
+            "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": SASL_PASSWORD,
+            "ssl.key.password": KEY_PASSWORD, **more}
+
+
+def assert_hidden(text: str) -> None:
+    assert SASL_PASSWORD not in text and KEY_PASSWORD not in text, text
+
+
+def test_a_config_shows_its_passwords_as_hidden():
+    config = parse_config(secret_config())
+    logged = logging.LogRecord("raykafka", logging.DEBUG, __file__, 1, "config %s", (config,), None).getMessage()
+    for text in (repr(config), str(config), f"{config}", logged, repr([config]), repr({"c": config})):
+        assert_hidden(text)
+        assert "'sasl.password': '[hidden]'" in text and "'ssl.key.password': '[hidden]'" in text
+    assert config["sasl.password"] == SASL_PASSWORD and config.sasl_password == SASL_PASSWORD  # still usable
+    assert pickle.loads(pickle.dumps(config))["sasl.password"] == SASL_PASSWORD  # as actors receive it
+    unset = parse_config({"bootstrap.servers": "127.0.0.1:9092"})
+    assert "'sasl.password': None" in repr(unset)  # nothing to hide: not claimed to be set
+
+
+@pytest.mark.parametrize("key", ["sasl.password", "ssl.key.password"])
+@pytest.mark.parametrize("value", [SASL_PASSWORD.encode(), [SASL_PASSWORD], {"pw": KEY_PASSWORD}, 12345])
+def test_a_bad_password_value_is_refused_without_showing_it(key, value):
+    with pytest.raises(ConfigError, match=f"{key}: expected a string, got a value of type") as raised:
+        parse_config(secret_config(**{key: value}))
+    assert_hidden(str(raised.value))
+    assert "12345" not in str(raised.value)
+    assert raised.value.__cause__ is None and raised.value.__context__ is None  # no chained text holds it
+
+
+def test_sasl_credentials_hide_the_password():
+    _context, sasl = security_from_config(parse_config(secret_config()))
+    assert sasl is not None
+    assert_hidden(repr(sasl))
+    assert_hidden(str(sasl))
+
+
+def test_producer_cache_keys_hold_no_password_but_tell_passwords_apart():
+    key = ProducerCache.key(secret_config())
+    assert_hidden(key)
+    assert key == ProducerCache.key(dict(reversed(list(secret_config().items()))))  # order does not matter
+    assert key != ProducerCache.key(secret_config(**{"sasl.password": "another"}))  # a new password: a new producer
+    assert key != ProducerCache.key(secret_config(**{"ssl.key.password": "another"}))
