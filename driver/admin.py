@@ -62,7 +62,7 @@ class Admin:
 
         future = self._loop.submit(bounded())
         try:
-            return future.result(self._timeout + 5)  # the loop itself is stuck: do not wait with it
+            return future.result(self._timeout + 5)  # a margin over the bound above, for a loop that never runs it
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise RequestTimedOutError(f"Admin {what}: the client's loop did not answer") from None

@@ -233,14 +233,15 @@ def test_create_partitions_grows_a_topic_where_the_broker_can():
     with MockCluster(1, {"t": 2}) as mock:
         def grow(version, body, broker):
             results = []
-            for t in body.topics:
-                partitions = mock.topics[t.name].partitions
-                code = 0
-                if t.count <= len(partitions):
-                    code = BY_NAME["INVALID_PARTITIONS"].code
-                else:
-                    partitions += [PartitionState(leader=1) for _ in range(t.count - len(partitions))]
-                results.append({"name": t.name, "error_code": code, "error_message": None})
+            with mock.lock:
+                for t in body.topics:
+                    partitions = mock.topics[t.name].partitions
+                    code = 0
+                    if t.count <= len(partitions):
+                        code = BY_NAME["INVALID_PARTITIONS"].code
+                    else:
+                        partitions += [PartitionState(leader=1) for _ in range(t.count - len(partitions))]
+                    results.append({"name": t.name, "error_code": code, "error_message": None})
             return {"throttle_time_ms": 0, "results": results}
 
         mock.set_handler(messages.CREATE_PARTITIONS, grow)
