@@ -1,23 +1,46 @@
-"""`Admin`: topics and cluster metadata from a driver program (no Ray needed).
+"""`Admin`: topics, consumer groups, their offsets and the cluster, from a driver program (no Ray).
 
-Each call runs on the client's own asyncio loop thread and returns plain values; a broker
-error raises `BrokerError` naming the topic and the code.
+    with Admin({"bootstrap.servers": "broker:9092"}) as admin:
+        admin.describe_group("g")                    # GroupDescription: state, members, assignments
+        admin.group_offsets("g", ["events"])         # [PartitionOffsets(committed, log_start, end, lag)]
+        admin.reset_offsets("g", ["events"], "earliest")   # refused while the group has members
+
+Each call runs one coroutine of `wire.admin.AdminClient` on the client's own asyncio loop
+thread and returns its typed result; it ends within `request.timeout.ms` (a
+`RequestTimedOutError` naming the call otherwise). A broker's refusal raises a `BrokerError`
+naming the code; an unknown topic `UnknownTopicError`; a group with members, where it must have
+none, `GroupNotEmptyError`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import asyncio
+import concurrent.futures
+from collections.abc import Coroutine, Iterable, Mapping
+from typing import Any, TypeVar
 
-from ..wire import messages
+from ..wire.admin import (
+    AdminClient,
+    ClusterDescription,
+    GroupDescription,
+    GroupListing,
+    PartitionOffsets,
+    TopicDescription,
+    TopicPartition,
+)
 from ..wire.cluster import Cluster, Metadata
 from ..wire.config import parse_config
-from ..wire.errors import BrokerError
+from ..wire.errors import RequestTimedOutError
 from ..wire.loop import LoopThread
+
+T = TypeVar("T")
+PartitionSpec = str | Iterable[str] | Mapping[str, Iterable[int] | None]
+"""A topic, topics (all their partitions), or {topic: partitions or None for all}."""
 
 
 class Admin:
-    """Create, delete, list and grow topics; read offsets and metadata."""
+    """Create, describe, grow and delete topics; list, describe and delete groups; read a group's
+    offsets and lag, reset or alter them while it is empty; describe the cluster."""
 
     def __init__(self, config: Mapping[str, Any] | str):
         if isinstance(config, str):
@@ -25,80 +48,124 @@ class Admin:
         self.config = parse_config(config)
         self._loop = LoopThread("raykafka-admin")
         self.cluster = Cluster(self.config)
-        self._timeout = self.config["request.timeout.ms"] / 1000 + 5
+        self.client = AdminClient(self.cluster)
+        self._timeout = self.config["request.timeout.ms"] / 1000
 
-    def _run(self, coro: Any) -> Any:
-        return self._loop.run(coro, self._timeout * 2)
+    def _run(self, what: str, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the loop, cancelled after `request.timeout.ms`."""
+        async def bounded() -> T:
+            try:
+                return await asyncio.wait_for(coro, self._timeout)
+            except TimeoutError:
+                raise RequestTimedOutError(f"Admin {what}: no answer within request.timeout.ms "
+                                           f"({self._timeout:.1f}s)") from None
+
+        future = self._loop.submit(bounded())
+        try:
+            return future.result(self._timeout + 5)  # a margin over the bound above, for a loop that never runs it
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise RequestTimedOutError(f"Admin {what}: the client's loop did not answer") from None
+
+    # -- topics ------------------------------------------------------------
 
     def create_topics(self, topics: Mapping[str, int] | Iterable[str], num_partitions: int = 1,
                       replication_factor: int = 1, config: Mapping[str, str] | None = None,
                       exist_ok: bool = False) -> None:
         """Create topics: a `{name: partitions}` mapping or names that all get `num_partitions`."""
         wanted = dict(topics) if isinstance(topics, Mapping) else {t: num_partitions for t in topics}
-        self._run(self._create_topics(wanted, replication_factor, dict(config or {}), exist_ok))
-
-    async def _create_topics(self, wanted: dict[str, int], replication_factor: int,
-                             config: dict[str, str], exist_ok: bool) -> None:
-        conn = await self.cluster.any_connection()
-        body = {
-            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
-                        "assignments": [],
-                        "configs": [{"name": k, "value": v} for k, v in config.items()]}
-                       for name, partitions in wanted.items()],
-            "timeout_ms": int(self._timeout * 1000),
-            "validate_only": False,
-        }
-        response = await conn.request(messages.CREATE_TOPICS, body)
-        for topic in response.topics:
-            if topic.error_code == 36 and exist_ok:
-                continue
-            if topic.error_code:
-                raise BrokerError(topic.error_code, f"create topic {topic.name!r}", topic.get("error_message"))
-        await self.cluster.refresh_metadata(list(wanted))
+        self._run("create_topics", self.client.create_topics(wanted, replication_factor, dict(config or {}),
+                                                             exist_ok))
 
     def delete_topics(self, names: Iterable[str], missing_ok: bool = False) -> None:
-        self._run(self._delete_topics(list(names), missing_ok))
-
-    async def _delete_topics(self, names: list[str], missing_ok: bool) -> None:
-        conn = await self.cluster.any_connection()
-        version = conn.version_for(messages.DELETE_TOPICS)
-        body: dict[str, Any] = {"timeout_ms": int(self._timeout * 1000)}
-        if version >= 6:
-            body["topics"] = [{"name": n} for n in names]
-        else:
-            body["topic_names"] = names
-        response = await conn.request(messages.DELETE_TOPICS, body, version)
-        for result in response.responses:
-            if result.error_code == 3 and missing_ok:
-                continue
-            if result.error_code:
-                raise BrokerError(result.error_code, f"delete topic {result.name!r}", result.get("error_message"))
+        self._run("delete_topics", self.client.delete_topics(list(names), missing_ok))
 
     def create_partitions(self, topic: str, total: int) -> None:
-        """Grow `topic` to `total` partitions."""
-        self._run(self._create_partitions(topic, total))
+        """Grow `topic` to `total` partitions (`UnsupportedVersionError` where the broker cannot)."""
+        self._run("create_partitions", self.client.create_partitions(topic, total))
 
-    async def _create_partitions(self, topic: str, total: int) -> None:
-        conn = await self.cluster.any_connection()
-        body = {"topics": [{"name": topic, "count": total, "assignments": None}],
-                "timeout_ms": int(self._timeout * 1000), "validate_only": False}
-        response = await conn.request(messages.CREATE_PARTITIONS, body)
-        for result in response.results:
-            if result.error_code:
-                raise BrokerError(result.error_code, f"create partitions for {result.name!r}", result.get("error_message"))
-
-    def metadata(self, topics: Iterable[str] | None = None) -> Metadata:
-        return self._run(self.cluster.refresh_metadata(None if topics is None else list(topics)))
+    def describe_topics(self, names: Iterable[str] | str | None = None,
+                        include_configs: bool = True) -> dict[str, TopicDescription]:
+        """Partitions, leaders, replicas and configs of each topic (None: every topic not internal)."""
+        wanted = None if names is None else [names] if isinstance(names, str) else list(names)
+        return self._run("describe_topics", self.client.describe_topics(wanted, include_configs))
 
     def list_topics(self) -> dict[str, int]:
-        """Every topic and its partition count."""
-        metadata = self._run(self.cluster.refresh_metadata(None))
-        return {name: len(info.partitions) for name, info in sorted(metadata.topics.items())
-                if not info.is_internal and not name.startswith("__")}
+        """Every topic that is not internal, and its partition count."""
+        described = self._run("list_topics", self.client.describe_topics(None, include_configs=False))
+        return {name: len(d.partitions) for name, d in described.items()}
+
+    def metadata(self, topics: Iterable[str] | None = None) -> Metadata:
+        return self._run("metadata", self.cluster.refresh_metadata(None if topics is None else list(topics)))
+
+    # -- the cluster -------------------------------------------------------
+
+    def describe_cluster(self) -> ClusterDescription:
+        return self._run("describe_cluster", self.client.describe_cluster())
+
+    # -- groups ------------------------------------------------------------
+
+    def list_groups(self) -> list[GroupListing]:
+        return self._run("list_groups", self.client.list_groups())
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        return self._run("describe_groups", self.client.describe_groups(list(group_ids)))
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        return self.describe_groups([group_id])[group_id]
+
+    def delete_groups(self, group_ids: Iterable[str] | str, missing_ok: bool = False) -> None:
+        """Delete groups with their committed offsets; `GroupNotEmptyError` while one has members."""
+        ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
+        self._run("delete_groups", self.client.delete_groups(ids, missing_ok))
+
+    # -- offsets -----------------------------------------------------------
+
+    def list_offsets(self, topic: str, at: Any = "latest", partitions: Iterable[int] | None = None) -> dict[int, int]:
+        """Each partition's offset at `at`: "earliest", "latest" (the high watermark) or
+        {"timestamp": ms} (the first record at or after it, else the end)."""
+        return self._run("list_offsets", self.client.list_offsets(
+            topic, None if partitions is None else list(partitions), at))
+
+    def committed_offsets(self, group_id: str, partitions: PartitionSpec | None = None) -> dict[TopicPartition, int]:
+        """The group's committed offsets (None: wherever it has any)."""
+        wanted = None if partitions is None else self._resolve_partitions(partitions)
+        return self._run("committed_offsets", self.client.committed_offsets(group_id, wanted))
+
+    def group_offsets(self, group_id: str, partitions: PartitionSpec | None = None) -> list[PartitionOffsets]:
+        """Committed offset, log start, end and lag of each partition (None: every partition the
+        group has committed offsets in), by topic and partition."""
+        wanted = None if partitions is None else self._resolve_partitions(partitions)
+        return self._run("group_offsets", self.client.group_offsets(group_id, wanted))
+
+    def reset_offsets(self, group_id: str, partitions: PartitionSpec | None, to: Any,
+                      dry_run: bool = False) -> dict[TopicPartition, int]:
+        """Move the group's offsets to `to`: "earliest", "latest", {"timestamp": ms} or an offset
+        (clamped to each partition's log; negative: back from the end). `partitions` None: wherever
+        the group has committed offsets. `GroupNotEmptyError` while the group has members.
+        Returns the new offsets; `dry_run` commits nothing."""
+        wanted = None if partitions is None else self._resolve_partitions(partitions)
+        return self._run("reset_offsets", self.client.reset_offsets(group_id, wanted, to, dry_run))
+
+    def alter_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Commit `{(topic, partition): offset}` for the group as given; `GroupNotEmptyError` while
+        it has members."""
+        self._run("alter_offsets", self.client.alter_offsets(group_id, offsets))
+
+    @staticmethod
+    def _resolve_partitions(partitions: PartitionSpec) -> dict[str, list[int] | None]:
+        """{topic: partitions or None for all} from a topic, topics, or such a mapping."""
+        if isinstance(partitions, str):
+            return {partitions: None}
+        if isinstance(partitions, Mapping):
+            return {t: None if ps is None else sorted(ps) for t, ps in partitions.items()}
+        return dict.fromkeys(partitions)
+
+    # -- lifecycle ---------------------------------------------------------
 
     def close(self) -> None:
         try:
-            self._run(self.cluster.close())
+            self._run("close", self.cluster.close())
         finally:
             self._loop.stop()
 

@@ -1,5 +1,5 @@
-"""Shared fixtures: one real tansu broker per test session, on a free loopback port; waiting on a
-condition; a producer's live actors."""
+"""Shared fixtures: one real tansu broker per test session, on a free loopback port; Ray per test
+module; waiting on a condition; a producer's live actors."""
 
 from __future__ import annotations
 
@@ -32,6 +32,19 @@ def topic_name() -> Callable[[str], str]:
         return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
     return make
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[None]:
+    """Ray for one test module (started here unless it already runs), shut down after it."""
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()
 
 
 def _wait_for(predicate: Callable[[], bool], timeout: float = 30.0, interval: float = 0.05) -> None:

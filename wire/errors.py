@@ -175,6 +175,12 @@ class BrokerError(KafkaError):
         return self.kafka_code.name
 
 
+class GroupNotEmptyError(BrokerError):
+    """NON_EMPTY_GROUP: the group has members, so its offsets may not be changed nor the group
+    deleted; raised from the broker's answer, or by `Admin` before it asks (as kafka-consumer-groups
+    checks), since some brokers (tansu 0.6) delete a group with members."""
+
+
 class DecodeError(KafkaError):
     """Bytes from the network (or a caller) do not parse as the expected Kafka structure."""
 

@@ -610,6 +610,61 @@ LIST_GROUPS = Api(
 )
 
 
+# DeleteGroups: remove empty groups and their committed offsets.
+DELETE_GROUPS = Api(
+    42, "DeleteGroups",
+    request=Schema("DeleteGroupsRequest", "0-2", "2+", [
+        Field("groups_names", "[]string", "0+"),
+    ]),
+    response=Schema("DeleteGroupsResponse", "0-2", "2+", [
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("results", "[]", "0+", fields=[
+            Field("group_id", "string", "0+"),
+            Field("error_code", "int16", "0+"),
+        ]),
+    ]),
+)
+
+
+# DescribeConfigs: the configuration of topics (resource type 2) and brokers (4).
+DESCRIBE_CONFIGS = Api(
+    32, "DescribeConfigs",
+    request=Schema("DescribeConfigsRequest", "0-4", "4+", [
+        Field("resources", "[]", "0+", fields=[
+            Field("resource_type", "int8", "0+"),
+            Field("resource_name", "string", "0+"),
+            Field("configuration_keys", "[]string", "0+", nullable="0+"),
+        ]),
+        Field("include_synonyms", "bool", "1+", default=False),
+        Field("include_documentation", "bool", "3+", default=False),
+    ]),
+    response=Schema("DescribeConfigsResponse", "0-4", "4+", [
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("results", "[]", "0+", fields=[
+            Field("error_code", "int16", "0+"),
+            Field("error_message", "string", "0+", nullable="0+"),
+            Field("resource_type", "int8", "0+"),
+            Field("resource_name", "string", "0+"),
+            Field("configs", "[]", "0+", fields=[
+                Field("name", "string", "0+"),
+                Field("value", "string", "0+", nullable="0+"),
+                Field("read_only", "bool", "0+"),
+                Field("is_default", "bool", "0"),
+                Field("config_source", "int8", "1+", default=-1),
+                Field("is_sensitive", "bool", "0+"),
+                Field("synonyms", "[]", "1+", fields=[
+                    Field("name", "string", "1+"),
+                    Field("value", "string", "1+", nullable="0+"),
+                    Field("source", "int8", "1+"),
+                ]),
+                Field("config_type", "int8", "3+", default=0),
+                Field("documentation", "string", "3+", nullable="0+"),
+            ]),
+        ]),
+    ]),
+)
+
+
 # SaslHandshake: choose a SASL mechanism (v1: SaslAuthenticate frames follow).
 SASL_HANDSHAKE = Api(
     17, "SaslHandshake",
@@ -680,6 +735,8 @@ APIS: dict[int, Api] = {api.key: api for api in (
     INIT_PRODUCER_ID,
     DESCRIBE_GROUPS,
     LIST_GROUPS,
+    DELETE_GROUPS,
+    DESCRIBE_CONFIGS,
     SASL_HANDSHAKE,
     SASL_AUTHENTICATE,
 )}

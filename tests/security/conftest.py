@@ -373,18 +373,6 @@ def sasl_tls_front(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 @pytest.fixture(scope="module")
-def ray_session() -> Iterator[None]:
-    import ray
-
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
     """tansu with `--authentication`: every connection must pass SASL before anything but ApiVersions."""
     log = tmp_path_factory.mktemp("tansu-sasl") / "tansu.log"

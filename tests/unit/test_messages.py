@@ -133,7 +133,7 @@ def test_defaults_round_trip(schema: Schema, version: int) -> None:
 
 
 def test_every_api_has_matching_request_and_response_versions() -> None:
-    assert len(messages.APIS) == 20
+    assert len(messages.APIS) == 22
     for key, api in messages.APIS.items():
         assert api.key == key
         assert api.request.versions.text == api.response.versions.text
@@ -303,6 +303,45 @@ def test_create_topics_response_v5_tagged_config_error() -> None:
     assert (topic.name, topic.error_message, topic.num_partitions, topic.replication_factor) == ("t", None, 3, 1)
     assert topic.configs is None
     assert topic.topic_config_error_code == 40
+
+
+def test_delete_groups_request_v1_and_v2() -> None:
+    assert messages.DELETE_GROUPS.request.encode(1, {"groups_names": ["g"]}) == bytes([
+        0, 0, 0, 1,                         # groups_names: 1
+        0, 1, *b"g",                        # "g"
+    ])
+    assert messages.DELETE_GROUPS.request.encode(2, {"groups_names": ["g"]}) == bytes([
+        2,                                  # groups_names: compact, 1
+        2, *b"g",                           # "g", compact
+        0,                                  # no tagged fields
+    ])
+
+
+def test_describe_configs_response_v4_flexible() -> None:
+    body = bytes([
+        0, 0, 0, 0,                         # throttle_time_ms
+        2,                                  # results: 1
+        0, 0,                               # error_code
+        0,                                  # error_message: null
+        2,                                  # resource_type: topic
+        2, *b"t",                           # resource_name
+        2,                                  # configs: 1
+        13, *b"retention.ms",               # name
+        5, *b"1000",                        # value
+        0,                                  # read_only
+        1,                                  # config_source: DYNAMIC_TOPIC_CONFIG (no is_default after v0)
+        0,                                  # is_sensitive
+        1,                                  # synonyms: 0
+        5,                                  # config_type: LONG
+        0,                                  # documentation: null
+        0,                                  # no tagged fields (config)
+        0,                                  # no tagged fields (result)
+        0,                                  # no tagged fields
+    ])
+    got = messages.DESCRIBE_CONFIGS.response.decode(4, body)
+    config = got.results[0].configs[0]
+    assert (got.results[0].resource_name, config.name, config.value) == ("t", "retention.ms", "1000")
+    assert (config.config_source, config.is_default, config.config_type, config.documentation) == (1, False, 5, None)
 
 
 def test_consumer_protocol_subscription_v1() -> None:
