@@ -32,6 +32,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from ..wire import messages
@@ -105,7 +106,7 @@ class PartitionMuter:
             del self.muted[tp]
             log.info("%s state change to [closed] on %s/%d", self.path, *tp)
 
-    def hold(self, batches: list[MessageBatch]) -> list[tuple[MessageBatch, Exception]]:
+    def hold(self, batches: Iterable[MessageBatch]) -> list[tuple[MessageBatch, Exception]]:
         """The batches of muted partitions, each with its partition's cause (to be retried)."""
         if not self.muted:
             return []
@@ -232,7 +233,7 @@ class Flusher:
         try:
             if not self.conn.connected:
                 await self.conn.connect()
-            held = self.muter.hold([batch for batch, _ in encoded])  # asked now: every answer before is in
+            held = self.muter.hold(batch for batch, _ in encoded)  # asked now: every answer before is in
             if held:
                 self.in_flight.append(("held", index, held))
                 self.responses.set()

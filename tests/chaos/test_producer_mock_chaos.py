@@ -107,7 +107,7 @@ def run_chaos(n: int, extra: dict, ledger, record, *, applied_only: bool = False
         injected = dict(cluster.faults)
         record(**figures, **checks, faults=injected, move_every_s=move_every, actors_killed=[], seconds=round(elapsed, 1),
                handler_errors=len(cluster.handler_errors), callbacks=ledger.callbacks,
-               throughput_msg_s=round(n / elapsed), config={k: v for k, v in extra.items()},
+               throughput_msg_s=round(n / elapsed), config=dict(extra),
                latency_ms=round(latency * 1000))
     assert figures["unresolved"] == 0, "every future resolves"
     assert ledger.callbacks == n, "each message ends exactly once"
