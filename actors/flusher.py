@@ -7,16 +7,18 @@ order, so it runs them by `seq`). Calls the ProducerResults (successes and final
 RetryHandler (messages to retry; it holds a reference there, released after its last response).
 
 Response handling is one switch, as Sarama's: success (or DUPLICATE_SEQUENCE_NUMBER: written
-before) → results; a retriable error or a dropped connection → flag the partition and retry the
+before) → results; a retriable error or a dropped connection → mute the partition and retry the
 batch (`retry_message`: give up at `retries` or past `delivery.timeout.ms`, with the cause);
 OUT_OF_ORDER_SEQUENCE_NUMBER → the same, telling the partition's LeaderDispatcher in-band (RESET),
 which takes a new producer id if no earlier batch of the partition is unresolved;
-MESSAGE_TOO_LARGE for a batch of several records → flag the partition and retry each of the
+MESSAGE_TOO_LARGE for a batch of several records → mute the partition and retry each of the
 batch's two halves on its own (as the Java producer; not counted against `retries`); anything
-else → an error naming the cause. While a partition is flagged, its batches are retried without
-being sent, until its chaser (FIN) comes through after every request sent before it, or a SYN
-opens the partition on a new path.
-With one request in flight per connection, a partition's batch is alone on the wire: order holds.
+else → an error naming the cause. A failure mutes the partition here (`PartitionMuter`): its
+batches are retried without being sent, until its chaser (FIN) comes through after every request
+sent before it, or a SYN opens the partition on a new path. Whether a batch is held is decided
+as its request goes on the wire, so with one request in flight per connection a partition has
+one batch in flight, and its next one leaves only once that one's fate is known: order holds
+without idempotence, across leader moves too (see `PartitionMuter`).
 
 With compression, the Aggregator sizes batches by an estimate of each topic's compression ratio;
 `flush` returns the ratios measured since, to correct it. A batch whose first compression comes
@@ -30,6 +32,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from ..wire import messages
@@ -47,6 +50,67 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 UNKNOWN_PRODUCER_ID = 59
 SEQUENCE_BROKEN = (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID)
+
+Partition = tuple[str, int]
+
+
+class PartitionMuter:
+    """The partitions one Flusher holds back: Sarama's retry flags, applied where the Java
+    producer applies its `muted` partitions, as a request goes on the wire.
+
+    A partition is muted here when one of its batches fails here (an error answer, no answer, a
+    dropped connection, a request that could not be sent), and stays muted until its chaser (FIN)
+    comes back after every request sent before it, or a SYN opens it again on this broker (its
+    LeaderDispatcher chose this broker anew, after the retry). While it is muted, its batches are
+    not sent: `hold` picks them out, and they are retried behind the requests already in flight,
+    in the order they came.
+
+    One batch in flight per partition, with `max.in.flight.requests.per.connection=1`: `hold` is
+    asked once the request's slot is taken, when every request sent before it has its answer
+    handled. So a batch never leaves while an earlier batch of its partition has a fate still
+    unknown: that batch was answered (written, or failed for good), or it failed and is on its
+    way round the retry loop, and the partition is muted. Across brokers nothing more is needed:
+    a LeaderDispatcher moves a partition to another broker only for a batch that came back from
+    the retry loop, so only once the old broker's Flusher muted it; it holds the partition's new
+    batches until the chaser is back from the old broker; and the retries reach it in the order
+    the old broker's Flusher handled them.
+
+    It costs nothing while no partition is muted (`hold` sees an empty dict); after a failure, the
+    batches of the partition that were waiting for the wire go round the retry loop (with
+    idempotence they would have been answered OUT_OF_ORDER_SEQUENCE_NUMBER instead).
+    """
+
+    def __init__(self, path: str = "producer/broker"):
+        self.path = path
+        self.muted: dict[Partition, tuple[Exception, int]] = {}  # partition -> (cause, request index)
+
+    def __contains__(self, tp: Partition) -> bool:
+        return tp in self.muted
+
+    def mute(self, tp: Partition, cause: Exception, index: int) -> None:
+        """A batch of `tp` failed in request `index` (or could not be sent as request `index`)."""
+        if tp not in self.muted:
+            log.info("%s state change to [retrying] on %s/%d because %s", self.path, *tp, cause)
+        self.muted[tp] = (cause, index)
+
+    def open(self, tp: Partition) -> None:
+        """SYN: the partition starts again on this broker."""
+        if self.muted.pop(tp, None) is not None:
+            log.info("%s state change to [open] on %s/%d", self.path, *tp)
+
+    def chased(self, tp: Partition, index: int) -> None:
+        """The partition's chaser came back, after every request before request `index`: a mute
+        from one of them is over (a later failure keeps the partition muted)."""
+        muted = self.muted.get(tp)
+        if muted is not None and muted[1] < index:
+            del self.muted[tp]
+            log.info("%s state change to [closed] on %s/%d", self.path, *tp)
+
+    def hold(self, batches: Iterable[MessageBatch]) -> list[tuple[MessageBatch, Exception]]:
+        """The batches of muted partitions, each with its partition's cause (to be retried)."""
+        if not self.muted:
+            return []
+        return [(b, self.muted[(b.topic, b.partition)][0]) for b in batches if (b.topic, b.partition) in self.muted]
 
 
 class Flusher:
@@ -70,7 +134,7 @@ class Flusher:
         self.ratios: dict[str, float] = {}  # topic -> compressed bytes per record byte, measured since the last flush
         self.inbox: dict[int, tuple[list, asyncio.Future]] = {}
         self.next_seq = 0
-        self.flags: dict[tuple[str, int], tuple[Exception, int]] = {}  # partition -> (cause, request index)
+        self.muter = PartitionMuter(self.path)
         self.in_flight: deque[tuple] = deque()
         self.request_index = 0
         self.calls: list[Any] = []  # refs of calls to the results and the retry handler
@@ -130,8 +194,7 @@ class Flusher:
     def _control(self, batch: MessageBatch, done: asyncio.Future) -> None:
         tp = (batch.topic, batch.partition)
         if batch.flags & SYN:
-            if self.flags.pop(tp, None) is not None:
-                log.info("%s state change to [open] on %s/%d", self.path, *tp)
+            self.muter.open(tp)
         elif batch.flags & FIN:
             self.in_flight.append(("fin", self.request_index, batch))
             self.responses.set()
@@ -146,26 +209,14 @@ class Flusher:
             while any(entry[0] == "request" for entry in self.in_flight):
                 self.handled.clear()
                 await self.handled.wait()
-        ready, held = [], []
-        for batch in batches:
-            flag = self.flags.get((batch.topic, batch.partition))
-            if flag is not None:
-                held.append((batch, flag[0]))
-            else:
-                ready.append(batch)
-        if held:  # retried behind every request already in flight, so retries keep the partition's order
-            self.in_flight.append(("held", self.request_index, held))
-            self.responses.set()
-        if not ready:
-            return
         try:
-            values = await self._values(ready)
+            values = await self._values(batches)
         except Exception as exc:  # the values are gone from the object store (their owner died)
-            for batch in ready:
+            for batch in batches:
                 self._report_error(batch, KafkaError(f"{self.path}: the batch's values could not be read: {exc}"))
             return
         rounds: list[list[tuple[MessageBatch, tuple]]] = [[]]
-        for batch, column in zip(ready, values, strict=True):
+        for batch, column in zip(batches, values, strict=True):
             for i, piece in enumerate(self._encode(batch, column)):  # a cut batch's pieces: one per request
                 if i == len(rounds):
                     rounds.append([])
@@ -174,21 +225,32 @@ class Flusher:
             await self._send_request(encoded)
 
     async def _send_request(self, encoded: list[tuple[MessageBatch, tuple]]) -> None:
-        """One Produce request of encoded record batches (at most one per partition)."""
-        ready = [batch for batch, _ in encoded]
+        """One Produce request of encoded record batches (at most one per partition), less those
+        of muted partitions, which are retried behind the requests already in flight."""
         await self.slots.acquire()
         index = self.request_index
         self.request_index += 1
         try:
             if not self.conn.connected:
                 await self.conn.connect()
+            held = self.muter.hold(batch for batch, _ in encoded)  # asked now: every answer before is in
+            if held:
+                self.in_flight.append(("held", index, held))
+                self.responses.set()
+                encoded = [(batch, records) for batch, records in encoded if (batch.topic, batch.partition)
+                           not in self.muter]
+                if not encoded:
+                    self.slots.release()
+                    return
+            ready = [batch for batch, _ in encoded]
             body = self._request_body(encoded)
             future = self.conn.send_nowait(messages.PRODUCE, body, expect_response=self.acks != 0)
         except KafkaError as exc:  # not sent: retried behind the requests already in flight
             self.slots.release()
             log.info("%s request %d not sent: %s", self.path, index, exc)
+            ready = [batch for batch, _ in encoded]
             for batch in ready:
-                self._flag((batch.topic, batch.partition), exc, index)
+                self.muter.mute((batch.topic, batch.partition), exc, index)
             self.in_flight.append(("held", index, [(batch, exc) for batch in ready]))
             self.responses.set()
             return
@@ -270,11 +332,7 @@ class Flusher:
             elif kind == "fin":
                 self.in_flight.popleft()
                 _, index, batch = head
-                tp = (batch.topic, batch.partition)
-                flag = self.flags.get(tp)
-                if flag is not None and flag[1] < index:
-                    del self.flags[tp]
-                    log.info("%s state change to [closed] on %s/%d", self.path, *tp)
+                self.muter.chased((batch.topic, batch.partition), index)
                 self.retry_message(batch, KafkaError("chaser"))
             else:  # shutdown: every response before it is handled
                 self.in_flight.popleft()
@@ -316,7 +374,7 @@ class Flusher:
                 # over the broker's message.max.bytes, so not written: as the Java producer, cut in
                 # two and send each half on its own, in order (the halves' sequences follow on);
                 # a cut is not a retry. A single record that is too large fails with the cause.
-                self._flag(tp, error, index)
+                self.muter.mute(tp, error, index)
                 half = len(batch) // 2
                 for piece in (batch.slice(0, half), batch.slice(half, len(batch))):
                     self.retry_message(piece, error, counted=False)
@@ -329,10 +387,10 @@ class Flusher:
                 reset.producer_id, reset.numbering = batch.producer_id, batch.numbering
                 reset.base_sequence = batch.base_sequence
                 self._retry_out.append(reset)
-                self._flag(tp, error, index)
+                self.muter.mute(tp, error, index)
                 self.retry_message(batch, error)
-            elif error.retriable or tp in self.flags:
-                self._flag(tp, error, index)
+            elif error.retriable or tp in self.muter:
+                self.muter.mute(tp, error, index)
                 self.retry_message(batch, error)
             else:
                 self._report_error(batch, error)
@@ -341,13 +399,8 @@ class Flusher:
         """The request got no answer (dropped connection, timeout): every batch in it is retried."""
         log.info("%s request %d failed: %s", self.path, index, error)
         for batch in batches:
-            self._flag((batch.topic, batch.partition), error, index)
+            self.muter.mute((batch.topic, batch.partition), error, index)
             self.retry_message(batch, error)
-
-    def _flag(self, tp: tuple[str, int], error: Exception, index: int) -> None:
-        if tp not in self.flags:
-            log.info("%s state change to [retrying] on %s/%d because %s", self.path, *tp, error)
-        self.flags[tp] = (error, index)
 
     # -- accounting: every message ends here, in the results or back in the retry loop -------
 

@@ -15,6 +15,12 @@ here, so order within a partition is kept by Sarama's chaser protocol, held in
 - a chaser back at the high-watermark closes that level: the high-watermark steps down, flushing
   each level's buffer, until a level still expects its chaser or the high-watermark is 0.
 
+A partition moves to another broker only for a batch back from the retry loop, and the Flusher
+that failed it muted the partition first (`flusher.PartitionMuter`): the partition's later
+batches there are retried, not sent. So without idempotence, with one request in flight per
+connection, a retry sent to the new leader never passes a batch of its partition still in
+flight to the old one: one batch of a partition is in flight at a time, across brokers too.
+
 Calls: the Aggregator of the leader's broker (get/ref on selection, unref on abandon), the
 ProducerResults (messages that cannot be routed). With idempotence, assigns each new batch its
 partition's sequence numbers here, in the order the partition's messages leave.

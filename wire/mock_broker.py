@@ -16,8 +16,11 @@ Fault controls are thread-safe and callable from the test's thread; every fault 
 injected is counted in `cluster.faults` (kind → count), for chaos reports to quote.
 
 Like Sarama's MockBroker, but stateful: Produce appends to a log only on the leader and assigns
-offsets, Fetch reads it back, idempotent producers get DUPLICATE_SEQUENCE_NUMBER and
-OUT_OF_ORDER_SEQUENCE_NUMBER as a broker would, leaders move on command.
+offsets, Fetch reads it back, leaders move on command. Idempotent producers are checked as Kafka
+checks them: the broker remembers the last 5 batches per producer and partition, a re-sent batch
+among them is answered DUPLICATE_SEQUENCE_NUMBER (with its offset, not written again), and any
+other batch whose first sequence is not the next expected one (a gap, or a re-sent batch older
+than the last 5) OUT_OF_ORDER_SEQUENCE_NUMBER.
 
 Not modelled: replication (a moved leader keeps the one shared log), fetch sessions (every
 Fetch answers session_id 0, which a client must take as "no session"), transactions, topic
@@ -35,7 +38,7 @@ import struct
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -91,13 +94,39 @@ def _api_name(key: int) -> str:
 # Shared state
 
 
+# Kafka's broker keeps the metadata of this many batches per producer and partition
+# (ProducerStateEntry.NUM_BATCHES_TO_RETAIN): a re-sent batch among them is a duplicate, an older one
+# is out of order.
+BATCHES_TO_RETAIN = 5
+
+
+@dataclass(frozen=True)
+class _BatchMetadata:
+    first_sequence: int
+    last_sequence: int
+    base_offset: int
+
+
 @dataclass
 class _ProducerState:
-    """Per (producer id, partition): the epoch, the next expected sequence, what was written."""
+    """Per (producer id, partition): the epoch, the next expected sequence, and the last
+    `BATCHES_TO_RETAIN` batches written, as Kafka keeps them."""
 
     epoch: int
     next_sequence: int = 0
-    written: dict[int, int] = field(default_factory=dict)  # base sequence -> base offset
+    written: deque[_BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+
+    def duplicate_of(self, first_sequence: int, last_sequence: int) -> _BatchMetadata | None:
+        """The retained batch with exactly these sequences (a re-sent batch), if any."""
+        for kept in self.written:
+            if (kept.first_sequence, kept.last_sequence) == (first_sequence, last_sequence):
+                return kept
+        return None
+
+    def appended(self, first_sequence: int, count: int, base_offset: int) -> None:
+        last = (first_sequence + count - 1) & 0x7FFFFFFF
+        self.written.append(_BatchMetadata(first_sequence, last, base_offset))
+        self.next_sequence = (last + 1) & 0x7FFFFFFF
 
 
 @dataclass
@@ -743,11 +772,12 @@ class MockCluster:
             elif batch.producer_epoch < state.epoch:
                 out["error_code"] = INVALID_PRODUCER_EPOCH
                 return out
-            elif batch.base_sequence in state.written:
+            elif (kept := state.duplicate_of(batch.base_sequence,
+                                             (batch.base_sequence + count - 1) & 0x7FFFFFFF)) is not None:
                 out["error_code"] = DUPLICATE_SEQUENCE_NUMBER
-                out["base_offset"] = state.written[batch.base_sequence]
+                out["base_offset"] = kept.base_offset
                 return out
-            elif batch.base_sequence != state.next_sequence:
+            elif batch.base_sequence != state.next_sequence:  # a gap, or a batch too old to be recognised
                 out["error_code"] = OUT_OF_ORDER_SEQUENCE_NUMBER
                 return out
         offset = p.high_watermark
@@ -759,8 +789,7 @@ class MockCluster:
         p.next_offsets.append(offset + count)
         self._notify_change()
         if state is not None:
-            state.written[batch.base_sequence] = offset
-            state.next_sequence = batch.base_sequence + count
+            state.appended(batch.base_sequence, count, offset)
         out["base_offset"] = offset
         return out
 

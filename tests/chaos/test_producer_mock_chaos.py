@@ -1,7 +1,12 @@
 """Producer chaos on the scripted mock cluster: three brokers, leaders moving every few hundred
 milliseconds, ~5% of Produce requests failing with retriable errors, ~2% of connections dropped
-after the request was written (applied or not). Idempotence on: nothing lost, reordered or
-duplicated, every message accounted for."""
+after the request was written.
+
+Idempotence on (`test_producer_under_leader_moves_errors_and_drops_loses_nothing`): nothing lost,
+reordered or duplicated, every message accounted for. Idempotence off with one request in flight
+per connection (`test_without_idempotence_one_in_flight_keeps_each_keys_order`): nothing lost or
+reordered; duplicates are allowed (a batch whose answer was lost is written again) and counted.
+"""
 
 from __future__ import annotations
 
@@ -13,25 +18,30 @@ import pytest
 
 from raykafka.driver.producer import Producer
 from raykafka.wire import messages
+from raykafka.wire.errors import BY_NAME
 from raykafka.wire.mock_broker import MockCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 
-RETRIABLE = (6, 7, 19)  # NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS
+RETRIABLE = tuple(BY_NAME[name].code for name in ("NOT_LEADER_OR_FOLLOWER", "REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS"))
 TOPIC = "chaos"
 PARTITIONS = 6
+SEED = 20261121
 
 
 class ProduceFaults:
     """A wrapper around the default Produce handler: ~5% of requests fail (the rule is taken by the
     first partition of the request, and counted in `cluster.faults`), and ~2% schedule a dropped
-    connection for the next Produce request."""
+    connection for the next Produce request: applied and not applied in turn, or always applied
+    (`applied_only`: the request is written, then the connection drops unanswered)."""
 
-    def __init__(self, cluster: MockCluster, seed: int, error_rate: float = 0.05, drop_rate: float = 0.02):
+    def __init__(self, cluster: MockCluster, seed: int, error_rate: float = 0.05, drop_rate: float = 0.02,
+                 applied_only: bool = False):
         self.cluster = cluster
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
         self.error_rate, self.drop_rate = error_rate, drop_rate
+        self.applied_only = applied_only
         self.on = True
         self.drops = 0
         self.default = cluster.default_handlers[messages.PRODUCE.key]
@@ -44,8 +54,8 @@ class ProduceFaults:
                 self.drops += 1
         if self.on and roll < self.error_rate:
             self.cluster.fail_next(messages.PRODUCE, code, 1, node_id=broker.node_id)
-        elif drop:  # applied and not applied in turn
-            self.cluster.drop_after_request(messages.PRODUCE, 1, apply=self.drops % 2 == 1)
+        elif drop:
+            self.cluster.drop_after_request(messages.PRODUCE, 1, apply=self.applied_only or self.drops % 2 == 1)
         return self.default(version, body, broker)
 
 
@@ -62,18 +72,20 @@ class LeaderMover(threading.Thread):
             self.cluster.move_leader(TOPIC, p, self.rng.choice(others))
 
 
-def test_producer_under_leader_moves_errors_and_drops_loses_nothing(ray_session, chaos_full, ledger, record):
-    """Mock cluster of 3 brokers; leaders move every 300 ms; ~5% retriable Produce errors; ~2%
-    connections dropped after the request (half of them applied first); keyed messages, idempotence on."""
-    n = 100_000 if chaos_full else 10_000
-    seed = 20261121
+def run_chaos(n: int, extra: dict, ledger, record, *, applied_only: bool = False, latency: float = 0.0,
+              seed: int = SEED) -> tuple[dict, dict, dict]:
+    """Send `n` keyed messages (97 keys), paced, through a 3-broker mock cluster under the faults
+    above, with the producer config `extra`; settle every future, read the log back, record the
+    figures. Returns (figures, checks of the log, faults injected)."""
     move_every = 0.3
     with MockCluster(n_brokers=3, topics={TOPIC: PARTITIONS}) as cluster:
-        faults = ProduceFaults(cluster, seed)
+        faults = ProduceFaults(cluster, seed, applied_only=applied_only)
         cluster.set_handler(messages.PRODUCE, faults)
+        if latency:
+            cluster.delay(messages.PRODUCE, latency)
         mover = LeaderMover(cluster, move_every, seed + 1)
-        config = {"bootstrap.servers": cluster.bootstrap, "retry.backoff.ms": 20, "linger.ms": 2, "batch.size": 4096,
-                  "request.timeout.ms": 3000, "delivery.timeout.ms": 300_000, "enable.idempotence": True}
+        config = {"bootstrap.servers": cluster.bootstrap, "retry.backoff.ms": 20, "request.timeout.ms": 3000,
+                  "delivery.timeout.ms": 300_000, **extra}
         producer = Producer(config, on_delivery=ledger.on_delivery)
         try:
             mover.start()
@@ -95,7 +107,8 @@ def test_producer_under_leader_moves_errors_and_drops_loses_nothing(ray_session,
         injected = dict(cluster.faults)
         record(**figures, **checks, faults=injected, move_every_s=move_every, actors_killed=[], seconds=round(elapsed, 1),
                handler_errors=len(cluster.handler_errors), callbacks=ledger.callbacks,
-               throughput_msg_s=round(n / elapsed))
+               throughput_msg_s=round(n / elapsed), config=dict(extra),
+               latency_ms=round(latency * 1000))
     assert figures["unresolved"] == 0, "every future resolves"
     assert ledger.callbacks == n, "each message ends exactly once"
     assert figures["delivered"] + figures["failed"] == n
@@ -105,5 +118,28 @@ def test_producer_under_leader_moves_errors_and_drops_loses_nothing(ray_session,
     assert injected.get("leader_move", 0) >= 3
     assert sum(v for k, v in injected.items() if k.startswith("error/Produce")) > 0
     assert sum(v for k, v in injected.items() if k.startswith("drop/Produce")) > 0
+    return figures, checks, injected
+
+
+def test_producer_under_leader_moves_errors_and_drops_loses_nothing(ray_session, chaos_full, ledger, record):
+    """Mock cluster of 3 brokers; leaders move every 300 ms; ~5% retriable Produce errors; ~2%
+    connections dropped after the request (half of them applied first); keyed messages, idempotence on."""
+    n = 100_000 if chaos_full else 10_000
+    _, checks, _ = run_chaos(n, {"linger.ms": 2, "batch.size": 4096, "enable.idempotence": True}, ledger, record)
     assert checks["reordered"] == 0
     assert checks["duplicated"] == 0
+
+
+def test_without_idempotence_one_in_flight_keeps_each_keys_order(ray_session, chaos_full, ledger, record):
+    """Mock cluster of 3 brokers; leaders move every 300 ms; ~5% of Produce requests answered with
+    a retriable error, not written; ~2% of connections dropped after the request was written;
+    20 ms added to every Produce answer; small batches (batch.size 1,500 bytes, linger.ms 1);
+    enable.idempotence=false, max.in.flight.requests.per.connection=1, retries on. As the Java
+    producer promises: one batch in flight per partition, so nothing reordered; a batch whose
+    answer was lost is written again (duplicates allowed, counted)."""
+    n = 40_000 if chaos_full else 8_000
+    extra = {"enable.idempotence": False, "max.in.flight.requests.per.connection": 1,
+             "batch.size": 1500, "linger.ms": 1}
+    _, checks, injected = run_chaos(n, extra, ledger, record, applied_only=True, latency=0.02)
+    assert injected.get("delay/Produce", 0) > 0
+    assert checks["reordered"] == 0

@@ -10,12 +10,13 @@ import ray
 
 from raykafka.driver.producer import Producer
 from raykafka.wire import messages
-from raykafka.wire.errors import BrokerError, BufferExhaustedError, DeliveryTimeoutError
+from raykafka.wire.errors import BY_NAME, BrokerError, BufferExhaustedError, DeliveryTimeoutError
 from raykafka.wire.mock_broker import MockCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 
-NOT_LEADER = 6
+NOT_LEADER = BY_NAME["NOT_LEADER_OR_FOLLOWER"].code
+REQUEST_TIMED_OUT = BY_NAME["REQUEST_TIMED_OUT"].code
 
 
 def config(cluster: MockCluster, **extra) -> dict:
@@ -55,6 +56,26 @@ def test_leadership_moves_mid_stream_between_two_brokers(ray_session, extra):
         assert_in_order_and_complete(cluster, "t", sent)
         # both brokers took produce requests: the pipeline followed the leaders
         assert cluster.requests(messages.PRODUCE, 1) and cluster.requests(messages.PRODUCE, 2)
+
+
+def test_without_idempotence_a_failed_batch_is_not_overtaken_by_the_batch_behind_it(ray_session):
+    """enable.idempotence=false, max.in.flight=1: a partition's batches queue for the connection
+    (each answer takes 20 ms). A batch fails with REQUEST_TIMED_OUT, not written, while the broker
+    stays the leader; the batch waiting behind it must not be written before its retry. Twice;
+    the log holds every message once, in the order sent."""
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
+        cluster.delay(messages.PRODUCE, 0.02)
+        extra = {"enable.idempotence": False, "max.in.flight.requests.per.connection": 1,
+                 "batch.size": 300, "linger.ms": 1}
+        with Producer(config(cluster, **extra)) as producer:
+            producer.send("t", b"warm").result(30)
+            futures = [producer.send("t", b"m%04d" % i) for i in range(400)]
+            for after in (4, 12):
+                cluster.wait_for_requests(messages.PRODUCE, after, timeout=30)
+                cluster.fail_next(messages.PRODUCE, REQUEST_TIMED_OUT, topic="t", partition=0)
+            assert all(f.result(60).offset >= 0 for f in futures)
+        assert cluster.faults["error/Produce/REQUEST_TIMED_OUT"] == 2
+        assert log_of(cluster, "t", 0) == [b"warm"] + [b"m%04d" % i for i in range(400)]
 
 
 def test_retries_exhausted_fail_exactly_those_messages_with_the_cause(ray_session):
@@ -147,7 +168,7 @@ def test_out_of_order_sequence_takes_a_new_producer_id_and_delivers_everything_o
         first = [producer.send("t", b"a%d" % i) for i in range(200)]
         for f in first:
             f.result(30)
-        cluster.fail_next(messages.PRODUCE, 45, count=1, topic="t", partition=0)
+        cluster.fail_next(messages.PRODUCE, BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code, count=1, topic="t", partition=0)
         second = [producer.send("t", b"b%d" % i) for i in range(200)]
         for f in second:
             assert f.result(60).offset >= 0
@@ -268,7 +289,7 @@ def test_a_batch_over_the_brokers_message_max_bytes_is_cut_in_halves_until_they_
             alone = producer.send("t", b"x" * 30_000, partition=0)
             with pytest.raises(BrokerError, match="produce to t/0: MESSAGE_TOO_LARGE") as info:
                 alone.result(60)
-            assert info.value.code == 10 and not info.value.retriable
+            assert info.value.code == BY_NAME["MESSAGE_TOO_LARGE"].code and not info.value.retriable
             after = producer.send("t", b"after", partition=0).result(60)
         assert idempotent == ("acks" not in extra)
         assert (result.delivered, result.failed) == (300, 0)

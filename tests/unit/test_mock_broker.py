@@ -21,7 +21,7 @@ from raykafka.wire import messages
 from raykafka.wire.cluster import Cluster
 from raykafka.wire.config import parse_config
 from raykafka.wire.connection import BrokerConnection
-from raykafka.wire.errors import BrokerConnectionError, RequestTimedOutError, UnknownTopicError
+from raykafka.wire.errors import BY_NAME, BrokerConnectionError, RequestTimedOutError, UnknownTopicError
 from raykafka.wire.mock_broker import MockCluster
 from raykafka.wire.protocol import encode_request
 from raykafka.wire.records import decode_record_batches, encode_record_batch
@@ -347,6 +347,43 @@ def test_duplicate_and_out_of_order_sequences(mock):
 
     run(scenario())
     assert [r.value for r in mock.records("t", 0)] == [b"a", b"b", b"c", b"e"]
+
+
+def test_only_the_last_five_batches_are_recognised_as_duplicates(mock):
+    """As Kafka's broker (ProducerStateEntry keeps 5 batches per producer and partition): a
+    re-sent batch among the last 5 is DUPLICATE_SEQUENCE_NUMBER with the offset it was written
+    at; one older than that is OUT_OF_ORDER_SEQUENCE_NUMBER; neither is written again. A batch
+    with the same first sequence but other records is no duplicate."""
+    duplicate, out_of_order = BY_NAME["DUPLICATE_SEQUENCE_NUMBER"].code, BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code
+
+    async def scenario():
+        conn = await connect(mock, 1)
+        try:
+            init = await conn.request(messages.INIT_PRODUCER_ID, {"transactional_id": None,
+                                                                  "transaction_timeout_ms": 60000})
+
+            def batch(values: list[bytes], seq: int) -> bytes:
+                return encode_record_batch(values, producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                                           base_sequence=seq)
+
+            async def send(b: bytes) -> Any:
+                return part(await conn.request(messages.PRODUCE, produce_body(0, b)))
+
+            sent = [batch([b"%d-a" % i, b"%d-b" % i], 2 * i) for i in range(7)]  # offsets 0, 2, ..., 12
+            for i, b in enumerate(sent):
+                assert ((await send(b)).error_code, i) == (0, i)
+            for i in range(2, 7):  # the last five
+                answer = await send(sent[i])
+                assert (answer.error_code, answer.base_offset) == (duplicate, 2 * i)
+            for i in range(2):  # older: the broker no longer knows them
+                assert (await send(sent[i])).error_code == out_of_order
+            assert (await send(batch([b"6-a"], 12))).error_code == out_of_order  # same first sequence, fewer records
+            assert (await send(batch([b"next"], 14))).base_offset == 14
+        finally:
+            await conn.close()
+
+    run(scenario())
+    assert len(mock.records("t", 0)) == 15
 
 
 def test_corrupt_batch_is_refused(mock):
