@@ -433,8 +433,9 @@ def _read_records(buf, ext, start_offset, offsets, stamps, key_pos, key_len, val
 
 
 def _varints(view: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The zigzag varint at each of `pos` in `view`, and the positions after them."""
-    b = view[pos].astype(np.int64)
+    """The zigzag varint at each of `pos` in `view`, and the positions after them. Read as
+    unsigned 64-bit, as Java's readVarlong does: a value of 2**62 or more is not sign-flipped."""
+    b = view[pos].astype(np.uint64)
     value = b & 0x7F
     after = pos + 1
     more = np.flatnonzero(b & 0x80)
@@ -442,12 +443,12 @@ def _varints(view: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     while len(more):
         if shift > 63:
             raise DecodeError("varint longer than 10 bytes")
-        b = view[after[more]].astype(np.int64)
+        b = view[after[more]].astype(np.uint64)
         value[more] |= (b & 0x7F) << shift
         after[more] += 1
         more = more[(b & 0x80) != 0]
         shift += 7
-    return (value >> 1) ^ -(value & 1), after
+    return (value >> 1).view(np.int64) ^ -(value & 1).view(np.int64), after
 
 
 def _gather_binary(source: np.ndarray, positions: np.ndarray, lengths: np.ndarray) -> pa.Array:
