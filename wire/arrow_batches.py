@@ -135,20 +135,21 @@ def _scan_batches(buf: bytes, topic: str, partition: int, start_offset: int, che
     after = start_offset
     try:
         while (head := read_batch_header(buf, pos, end, check_crc)) is not None:
-            base, length, attrs, last_delta, base_ts, max_ts, count = (head[0], head[1], head[5], head[6],
-                                                                       head[7], head[8], head[12])
+            base, length, _epoch, _magic, _crc, attrs, last_delta, base_ts, max_ts, _pid, _pepoch, _seq, count = head
             batch_pos, pos = pos, pos + 12 + length
-            after = max(after, base + last_delta + 1)
+            if base + last_delta >= after:
+                after = base + last_delta + 1
             if attrs & 0x20 or base + last_delta < start_offset:
                 continue  # a control batch, or nothing we asked for
             log_append = bool(attrs & 0x08)
             ts_base = max_ts if log_append else base_ts
-            records, first, stop = batch_records(buf, batch_pos, pos, head, max_decompressed)
-            if records is not buf:  # decompressed: laid after the fetched bytes
-                segments.append(records)
-                first, stop = seg_base, seg_base + stop
-                seg_base = stop
-            extents.append(_Extent(base, first, stop, count, ts_base, log_append))
+            if attrs & 0x07:  # decompressed: laid after the fetched bytes
+                raw, _, size = batch_records(buf, batch_pos, pos, head, max_decompressed)
+                segments.append(raw)
+                extents.append(_Extent(base, seg_base, seg_base + size, count, ts_base, log_append))
+                seg_base += size
+            else:
+                extents.append(_Extent(base, batch_pos + HEADER_SIZE, pos, count, ts_base, log_append))
     except DecodeError as exc:
         raise type(exc)(f"{topic}/{partition}: {exc}") from None
     return extents, segments, after

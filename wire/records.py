@@ -583,54 +583,68 @@ def read_batch_header(buf: Any, pos: int, end: int, check_crc: bool) -> tuple | 
     the fetch size limit). Both decoders, this module's and `arrow_batches`', read every batch
     through here, so each ends after its own bytes and the next starts further on.
 
-    A length too short for a header (negative, say: never what a cut leaves), a failed CRC or
-    a negative record count raise `CorruptRecordError`; a magic other than 2, `DecodeError`."""
-    if end - pos >= HEADER_SIZE:
-        head = _HEAD.unpack_from(buf, pos)
-        base_offset, length = head[0], head[1]
-    elif end - pos >= _LENGTH_OFFSET:
-        head = None
-        base_offset, length = _BASE_AND_LENGTH.unpack_from(buf, pos)
-    else:
+    A length too short for a header (negative, say: never what a cut leaves), a failed CRC, a
+    negative record count or, uncompressed, more records than bytes to hold them raise
+    `CorruptRecordError`; a magic other than 2, `DecodeError`. (A compressed batch's count is
+    checked by `batch_records`, once it is decompressed.)"""
+    if end - pos < HEADER_SIZE:
+        _check_short(buf, pos, end)
         return None
-    if length < HEADER_SIZE - _LENGTH_OFFSET:
-        if length >= 5 and end - pos > 16 and buf[pos + 16] != MAGIC:
-            raise DecodeError(f"record batch at offset {base_offset} has magic {buf[pos + 16]}; "
-                              "only magic 2 is supported")
-        what = "a negative length" if length < 0 else "a length"
-        raise CorruptRecordError(f"record batch at offset {base_offset} has {what} {length}, "
-                                 f"shorter than a batch header")
+    head = _HEAD.unpack_from(buf, pos)
+    length = head[1]
     batch_end = pos + _LENGTH_OFFSET + length
-    if batch_end > end or head is None:
+    if length < HEADER_SIZE - _LENGTH_OFFSET:
+        _check_short(buf, pos, end)
+    if batch_end > end:
         return None  # cut at the fetch size limit
     if head[3] != MAGIC:
-        raise DecodeError(f"record batch at offset {base_offset} has magic {head[3]}; only magic 2 is supported")
-    if check_crc:
+        raise DecodeError(f"record batch at offset {head[0]} has magic {head[3]}; only magic 2 is supported")
+    if check_crc and crc32c(memoryview(buf)[pos + _CRC_START : batch_end]) != head[4]:
         actual = crc32c(memoryview(buf)[pos + _CRC_START : batch_end])
-        if actual != head[4]:
-            raise CorruptRecordError(f"record batch at offset {base_offset} failed its CRC "
-                                     f"(stored {head[4]:#010x}, computed {actual:#010x})")
-    if head[12] < 0:
-        raise CorruptRecordError(f"record batch at offset {base_offset} has a negative record count {head[12]}")
+        raise CorruptRecordError(f"record batch at offset {head[0]} failed its CRC "
+                                 f"(stored {head[4]:#010x}, computed {actual:#010x})")
+    count = head[12]
+    if count < 0:
+        raise CorruptRecordError(f"record batch at offset {head[0]} has a negative record count {count}")
+    if not head[5] & _ATTR_CODEC and count * MIN_RECORD_SIZE > length - (HEADER_SIZE - _LENGTH_OFFSET):
+        _too_many_records(head[0], count, length - (HEADER_SIZE - _LENGTH_OFFSET))
     return head
+
+
+def _check_short(buf: Any, pos: int, end: int) -> None:
+    """Raise if the batch at `pos` says it is too short to hold a header (with fewer than 12
+    bytes left, or a length that reaches past `end`, it is a cut batch: return)."""
+    if end - pos < _LENGTH_OFFSET:
+        return
+    base_offset, length = _BASE_AND_LENGTH.unpack_from(buf, pos)
+    if length >= HEADER_SIZE - _LENGTH_OFFSET:
+        return
+    if length >= 5 and end - pos > 16 and buf[pos + 16] != MAGIC:
+        raise DecodeError(f"record batch at offset {base_offset} has magic {buf[pos + 16]}; "
+                          "only magic 2 is supported")
+    what = "a negative length" if length < 0 else "a length"
+    raise CorruptRecordError(f"record batch at offset {base_offset} has {what} {length}, shorter than a batch header")
+
+
+def _too_many_records(base_offset: int, count: int, size: int) -> None:
+    raise CorruptRecordError(f"record batch at offset {base_offset} claims {count} records in {size} bytes")
 
 
 def batch_records(buf: Any, pos: int, batch_end: int, head: tuple, max_decompressed: int) -> tuple[Any, int, int]:
     """Where the records of the batch at `pos` lie, as (buffer, start, stop): in `buf` itself,
-    or decompressed (to at most `max_decompressed` bytes). Its record count is checked against
-    those bytes, so a reader may take `count` steps."""
-    base_offset, codec, count = head[0], head[5] & _ATTR_CODEC, head[12]
+    or decompressed (to at most `max_decompressed` bytes), their count checked against the
+    bytes they came to. With `read_batch_header`'s checks, a reader may take `count` steps."""
     start = pos + HEADER_SIZE
-    if codec:
-        try:
-            buf = _decompress(codec, memoryview(buf)[start:batch_end], max_decompressed)
-        except DecodeError as exc:
-            raise type(exc)(f"record batch at offset {base_offset}: {exc}") from None
-        start, batch_end = 0, len(buf)
-    if count * MIN_RECORD_SIZE > batch_end - start:
-        raise CorruptRecordError(f"record batch at offset {base_offset} claims {count} records "
-                                 f"in {batch_end - start} bytes")
-    return buf, start, batch_end
+    codec = head[5] & _ATTR_CODEC
+    if not codec:
+        return buf, start, batch_end
+    try:
+        records = _decompress(codec, memoryview(buf)[start:batch_end], max_decompressed)
+    except DecodeError as exc:
+        raise type(exc)(f"record batch at offset {head[0]}: {exc}") from None
+    if head[12] * MIN_RECORD_SIZE > len(records):
+        _too_many_records(head[0], head[12], len(records))
+    return records, 0, len(records)
 
 
 def batch_record_count(data: bytes | memoryview) -> int:
