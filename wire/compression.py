@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import struct
 from enum import IntEnum
+from functools import partial
+from typing import Any
 
 import cramjam
 
@@ -151,90 +153,90 @@ def _gzip_size(data: memoryview) -> int | None:
     return _LE32.unpack_from(data, len(data) - 4)[0] if len(data) >= 18 else None
 
 
-def _lz4_size(data: memoryview) -> int | None:
-    """The frames' content sizes where they give them, else each block's size: its own when
-    stored, the frame's block maximum when compressed. None if the framing is malformed."""
+def _framed_size(data: memoryview, magic: int, frame_size: Any) -> int | None:
+    """The most the frames of `data` inflate to, by `frame_size` for each frame with `magic`
+    (skippable frames hold nothing). None if the framing is malformed."""
     pos, end, total = 0, len(data), 0
     while pos < end:
         if end - pos < 8:
             return None
-        (magic,) = _LE32.unpack_from(data, pos)
-        if magic & 0xFFFFFFF0 == _SKIPPABLE:
+        (found,) = _LE32.unpack_from(data, pos)
+        if found & 0xFFFFFFF0 == _SKIPPABLE:
             pos += 8 + _LE32.unpack_from(data, pos + 4)[0]
             continue
-        flags, descriptor = data[pos + 4], data[pos + 5]
-        block_max = 1 << (8 + 2 * ((descriptor >> 4) & 7))  # 4: 64 KiB, 5: 256 KiB, 6: 1 MiB, 7: 4 MiB
-        if magic != _LZ4_MAGIC or flags >> 6 != 1 or block_max < 1 << 16:
+        frame = frame_size(data, pos + 4, end) if found == magic else None
+        if frame is None:
             return None
-        pos += 6
-        content_size = None
-        if flags & 0x08:
-            if end - pos < 8:
-                return None
-            (content_size,) = _LE64.unpack_from(data, pos)
-            pos += 8
-        pos += 1 + (4 if flags & 0x01 else 0)  # dictionary id, header checksum
-        checksum = 4 if flags & 0x10 else 0
-        blocks = 0
-        while True:
-            if end - pos < 4:
-                return None
-            (size,) = _LE32.unpack_from(data, pos)
-            pos += 4
-            if size == 0:
-                break
-            stored, size = size & LZ4_STORED, size & ~LZ4_STORED
-            blocks += size if stored else block_max
-            pos += size + checksum
-        pos += 4 if flags & 0x04 else 0  # content checksum
-        total += blocks if content_size is None else content_size
+        size, pos = frame
+        total += size
     return total
 
 
-def _zstd_size(data: memoryview) -> int | None:
-    """The frames' content sizes where they give them, else each block's size: its own when
-    raw or RLE, 128 KiB when compressed. None if the framing is malformed."""
-    pos, end, total = 0, len(data), 0
-    while pos < end:
+def _lz4_frame(data: memoryview, pos: int, end: int) -> tuple[int, int] | None:
+    """The LZ4 frame whose header starts at `pos`: its content size if it gives one, else each
+    block's size (its own when stored, the frame's block maximum when compressed); and where
+    the frame ends."""
+    flags, descriptor = data[pos], data[pos + 1]
+    block_max = 1 << (8 + 2 * ((descriptor >> 4) & 7))  # 4: 64 KiB, 5: 256 KiB, 6: 1 MiB, 7: 4 MiB
+    if flags >> 6 != 1 or block_max < 1 << 16:
+        return None
+    pos += 2
+    content_size = None
+    if flags & 0x08:
         if end - pos < 8:
             return None
-        (magic,) = _LE32.unpack_from(data, pos)
-        if magic & 0xFFFFFFF0 == _SKIPPABLE:
-            pos += 8 + _LE32.unpack_from(data, pos + 4)[0]
-            continue
-        if magic != _ZSTD_MAGIC:
+        (content_size,) = _LE64.unpack_from(data, pos)
+        pos += 8
+    pos += 1 + (4 if flags & 0x01 else 0)  # dictionary id, header checksum
+    checksum = 4 if flags & 0x10 else 0
+    blocks = 0
+    while True:
+        if end - pos < 4:
             return None
-        descriptor = data[pos + 4]
-        single = descriptor & 0x20
-        fcs_bytes = (1 if single else 0, 2, 4, 8)[descriptor >> 6]
-        pos += 5 + (0 if single else 1) + (0, 1, 2, 4)[descriptor & 3]
-        content_size = None
-        if fcs_bytes:
-            if end - pos < fcs_bytes:
-                return None
-            content_size = int.from_bytes(data[pos : pos + fcs_bytes], "little") + (256 if fcs_bytes == 2 else 0)
-            pos += fcs_bytes
-        blocks = 0
-        while True:
-            if end - pos < 3:
-                return None
-            header = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
-            kind, size = (header >> 1) & 3, header >> 3
-            if kind == 3:
-                return None
-            blocks += _ZSTD_BLOCK_MAX if kind == 2 else size
-            pos += 3 + (1 if kind == 1 else size)
-            if header & 1:
-                break
-        pos += 4 if descriptor & 0x04 else 0  # content checksum
-        total += blocks if content_size is None else content_size
-    return total
+        (size,) = _LE32.unpack_from(data, pos)
+        pos += 4
+        if size == 0:
+            break
+        stored, size = size & LZ4_STORED, size & ~LZ4_STORED
+        blocks += size if stored else block_max
+        pos += size + checksum
+    pos += 4 if flags & 0x04 else 0  # content checksum
+    return (blocks if content_size is None else content_size), pos
+
+
+def _zstd_frame(data: memoryview, pos: int, end: int) -> tuple[int, int] | None:
+    """The zstd frame whose header starts at `pos`: its content size if it gives one, else each
+    block's size (its own when raw or RLE, 128 KiB when compressed); and where the frame ends."""
+    descriptor = data[pos]
+    single = descriptor & 0x20
+    fcs_bytes = (1 if single else 0, 2, 4, 8)[descriptor >> 6]
+    pos += 1 + (0 if single else 1) + (0, 1, 2, 4)[descriptor & 3]  # window, dictionary id
+    content_size = None
+    if fcs_bytes:
+        if end - pos < fcs_bytes:
+            return None
+        content_size = int.from_bytes(data[pos : pos + fcs_bytes], "little") + (256 if fcs_bytes == 2 else 0)
+        pos += fcs_bytes
+    blocks = 0
+    while True:
+        if end - pos < 3:
+            return None
+        header = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
+        kind, size = (header >> 1) & 3, header >> 3
+        if kind == 3:
+            return None
+        blocks += _ZSTD_BLOCK_MAX if kind == 2 else size
+        pos += 3 + (1 if kind == 1 else size)
+        if header & 1:
+            break
+    pos += 4 if descriptor & 0x04 else 0  # content checksum
+    return (blocks if content_size is None else content_size), pos
 
 
 _INTO = {
     Compression.GZIP: (cramjam.gzip.decompress_into, _gzip_size),
-    Compression.LZ4: (cramjam.lz4.decompress_into, _lz4_size),
-    Compression.ZSTD: (cramjam.zstd.decompress_into, _zstd_size),
+    Compression.LZ4: (cramjam.lz4.decompress_into, partial(_framed_size, magic=_LZ4_MAGIC, frame_size=_lz4_frame)),
+    Compression.ZSTD: (cramjam.zstd.decompress_into, partial(_framed_size, magic=_ZSTD_MAGIC, frame_size=_zstd_frame)),
 }
 _FULL = "failed to write whole buffer"  # cramjam's words when the output buffer is too small
 

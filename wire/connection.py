@@ -253,6 +253,7 @@ class BrokerConnection:
             what = "got no response" if written else "did not take the request (it stopped reading)"
             error = RequestTimedOutError(
                 f"{api.name} to broker {self.node_id} ({self.host}:{self.port}) {what} in {timeout:.1f}s")
+            future.cancel()  # this wait reports it; no one else awaits its future
             await self.close(error)
             raise error from None
 

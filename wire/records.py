@@ -13,6 +13,12 @@ utf-8 key and a nullable value. Every varint is zigzag-encoded.
 Both directions are hot paths (one call per record in pure Python), so the loops are written
 out by hand: varint encodings come from a precomputed table, single-byte varints are decoded
 inline, and each batch is joined once.
+
+Decoding trusts nothing it reads: `read_batch_header` and `batch_records` check every batch's
+length and record count against the bytes present, and decompress at most
+`max.decompressed.batch.bytes`, for this module's `decode_record_batches` and for
+`arrow_batches.records_to_arrow` alike. Malformed input raises `DecodeError`, in time bounded
+by its size.
 """
 
 from __future__ import annotations
@@ -587,64 +593,62 @@ def read_batch_header(buf: Any, pos: int, end: int, check_crc: bool) -> tuple | 
     negative record count or, uncompressed, more records than bytes to hold them raise
     `CorruptRecordError`; a magic other than 2, `DecodeError`. (A compressed batch's count is
     checked by `batch_records`, once it is decompressed.)"""
-    if end - pos < HEADER_SIZE:
-        _check_short(buf, pos, end)
+    if end - pos < HEADER_SIZE:  # a cut batch, unless its length says it is not a batch at all
+        if end - pos >= _LENGTH_OFFSET:
+            base_offset, length = _BASE_AND_LENGTH.unpack_from(buf, pos)
+            if length < HEADER_SIZE - _LENGTH_OFFSET:
+                raise _short_batch_error(buf, pos, end, base_offset, length)
         return None
     head = _HEAD.unpack_from(buf, pos)
-    length = head[1]
+    base_offset, length, _epoch, magic, crc, attributes, _delta, _ts, _max_ts, _pid, _pepoch, _seq, count = head
     batch_end = pos + _LENGTH_OFFSET + length
     if length < HEADER_SIZE - _LENGTH_OFFSET:
-        _check_short(buf, pos, end)
+        raise _short_batch_error(buf, pos, end, base_offset, length)
     if batch_end > end:
         return None  # cut at the fetch size limit
-    if head[3] != MAGIC:
-        raise DecodeError(f"record batch at offset {head[0]} has magic {head[3]}; only magic 2 is supported")
-    if check_crc and crc32c(memoryview(buf)[pos + _CRC_START : batch_end]) != head[4]:
+    if magic != MAGIC:
+        raise DecodeError(f"record batch at offset {base_offset} has magic {magic}; only magic 2 is supported")
+    if check_crc and crc32c(memoryview(buf)[pos + _CRC_START : batch_end]) != crc:
         actual = crc32c(memoryview(buf)[pos + _CRC_START : batch_end])
-        raise CorruptRecordError(f"record batch at offset {head[0]} failed its CRC "
-                                 f"(stored {head[4]:#010x}, computed {actual:#010x})")
-    count = head[12]
+        raise CorruptRecordError(f"record batch at offset {base_offset} failed its CRC "
+                                 f"(stored {crc:#010x}, computed {actual:#010x})")
     if count < 0:
-        raise CorruptRecordError(f"record batch at offset {head[0]} has a negative record count {count}")
-    if not head[5] & _ATTR_CODEC and count * MIN_RECORD_SIZE > length - (HEADER_SIZE - _LENGTH_OFFSET):
-        _too_many_records(head[0], count, length - (HEADER_SIZE - _LENGTH_OFFSET))
+        raise CorruptRecordError(f"record batch at offset {base_offset} has a negative record count {count}")
+    if not attributes & _ATTR_CODEC and count * MIN_RECORD_SIZE > batch_end - pos - HEADER_SIZE:
+        raise _too_many_records(base_offset, count, batch_end - pos - HEADER_SIZE)
     return head
-
-
-def _check_short(buf: Any, pos: int, end: int) -> None:
-    """Raise if the batch at `pos` says it is too short to hold a header (with fewer than 12
-    bytes left, or a length that reaches past `end`, it is a cut batch: return)."""
-    if end - pos < _LENGTH_OFFSET:
-        return
-    base_offset, length = _BASE_AND_LENGTH.unpack_from(buf, pos)
-    if length >= HEADER_SIZE - _LENGTH_OFFSET:
-        return
-    if length >= 5 and end - pos > 16 and buf[pos + 16] != MAGIC:
-        raise DecodeError(f"record batch at offset {base_offset} has magic {buf[pos + 16]}; "
-                          "only magic 2 is supported")
-    what = "a negative length" if length < 0 else "a length"
-    raise CorruptRecordError(f"record batch at offset {base_offset} has {what} {length}, shorter than a batch header")
-
-
-def _too_many_records(base_offset: int, count: int, size: int) -> None:
-    raise CorruptRecordError(f"record batch at offset {base_offset} claims {count} records in {size} bytes")
 
 
 def batch_records(buf: Any, pos: int, batch_end: int, head: tuple, max_decompressed: int) -> tuple[Any, int, int]:
     """Where the records of the batch at `pos` lie, as (buffer, start, stop): in `buf` itself,
     or decompressed (to at most `max_decompressed` bytes), their count checked against the
     bytes they came to. With `read_batch_header`'s checks, a reader may take `count` steps."""
+    base_offset, attributes, count = head[0], head[5], head[12]
     start = pos + HEADER_SIZE
-    codec = head[5] & _ATTR_CODEC
+    codec = attributes & _ATTR_CODEC
     if not codec:
         return buf, start, batch_end
     try:
         records = _decompress(codec, memoryview(buf)[start:batch_end], max_decompressed)
     except DecodeError as exc:
-        raise type(exc)(f"record batch at offset {head[0]}: {exc}") from None
-    if head[12] * MIN_RECORD_SIZE > len(records):
-        _too_many_records(head[0], head[12], len(records))
+        raise type(exc)(f"record batch at offset {base_offset}: {exc}") from None
+    if count * MIN_RECORD_SIZE > len(records):
+        raise _too_many_records(base_offset, count, len(records))
     return records, 0, len(records)
+
+
+def _short_batch_error(buf: Any, pos: int, end: int, base_offset: int, length: int) -> DecodeError:
+    """What is wrong with a batch whose length is too small to hold a header."""
+    if length >= 5 and end - pos > 16 and buf[pos + 16] != MAGIC:  # an old message set, likely
+        return DecodeError(f"record batch at offset {base_offset} has magic {buf[pos + 16]}; "
+                           "only magic 2 is supported")
+    what = "a negative length" if length < 0 else "a length"
+    return CorruptRecordError(f"record batch at offset {base_offset} has {what} {length}, "
+                              "shorter than a batch header")
+
+
+def _too_many_records(base_offset: int, count: int, size: int) -> CorruptRecordError:
+    return CorruptRecordError(f"record batch at offset {base_offset} claims {count} records in {size} bytes")
 
 
 def batch_record_count(data: bytes | memoryview) -> int:

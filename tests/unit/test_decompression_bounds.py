@@ -24,7 +24,7 @@ from raykafka.wire.compression import (
     decompress,
 )
 from raykafka.wire.config import PROPERTIES, parse_config
-from raykafka.wire.errors import ConfigError, RecordBatchTooLargeError
+from raykafka.wire.errors import ConfigError, DecodeError, RecordBatchTooLargeError
 from raykafka.wire.records import decode_record_batches, encode_record_batch
 
 CODECS = [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
@@ -151,3 +151,21 @@ def test_both_decoders_refuse_a_batch_past_the_cap_naming_the_batch_and_the_key(
         assert decode(2 * MiB) == values
     with pytest.raises(RecordBatchTooLargeError, match="^t/2: record batch at offset 40"):
         records_to_arrow(data, "t", 2, max_decompressed=MiB // 2)
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
+@settings(max_examples=150, deadline=2000, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(min_size=1, max_size=5000), mutations=st.lists(st.tuples(st.integers(0), st.integers(0, 255)),
+                                                                    min_size=1, max_size=4), cap=st.integers(0, 20_000))
+def test_mangled_framing_ends_in_output_within_the_cap_or_a_decode_error(cpu_bound, codec, data, mutations, cap):
+    """Each codec's framing (the sizes read ahead of decompressing) overwritten here and there."""
+    for name, packed in _framings(codec, data):
+        buf = bytearray(packed)
+        for at, value in mutations:
+            buf[at % len(buf)] = value
+        with cpu_bound(2.0, f"{codec.name} ({name}) {bytes(buf[:64]).hex()}"):
+            try:
+                out = decompress(codec, bytes(buf), max_size=cap)
+            except DecodeError:
+                continue
+        assert len(out) <= cap
