@@ -75,6 +75,8 @@ class _Unanswered:
     def answered(self, correlation_id: int) -> bool:
         """Whether `correlation_id` is one of these requests (then it and those before it are
         forgotten)."""
+        if not 0 <= correlation_id <= _CORRELATION_IDS:
+            return False
         for first, last in self._runs:
             sent = first + ((correlation_id - first) & _CORRELATION_IDS)
             if sent <= last:

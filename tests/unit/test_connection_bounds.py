@@ -234,5 +234,7 @@ def test_unanswered_requests_are_forgotten_once_a_later_one_is_answered():
     third = (sent - 8) & _CORRELATION_IDS
     assert unanswered.answered(third)  # tansu's answer to the third of the ten
     assert not unanswered.answered((sent - 9) & _CORRELATION_IDS)  # before it: never again
-    assert unanswered.answered((sent - 1) & _CORRELATION_IDS)
+    unanswered.add(sent)
+    assert not unanswered.answered((sent & _CORRELATION_IDS) - 2**31)  # the same id, negative: a stranger
+    assert unanswered.answered(sent & _CORRELATION_IDS)
     assert not unanswered.answered(12345)
