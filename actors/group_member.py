@@ -335,7 +335,8 @@ class MemberRuntime:
                 claims[tp].high_watermark = part.high_watermark
                 if part.records:
                     batch, after = records_to_arrow(part.records, tp[0], tp[1], positions[tp],
-                                                    check_crc=self.config["check.crcs"])
+                                                    check_crc=self.config["check.crcs"],
+                                                    max_decompressed=self.config["max.decompressed.batch.bytes"])
                     if batch.num_rows:
                         claims[tp].put(batch)
                         self.fetched_batches += 1

@@ -191,7 +191,8 @@ class PartitionConsumer:
         cond = self._cond()
         try:
             batch, after = records_to_arrow(data, self.topic, self.partition, max(fetch_offset, self.offset),
-                                            check_crc=self._check_crcs)
+                                            check_crc=self._check_crcs,
+                                            max_decompressed=self.config["max.decompressed.batch.bytes"])
         except Exception as exc:  # corrupt or undecodable: this partition fails, visibly, alone
             self.error = f"bad data fetched at offset {fetch_offset}: {type(exc).__name__}: {exc}"
             log.error("consumer/%s/%d failed: %s", self.topic, self.partition, self.error)

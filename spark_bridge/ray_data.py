@@ -64,7 +64,8 @@ async def _read_range(config: Any, part: PartitionRange) -> list[pa.RecordBatch]
                 prefetch = asyncio.ensure_future(_fetch(cluster, config, part, ahead))
                 await asyncio.sleep(0)  # let it send its request before the decode holds the loop
             batch, after = records_to_arrow(data.records, part.topic, part.partition, offset,
-                                            check_crc=config["check.crcs"])
+                                            check_crc=config["check.crcs"],
+                                            max_decompressed=config["max.decompressed.batch.bytes"])
             if batch.num_rows:
                 if batch.column(4)[-1].as_py() >= part.end:
                     batch = batch.slice(0, _rows_before(batch, part.end))

@@ -12,6 +12,11 @@ object per record survives. Anything malformed sends the fetch to a record-by-re
 that names the batch and what is wrong. Control batches and records before the requested
 offset are skipped; aborted transactions are not filtered (read_uncommitted).
 
+Every batch header is read and checked by `records.read_batch_header` and every batch's records
+located (and decompressed, to at most `max.decompressed.batch.bytes`) by `records.batch_records`,
+as `decode_record_batches` does: lengths and counts are checked against the bytes present before
+any loop takes a step, so hostile bytes end in a `DecodeError` naming the partition and batch.
+
 `batches_to_arrow` does the same from `records.decode_record_batches` output (tests, peers).
 """
 
@@ -24,11 +29,10 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
-from crc32c import crc32c
 
-from .compression import decompress
+from .compression import MAX_DECOMPRESSED_BYTES
 from .errors import CorruptRecordError, DecodeError
-from .records import RecordBatch, read_uvarint
+from .records import HEADER_SIZE, RecordBatch, batch_records, read_batch_header, read_uvarint
 
 HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
 SCHEMA = pa.schema([
@@ -42,11 +46,9 @@ SCHEMA = pa.schema([
     ("headers", pa.list_(HEADER_TYPE)),
 ])
 
-_HEAD = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")
-HEADER_SIZE = 61
-_CRC_START = 21
 _RUN_MIN = 16  # records of one size worth laying out by numpy rather than step by step
+_HEADER_ROUNDS_MAX = 64  # headers per record read column-wise; a record with more goes to the loop
 
 
 def next_offset(data: bytes | memoryview | None, default: int) -> int:
@@ -70,20 +72,22 @@ def empty_batch() -> pa.RecordBatch:
 
 
 def records_to_arrow(data: bytes | memoryview | None, topic: str, partition: int, start_offset: int = 0,
-                     *, check_crc: bool = True) -> tuple[pa.RecordBatch, int]:
+                     *, check_crc: bool = True,
+                     max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> tuple[pa.RecordBatch, int]:
     """The records at or after `start_offset` in `data` (bytes, or any buffer: a view of a Fetch
     response, a numpy array fed from the object store; read where it lies), and the offset to
-    fetch next."""
+    fetch next. A compressed batch may inflate to `max_decompressed` bytes
+    (`max.decompressed.batch.bytes`); malformed data raises a `DecodeError` naming the batch."""
     if data is None or not len(data):
         return empty_batch(), start_offset
     buf = data if isinstance(data, bytes) else memoryview(data).cast("B")
-    extents, segments, after = _scan_batches(buf, topic, partition, start_offset, check_crc)
+    extents, segments, after = _scan_batches(buf, topic, partition, start_offset, check_crc, max_decompressed)
     if not extents:
         return empty_batch(), after
     source = segments[0] if len(segments) == 1 else b"".join(segments)
     try:
         fields = _read_vectorised(source, extents, start_offset)
-    except (IndexError, ValueError, DecodeError, UnicodeDecodeError):
+    except (IndexError, ValueError, OverflowError, DecodeError):
         fields = None
     if fields is None:  # something malformed: the loop finds it and names the batch
         source = bytes(source)  # the loop slices it into keys and values
@@ -120,8 +124,8 @@ class _Fields(NamedTuple):
     hdr_len: np.ndarray
 
 
-def _scan_batches(buf: bytes, topic: str, partition: int, start_offset: int,
-                  check_crc: bool) -> tuple[list[_Extent], list[bytes], int]:
+def _scan_batches(buf: bytes, topic: str, partition: int, start_offset: int, check_crc: bool,
+                  max_decompressed: int) -> tuple[list[_Extent], list[bytes], int]:
     """One step per batch: check its header and CRC, decompress it, note where its records lie."""
     extents: list[_Extent] = []
     segments = [buf]
@@ -129,30 +133,25 @@ def _scan_batches(buf: bytes, topic: str, partition: int, start_offset: int,
     end = len(buf)
     pos = 0
     after = start_offset
-    while end - pos >= HEADER_SIZE:
-        (base, length, _epoch, magic, crc, attrs, last_delta, base_ts, max_ts,
-         _pid, _pepoch, _seq, count) = _HEAD.unpack_from(buf, pos)
-        batch_end = pos + 12 + length
-        if batch_end > end:
-            break  # cut at the fetch size limit
-        if magic != 2:
-            raise DecodeError(f"{topic}/{partition}: record batch at offset {base} has magic {magic}")
-        if check_crc and crc32c(memoryview(buf)[pos + _CRC_START:batch_end]) != crc:
-            raise CorruptRecordError(f"{topic}/{partition}: record batch at offset {base} failed its CRC")
-        batch_pos, pos = pos, batch_end
-        after = max(after, base + last_delta + 1)
-        if attrs & 0x20 or base + last_delta < start_offset:
-            continue  # a control batch, or nothing we asked for
-        codec = attrs & 0x07
-        log_append = bool(attrs & 0x08)
-        ts_base = max_ts if log_append else base_ts
-        if codec:
-            raw = decompress(codec, memoryview(buf)[batch_pos + HEADER_SIZE:batch_end])
-            segments.append(raw)
-            extents.append(_Extent(base, seg_base, seg_base + len(raw), count, ts_base, log_append))
-            seg_base += len(raw)
-        else:
-            extents.append(_Extent(base, batch_pos + HEADER_SIZE, batch_end, count, ts_base, log_append))
+    try:
+        while (head := read_batch_header(buf, pos, end, check_crc)) is not None:
+            base, length, _epoch, _magic, _crc, attrs, last_delta, base_ts, max_ts, _pid, _pepoch, _seq, count = head
+            batch_pos, pos = pos, pos + 12 + length
+            if base + last_delta >= after:
+                after = base + last_delta + 1
+            if attrs & 0x20 or base + last_delta < start_offset:
+                continue  # a control batch, or nothing we asked for
+            log_append = bool(attrs & 0x08)
+            ts_base = max_ts if log_append else base_ts
+            if attrs & 0x07:  # decompressed: laid after the fetched bytes
+                raw, _, size = batch_records(buf, batch_pos, pos, head, max_decompressed)
+                segments.append(raw)
+                extents.append(_Extent(base, seg_base, seg_base + size, count, ts_base, log_append))
+                seg_base += size
+            else:
+                extents.append(_Extent(base, batch_pos + HEADER_SIZE, pos, count, ts_base, log_append))
+    except DecodeError as exc:
+        raise type(exc)(f"{topic}/{partition}: {exc}") from None
     return extents, segments, after
 
 
@@ -175,12 +174,14 @@ def _read_vectorised(source: bytes, extents: list[_Extent], start_offset: int) -
     off_delta, q = _varints(view, q)
     klen, q = _varints(view, q)
     kp = q
+    if (klen < -1).any() or (klen >= record_ends - kp).any():  # checked before adding: no overflow
+        return None
     q = q + np.maximum(klen, 0)
     vlen, q = _varints(view, q)
     vp = q
-    q = q + np.maximum(vlen, 0)
-    if (klen < -1).any() or (vlen < -1).any() or (q >= record_ends).any():
+    if (vlen < -1).any() or (vlen >= record_ends - vp).any():
         return None
+    q = q + np.maximum(vlen, 0)
     counts = np.array([e.count for e in extents], np.int64)
     offsets = np.repeat(np.array([e.base for e in extents], np.int64), counts) + off_delta
     ts_base = np.repeat(np.array([e.ts_base for e in extents], np.int64), counts)
@@ -216,18 +217,21 @@ def _read_headers_vectorised(view: np.ndarray, q: np.ndarray, record_ends: np.nd
     header, in record order, its record and its key's and value's positions and lengths. None
     if some record's headers do not end exactly where the record does."""
     counts, pos = _varints(view, q)
-    if (counts < 0).any() or (counts > record_ends - pos).any():
+    if (counts < 0).any() or (counts > record_ends - pos).any() or counts.max() > _HEADER_ROUNDS_MAX:
         return None
     rounds = []
     active = np.flatnonzero(counts > 0)
     while len(active):
+        ends = record_ends[active]
         klen, at = _varints(view, pos[active])
         kpos = at
-        vlen, at = _varints(view, at + np.maximum(klen, 0))
-        vpos = at
-        at = at + np.maximum(vlen, 0)
-        if (klen < 0).any() or (vlen < -1).any() or (at > record_ends[active]).any():
+        if (klen < 0).any() or (klen > ends - kpos).any():  # checked before adding: no overflow
             return None
+        vlen, at = _varints(view, at + klen)
+        vpos = at
+        if (vlen < -1).any() or (vlen > ends - vpos).any():
+            return None
+        at = at + np.maximum(vlen, 0)
         rounds.append((active, kpos, klen, vpos, vlen))
         pos[active] = at
         active = active[counts[active] > len(rounds)]
@@ -253,7 +257,7 @@ def _record_bounds(source: bytes, view: np.ndarray, extents: list[_Extent]) -> t
         if left > end - p:
             return None  # a record takes at least one byte
         probe, stretch = _RUN_MIN * 4, _RUN_MIN * 2  # both grow while their guess keeps paying
-        while left:
+        while left > 0:
             if left >= _RUN_MIN:
                 u, q = read_uvarint(source, p)
                 step = q - p + (u >> 1)
@@ -332,7 +336,7 @@ def _read_looped(source: bytes, extents: list[_Extent], start_offset: int, topic
         try:
             pos = _read_records(source, ext, start_offset, offsets, stamps, key_pos, key_len, val_pos, val_len,
                                 hdr_count, hdr_keys, hdr_pos, hdr_len)
-        except (IndexError, DecodeError, UnicodeDecodeError) as exc:
+        except (IndexError, ValueError, OverflowError, DecodeError) as exc:  # ValueError: utf-8 too
             raise CorruptRecordError(f"{topic}/{partition}: record batch at offset {ext.base}: {exc}") from None
         if pos != ext.end:
             raise CorruptRecordError(f"{topic}/{partition}: record batch at offset {ext.base}: "
@@ -430,8 +434,9 @@ def _read_records(buf, ext, start_offset, offsets, stamps, key_pos, key_len, val
 
 
 def _varints(view: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The zigzag varint at each of `pos` in `view`, and the positions after them."""
-    b = view[pos].astype(np.int64)
+    """The zigzag varint at each of `pos` in `view`, and the positions after them. Read as
+    unsigned 64-bit, as Java's readVarlong does: a value of 2**62 or more is not sign-flipped."""
+    b = view[pos].astype(np.uint64)
     value = b & 0x7F
     after = pos + 1
     more = np.flatnonzero(b & 0x80)
@@ -439,12 +444,12 @@ def _varints(view: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     while len(more):
         if shift > 63:
             raise DecodeError("varint longer than 10 bytes")
-        b = view[after[more]].astype(np.int64)
+        b = view[after[more]].astype(np.uint64)
         value[more] |= (b & 0x7F) << shift
         after[more] += 1
         more = more[(b & 0x80) != 0]
         shift += 7
-    return (value >> 1) ^ -(value & 1), after
+    return (value >> 1).view(np.int64) ^ -(value & 1).view(np.int64), after
 
 
 def _gather_binary(source: np.ndarray, positions: np.ndarray, lengths: np.ndarray) -> pa.Array:

@@ -206,6 +206,8 @@ PROPERTIES: dict[str, Property] = {
     "max.partition.fetch.bytes": Property(1048576, POSITIVE, ""),
     "isolation.level": Property("read_uncommitted", _choice("read_uncommitted", "read_committed"), ""),
     "check.crcs": Property(True, _bool, "verify record batch CRCs on consume"),
+    "max.decompressed.batch.bytes": Property(52428800, POSITIVE, "most bytes one compressed batch may inflate to "
+                                             "on consume, else the partition fails (fetch.max.bytes' default)"),
     "topic.metadata.refresh.interval.ms": Property(300000, POSITIVE, "a group member checks its topics' partition counts this often"),
     "max.processing.time.ms": Property(100, POSITIVE, "Sarama's MaxProcessingTime: a partition whose batch is not taken this long pauses"),
     "key.deserializer": Property("bytes", _serde, ""),

@@ -2,13 +2,17 @@
 
 `BrokerConnection.connect` opens the socket (TLS if configured), negotiates versions with
 ApiVersions, then authenticates with SASL if configured. `request` writes a frame and waits
-for the response with the same correlation id, up to `request.timeout.ms`. When the
-connection drops, every pending request fails with `BrokerConnectionError`; a request that
-times out fails with `RequestTimedOutError` and closes the connection (as the Java client
-does: the responses behind it can no longer be trusted to come).
+for the response with the same correlation id, up to `request.timeout.ms`: the wait for the
+broker to take the bytes (`drain`, which never ends if it stops reading) and the wait for the
+answer share that one bound. When the connection drops, every pending request fails with
+`BrokerConnectionError`; a request that times out fails with `RequestTimedOutError` and closes
+the connection (as the Java client does: the responses behind it can no longer be trusted to
+come). Closing after a failure aborts the socket rather than waiting to flush it.
 
-A response whose correlation id is not pending (tansu answers acks=0 Produce requests,
-which Kafka does not) is dropped.
+A response to a request sent without waiting for one (acks=0 Produce: Kafka never answers it,
+tansu does) is dropped. A response with any other correlation id that no request is waiting
+for means the stream is out of step: the connection is reset and every request in flight on
+it fails with `UnknownCorrelationIdError`, which is retriable on a new connection.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import logging
 import os
 import ssl
 import struct
+from collections import deque
 from typing import Any
 
 from . import messages
@@ -28,6 +33,7 @@ from .errors import (
     ConfigError,
     DecodeError,
     RequestTimedOutError,
+    UnknownCorrelationIdError,
     UnsupportedVersionError,
 )
 from .protocol import Api, Struct, decode_response_header, encode_request
@@ -37,6 +43,46 @@ log = logging.getLogger("raykafka.wire.connection")
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+_CORRELATION_IDS = 0x7FFFFFFF  # a request's correlation id is its send number, wrapped to an int32
+
+
+class _Unanswered:
+    """The requests sent without waiting for a response, on one connection, by send number.
+
+    Kept as runs of consecutive send numbers. A broker answers in request order, so when a
+    later request is answered the ones before it never will be (Kafka's acks=0): they are
+    forgotten, and at most a run is kept per request still in flight."""
+
+    __slots__ = ("_runs",)
+
+    def __init__(self) -> None:
+        self._runs: deque[list[int]] = deque()  # [first, last] send numbers, oldest first
+
+    def add(self, sent: int) -> None:
+        if self._runs and self._runs[-1][1] == sent - 1:
+            self._runs[-1][1] = sent
+        else:
+            self._runs.append([sent, sent])
+
+    def forget_before(self, sent: int) -> None:
+        """The request sent `sent`-th was answered: none sent before it will be."""
+        runs = self._runs
+        while runs and runs[0][1] < sent:
+            runs.popleft()
+        if runs and runs[0][0] < sent:
+            runs[0][0] = sent
+
+    def answered(self, correlation_id: int) -> bool:
+        """Whether `correlation_id` is one of these requests (then it and those before it are
+        forgotten)."""
+        if not 0 <= correlation_id <= _CORRELATION_IDS:
+            return False
+        for first, last in self._runs:
+            sent = first + ((correlation_id - first) & _CORRELATION_IDS)
+            if sent <= last:
+                self.forget_before(sent + 1)
+                return True
+        return False
 
 
 class BrokerConnection:
@@ -57,8 +103,10 @@ class BrokerConnection:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._read_task: asyncio.Task[None] | None = None
-        self._pending: dict[int, tuple[asyncio.Future[Struct], Api, int]] = {}
-        self._next_correlation_id = 0
+        # correlation id -> (its future, api, version, send number)
+        self._pending: dict[int, tuple[asyncio.Future[Struct], Api, int, int]] = {}
+        self._unanswered = _Unanswered()
+        self._sent = 0  # requests sent on this object, across reconnects: the next one's send number
         self._closed_error: Exception | None = None
 
     def __repr__(self) -> str:
@@ -79,6 +127,7 @@ class BrokerConnection:
         if self.ssl_context is not None:
             await self._start_tls(self.ssl_context)
         self._closed_error = None
+        self._unanswered = _Unanswered()
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         try:
             await self._negotiate_versions()
@@ -107,7 +156,11 @@ class BrokerConnection:
             raise AuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: {reason}") from exc
 
     async def close(self, error: Exception | None = None) -> None:
-        """Close the socket and fail every pending request with `error`."""
+        """Close the socket and fail every pending request with `error`.
+
+        With an error the socket is aborted: what it still holds unsent is dropped, as a broker
+        that stopped reading would never take it. Without one, it may flush for up to
+        `request.timeout.ms`, then is aborted all the same."""
         self._fail_pending(error or BrokerConnectionError(f"connection to {self.host}:{self.port} closed"))
         writer, self._writer = self._writer, None
         task, self._read_task = self._read_task, None
@@ -118,16 +171,21 @@ class BrokerConnection:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - already reported to waiters
                 pass
         if writer is not None:
-            writer.close()
+            if error is not None:
+                writer.transport.abort()
+            else:
+                writer.close()
             try:
-                await writer.wait_closed()
+                await asyncio.wait_for(writer.wait_closed(), self.request_timeout)
+            except TimeoutError:
+                writer.transport.abort()
             except (OSError, ssl.SSLError, asyncio.CancelledError):
                 pass
 
     def _fail_pending(self, error: Exception) -> None:
         self._closed_error = error
         pending, self._pending = self._pending, {}
-        for future, _api, _version in pending.values():
+        for future, _api, _version, _sent in pending.values():
             if not future.done():
                 future.set_exception(error)
 
@@ -159,13 +217,16 @@ class BrokerConnection:
                                         + (f" ({self._closed_error})" if self._closed_error else ""))
         if version is None:
             version = self.version_for(api)
-        correlation_id = self._next_correlation_id
-        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        sent = self._sent
+        correlation_id = sent & _CORRELATION_IDS
         frame = encode_request(api, version, correlation_id, self.client_id, body)
+        self._sent += 1
         future: asyncio.Future[Struct] | None = None
         if expect_response:
             future = asyncio.get_running_loop().create_future()
-            self._pending[correlation_id] = (future, api, version)
+            self._pending[correlation_id] = (future, api, version, sent)
+        else:
+            self._unanswered.add(sent)
         self._writer.write(frame)
         return future
 
@@ -177,23 +238,33 @@ class BrokerConnection:
         return await self.wait(future, api, timeout)
 
     async def wait(self, future: asyncio.Future[Struct], api: Api, timeout: float | None = None) -> Struct:
-        if self._writer is not None:
-            try:
-                await self._writer.drain()
-            except (OSError, ssl.SSLError) as exc:
-                await self.close(BrokerConnectionError(f"write to {self.host}:{self.port} failed: {exc}"))
+        """The response of a request sent by `send_nowait`: its bytes taken by the broker, then
+        its answer, both within `timeout` (default `request.timeout.ms`)."""
+        timeout = timeout or self.request_timeout
+        written = False
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout or self.request_timeout)
+            async with asyncio.timeout(timeout):
+                if self._writer is not None:
+                    try:
+                        await self._writer.drain()
+                    except (OSError, ssl.SSLError) as exc:
+                        await self.close(BrokerConnectionError(f"write to {self.host}:{self.port} failed: {exc}"))
+                written = True
+                return await asyncio.shield(future)
         except TimeoutError:
+            what = "got no response" if written else "did not take the request (it stopped reading)"
             error = RequestTimedOutError(
-                f"{api.name} to broker {self.node_id} ({self.host}:{self.port}) got no response in "
-                f"{timeout or self.request_timeout:.1f}s")
+                f"{api.name} to broker {self.node_id} ({self.host}:{self.port}) {what} in {timeout:.1f}s")
+            future.cancel()  # this wait reports it; no one else awaits its future
             await self.close(error)
             raise error from None
 
     async def _read_loop(self) -> None:
+        """Responses, frame by frame, to the futures waiting for them. Ends, failing every
+        pending request, when the stream ends or can no longer be trusted."""
         reader = self._reader
         assert reader is not None
+        where = f"broker {self.node_id} ({self.host}:{self.port})"
         try:
             while True:
                 size = _SIZE.unpack(await reader.readexactly(4))[0]
@@ -203,9 +274,13 @@ class BrokerConnection:
                 correlation_id = _SIZE.unpack_from(frame, 0)[0]
                 entry = self._pending.pop(correlation_id, None)
                 if entry is None:
-                    log.debug("%s: dropping response to unknown correlation id %d", self, correlation_id)
-                    continue
-                future, api, version = entry
+                    if self._unanswered.answered(correlation_id):
+                        continue  # an answer to an acks=0 Produce (tansu gives them)
+                    raise UnknownCorrelationIdError(
+                        f"{where} answered correlation id {correlation_id}, which no request on this "
+                        f"connection is waiting for; the connection is reset")
+                future, api, version, sent = entry
+                self._unanswered.forget_before(sent)
                 if future.done():
                     continue
                 try:
@@ -215,13 +290,18 @@ class BrokerConnection:
                     future.set_exception(exc)
         except asyncio.CancelledError:
             raise
+        except UnknownCorrelationIdError as exc:
+            error: Exception = exc
         except (asyncio.IncompleteReadError, OSError, ssl.SSLError, DecodeError) as exc:
             text = "closed by the broker" if isinstance(exc, asyncio.IncompleteReadError) else str(exc)
-            self._fail_pending(BrokerConnectionError(
-                f"connection to broker {self.node_id} ({self.host}:{self.port}) lost: {text}"))
-            if self._writer is not None:
-                self._writer.close()
-                self._writer = None
+            error = BrokerConnectionError(f"connection to {where} lost: {text}")
+        except Exception as exc:  # a bug of ours: still, every waiting request hears of it
+            log.exception("%s: reading responses failed", self)
+            error = BrokerConnectionError(f"connection to {where} lost: {type(exc).__name__}: {exc}")
+        self._fail_pending(error)
+        if self._writer is not None:
+            self._writer.transport.abort()
+            self._writer = None
 
     # -- handshakes --------------------------------------------------------
 

@@ -189,6 +189,11 @@ class CorruptRecordError(DecodeError):
     """A record batch failed its CRC or is malformed."""
 
 
+class RecordBatchTooLargeError(DecodeError):
+    """A compressed record batch inflates past `max.decompressed.batch.bytes` (a decompression
+    bomb, or a cap set below the batches a topic holds); refused before it is all inflated."""
+
+
 class UnsupportedVersionError(KafkaError):
     """The broker and this client share no version of an API."""
 
@@ -199,8 +204,15 @@ class BrokerConnectionError(KafkaError):
     retriable = True
 
 
+class UnknownCorrelationIdError(BrokerConnectionError):
+    """A response came with a correlation id no request on the connection is waiting for: the
+    stream can no longer be trusted, so the connection is reset and every request in flight on
+    it fails with this error (retriable, on a new connection)."""
+
+
 class RequestTimedOutError(KafkaError):
-    """No response arrived within `request.timeout.ms`."""
+    """No response arrived within `request.timeout.ms`, or the broker did not read the request
+    within it."""
 
     retriable = True
 

@@ -149,7 +149,8 @@ async def _first_at_or_after(cluster: Any, topic: str, partition: int, offset: i
         part = response.responses[0].partitions[0] if response.responses else None
         if part is None or part.error_code or not part.records:
             return offset
-        batch, after = records_to_arrow(part.records, topic, partition, offset, check_crc=False)
+        batch, after = records_to_arrow(part.records, topic, partition, offset, check_crc=False,
+                                        max_decompressed=cluster.config["max.decompressed.batch.bytes"])
         stamps = batch.column("timestamp").cast("int64").to_numpy()
         hits = (stamps >= stamp).nonzero()[0]
         if len(hits):

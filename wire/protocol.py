@@ -9,6 +9,10 @@ strings, compact arrays and tagged fields, as KIP-482 specifies.
 Decoded values are `Struct`s: dicts whose keys are the snake_case field names, also
 readable as attributes (`response.topics[0].partitions`). A field absent in the decoded
 version reads as its default, so callers need not care which version was spoken.
+
+Decoding trusts no length: every length and count (strings, bytes, arrays, tagged fields) is
+checked against the bytes left before anything is read or allocated by it, a tagged field is
+read within its own size, and anything malformed raises `DecodeError`.
 """
 
 from __future__ import annotations
@@ -289,10 +293,19 @@ class _Reader:
 
 
 def _read_length(r: _Reader, flexible: bool, long_length: bool) -> int:
-    """A length prefix; -1 means null."""
-    if flexible:
-        return r.uvarint() - 1
-    return r.unpack(_I32 if long_length else _I16)
+    """A length prefix; -1 means null, and no other negative length is one."""
+    n = r.uvarint() - 1 if flexible else r.unpack(_I32 if long_length else _I16)
+    if n < -1:
+        raise DecodeError(f"negative length {n} at {r.pos}")
+    return n
+
+
+def _read_tag_count(r: _Reader) -> int:
+    """How many tagged fields follow: each takes at least two bytes (its tag and its size)."""
+    n = r.uvarint()
+    if 2 * n > len(r.data) - r.pos:
+        raise DecodeError(f"{n} tagged fields claimed, more than the bytes left")
+    return n
 
 
 def _read_primitive(r: _Reader, type: str, flexible: bool, nullable: bool, name: str) -> Any:
@@ -326,6 +339,8 @@ def _read_primitive(r: _Reader, type: str, flexible: bool, nullable: bool, name:
 
 def _read_array_length(r: _Reader, flexible: bool, nullable: bool, name: str) -> int:
     n = r.uvarint() - 1 if flexible else r.unpack(_I32)
+    if n < -1:
+        raise DecodeError(f"array {name} has a negative length {n}")
     if n < 0 and not nullable:
         raise DecodeError(f"null for non-nullable array {name}")
     if n > len(r.data) - r.pos:  # every item takes at least one byte
@@ -363,7 +378,7 @@ def _read_struct(r: _Reader, fields: tuple[Field, ...], version: int, flexible: 
         else:
             out[field.name] = _read_value(r, field, version, flexible)
     if flexible:
-        for _ in range(r.uvarint()):
+        for _ in range(_read_tag_count(r)):
             tag = r.uvarint()
             size = r.uvarint()
             end = r.pos + size
@@ -373,9 +388,11 @@ def _read_struct(r: _Reader, fields: tuple[Field, ...], version: int, flexible: 
             if field is None:
                 r.pos = end  # unknown tags are skipped, as KIP-482 requires
                 continue
-            out[field.name] = _read_value(r, field, version, flexible)
-            if r.pos != end:
-                raise DecodeError(f"tagged field {field.name} has {end - r.pos} stray bytes")
+            inner = _Reader(r.data[:end], r.pos)  # the field cannot read past its own size
+            out[field.name] = _read_value(inner, field, version, flexible)
+            if inner.pos != end:
+                raise DecodeError(f"tagged field {field.name} has {end - inner.pos} stray bytes")
+            r.pos = end
     return out
 
 
@@ -468,7 +485,7 @@ def decode_response_header(api: Api, version: int, frame: bytes | memoryview) ->
     try:
         correlation_id = r.unpack(_I32)
         if api.response_header_version(version) == 1:
-            for _ in range(r.uvarint()):
+            for _ in range(_read_tag_count(r)):
                 r.uvarint()
                 r.take(r.uvarint())
     except (struct.error, IndexError) as exc:
@@ -487,7 +504,7 @@ def decode_request(frame: bytes | memoryview, apis: dict[int, Api]) -> tuple[Api
     if api is None:
         raise DecodeError(f"unknown api key {key}")
     if api.request_header_version(version) == 2:
-        for _ in range(r.uvarint()):
+        for _ in range(_read_tag_count(r)):
             r.uvarint()
             r.take(r.uvarint())
     body = api.request.decode(version, frame, r.pos)

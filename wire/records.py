@@ -13,6 +13,12 @@ utf-8 key and a nullable value. Every varint is zigzag-encoded.
 Both directions are hot paths (one call per record in pure Python), so the loops are written
 out by hand: varint encodings come from a precomputed table, single-byte varints are decoded
 inline, and each batch is joined once.
+
+Decoding trusts nothing it reads: `read_batch_header` and `batch_records` check every batch's
+length and record count against the bytes present, and decompress at most
+`max.decompressed.batch.bytes`, for this module's `decode_record_batches` and for
+`arrow_batches.records_to_arrow` alike. Malformed input raises `DecodeError`, in time bounded
+by its size.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import pyarrow.compute as pc
 from crc32c import crc32c
 
 from .columns import BinaryColumn, HeaderColumn
+from .compression import MAX_DECOMPRESSED_BYTES
 from .compression import compress as _compress
 from .compression import decompress as _decompress
 from .errors import CorruptRecordError, DecodeError
@@ -41,6 +48,8 @@ __all__ = [
     "encode_headers",
     "encode_header_lists",
     "decode_record_batches",
+    "read_batch_header",
+    "batch_records",
     "batch_record_count",
     "encode_varint",
     "decode_varint",
@@ -66,6 +75,10 @@ _PREFIX = struct.Struct(">qiibI")
 # base_sequence, record count
 _TAIL = struct.Struct(">hiqqqhii")
 _HEAD = struct.Struct(">qiibIhiqqqhii")
+_BASE_AND_LENGTH = struct.Struct(">qi")
+# the smallest record: length, attributes, timestamp delta, offset delta, key length, value
+# length and header count, a byte each
+MIN_RECORD_SIZE = 7
 _BYTES_TYPES = (bytes, bytearray, memoryview)
 _CODECS = frozenset(range(5))
 
@@ -552,34 +565,90 @@ def _encode_general(values: list, keys: list | None, ts_deltas: list | None, hea
 # ---------------------------------------------------------------------------- decoding
 
 
-def decode_record_batches(data: bytes | memoryview, *, check_crc: bool = True) -> list[RecordBatch]:
+def decode_record_batches(data: bytes | memoryview, *, check_crc: bool = True,
+                          max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> list[RecordBatch]:
     """The batches in a Fetch response's `records` field.
 
     A truncated trailing batch is dropped: the broker cuts the last batch at the fetch size limit.
+    A compressed batch may inflate to `max_decompressed` bytes (`max.decompressed.batch.bytes`).
     """
     buf = bytes(data)
     end = len(buf)
     pos = 0
     batches: list[RecordBatch] = []
-    while end - pos >= _LENGTH_OFFSET:
-        base_offset, batch_length = struct.unpack_from(">qi", buf, pos)
-        if batch_length < 0:
-            raise CorruptRecordError(f"batch at offset {base_offset} has a negative length {batch_length}")
-        batch_end = pos + _LENGTH_OFFSET + batch_length
-        if batch_end > end:
-            break  # cut at the fetch size limit
-        if batch_length < 5:
-            raise CorruptRecordError(f"batch at offset {base_offset} is too short ({batch_length} bytes)")
-        magic = buf[pos + 16]
-        if magic != MAGIC:
-            raise DecodeError(
-                f"record batch at offset {base_offset} has magic {magic}; only magic 2 is supported"
-            )
-        if batch_length < HEADER_SIZE - _LENGTH_OFFSET:
-            raise CorruptRecordError(f"batch at offset {base_offset} is too short ({batch_length} bytes)")
-        batches.append(_decode_batch(buf, pos, batch_end, check_crc))
+    while (head := read_batch_header(buf, pos, end, check_crc)) is not None:
+        batch_end = pos + _LENGTH_OFFSET + head[1]
+        batches.append(_decode_batch(buf, pos, batch_end, head, max_decompressed))
         pos = batch_end
     return batches
+
+
+def read_batch_header(buf: Any, pos: int, end: int, check_crc: bool) -> tuple | None:
+    """The header of the batch at `pos` as its 13 fields (in `_HEAD`'s order), checked against
+    the bytes present; None when the batch runs past `end` (the broker cuts the last batch at
+    the fetch size limit). Both decoders, this module's and `arrow_batches`', read every batch
+    through here, so each ends after its own bytes and the next starts further on.
+
+    A length too short for a header (negative, say: never what a cut leaves), a failed CRC, a
+    negative record count or, uncompressed, more records than bytes to hold them raise
+    `CorruptRecordError`; a magic other than 2, `DecodeError`. (A compressed batch's count is
+    checked by `batch_records`, once it is decompressed.)"""
+    if end - pos < HEADER_SIZE:  # a cut batch, unless its length says it is not a batch at all
+        if end - pos >= _LENGTH_OFFSET:
+            base_offset, length = _BASE_AND_LENGTH.unpack_from(buf, pos)
+            if length < HEADER_SIZE - _LENGTH_OFFSET:
+                raise _short_batch_error(buf, pos, end, base_offset, length)
+        return None
+    head = _HEAD.unpack_from(buf, pos)
+    base_offset, length, _epoch, magic, crc, attributes, _delta, _ts, _max_ts, _pid, _pepoch, _seq, count = head
+    batch_end = pos + _LENGTH_OFFSET + length
+    if length < HEADER_SIZE - _LENGTH_OFFSET:
+        raise _short_batch_error(buf, pos, end, base_offset, length)
+    if batch_end > end:
+        return None  # cut at the fetch size limit
+    if magic != MAGIC:
+        raise DecodeError(f"record batch at offset {base_offset} has magic {magic}; only magic 2 is supported")
+    if check_crc and crc32c(memoryview(buf)[pos + _CRC_START : batch_end]) != crc:
+        actual = crc32c(memoryview(buf)[pos + _CRC_START : batch_end])
+        raise CorruptRecordError(f"record batch at offset {base_offset} failed its CRC "
+                                 f"(stored {crc:#010x}, computed {actual:#010x})")
+    if count < 0:
+        raise CorruptRecordError(f"record batch at offset {base_offset} has a negative record count {count}")
+    if not attributes & _ATTR_CODEC and count * MIN_RECORD_SIZE > batch_end - pos - HEADER_SIZE:
+        raise _too_many_records(base_offset, count, batch_end - pos - HEADER_SIZE)
+    return head
+
+
+def batch_records(buf: Any, pos: int, batch_end: int, head: tuple, max_decompressed: int) -> tuple[Any, int, int]:
+    """Where the records of the batch at `pos` lie, as (buffer, start, stop): in `buf` itself,
+    or decompressed (to at most `max_decompressed` bytes), their count checked against the
+    bytes they came to. With `read_batch_header`'s checks, a reader may take `count` steps."""
+    base_offset, attributes, count = head[0], head[5], head[12]
+    start = pos + HEADER_SIZE
+    codec = attributes & _ATTR_CODEC
+    if not codec:
+        return buf, start, batch_end
+    try:
+        records = _decompress(codec, memoryview(buf)[start:batch_end], max_decompressed)
+    except DecodeError as exc:
+        raise type(exc)(f"record batch at offset {base_offset}: {exc}") from None
+    if count * MIN_RECORD_SIZE > len(records):
+        raise _too_many_records(base_offset, count, len(records))
+    return records, 0, len(records)
+
+
+def _short_batch_error(buf: Any, pos: int, end: int, base_offset: int, length: int) -> DecodeError:
+    """What is wrong with a batch whose length is too small to hold a header."""
+    if length >= 5 and end - pos > 16 and buf[pos + 16] != MAGIC:  # an old message set, likely
+        return DecodeError(f"record batch at offset {base_offset} has magic {buf[pos + 16]}; "
+                           "only magic 2 is supported")
+    what = "a negative length" if length < 0 else "a length"
+    return CorruptRecordError(f"record batch at offset {base_offset} has {what} {length}, "
+                              "shorter than a batch header")
+
+
+def _too_many_records(base_offset: int, count: int, size: int) -> CorruptRecordError:
+    return CorruptRecordError(f"record batch at offset {base_offset} claims {count} records in {size} bytes")
 
 
 def batch_record_count(data: bytes | memoryview) -> int:
@@ -598,7 +667,7 @@ def batch_record_count(data: bytes | memoryview) -> int:
     return total
 
 
-def _decode_batch(buf: bytes, pos: int, batch_end: int, check_crc: bool) -> RecordBatch:
+def _decode_batch(buf: bytes, pos: int, batch_end: int, head: tuple, max_decompressed: int) -> RecordBatch:
     (
         base_offset,
         _length,
@@ -613,22 +682,8 @@ def _decode_batch(buf: bytes, pos: int, batch_end: int, check_crc: bool) -> Reco
         producer_epoch,
         base_sequence,
         count,
-    ) = _HEAD.unpack_from(buf, pos)
-    if check_crc:
-        actual = crc32c(memoryview(buf)[pos + _CRC_START : batch_end])
-        if actual != crc:
-            raise CorruptRecordError(
-                f"record batch at offset {base_offset} failed its CRC (stored {crc:#010x}, computed {actual:#010x})"
-            )
-    if count < 0:
-        raise CorruptRecordError(f"record batch at offset {base_offset} has a negative record count {count}")
-    codec = attributes & _ATTR_CODEC
-    start = pos + HEADER_SIZE
-    if codec:
-        records_buf = _decompress(codec, memoryview(buf)[start:batch_end])
-        start, stop = 0, len(records_buf)
-    else:
-        records_buf, stop = buf, batch_end
+    ) = head
+    records_buf, start, stop = batch_records(buf, pos, batch_end, head, max_decompressed)
     try:
         records = _decode_records(records_buf, start, stop, count, base_offset, base_ts)
         if attributes & _ATTR_TIMESTAMP_TYPE:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from raykafka.wire import arrow_batches
 from raykafka.wire.arrow_batches import SCHEMA, batches_to_arrow, next_offset, records_to_arrow
-from raykafka.wire.errors import CorruptRecordError
+from raykafka.wire.errors import CorruptRecordError, RecordBatchTooLargeError
 from raykafka.wire.records import decode_record_batches, encode_record_batch
 
 
@@ -153,3 +153,22 @@ def test_a_header_key_that_is_not_utf8_names_its_batch():
     data[data.index(b"ab")] = 0xFF
     with pytest.raises(CorruptRecordError, match="t/0: record batch at offset 7: 'utf-8' codec"):
         records_to_arrow(bytes(data), "t", 0, check_crc=False)
+
+
+def test_ten_byte_varints_read_as_javas_readvarlong():
+    """Timestamp deltas of 2**62 and more take ten-byte varints; the vectorised reader reads them
+    unsigned, as Java and the reference decoder do, instead of flipping their sign."""
+    stamps = [0, 2**62, 5, 2**62 + 7] * 10
+    data = encode_record_batch([b"v%d" % i for i in range(40)], timestamps=stamps, base_offset=3)
+    with _no_fallback():
+        batch, after = records_to_arrow(data, "t", 0)
+    assert batch.column("timestamp").cast(pa.int64()).to_pylist() == stamps
+    assert batch.equals(batches_to_arrow(decode_record_batches(data), "t", 0)) and after == 43
+
+
+def test_a_compressed_batch_past_max_decompressed_names_the_partition_batch_and_key():
+    data = encode_record_batch([bytes(5000)] * 100, base_offset=9, compression=4)  # 500 kB in a few hundred bytes
+    with pytest.raises(RecordBatchTooLargeError, match=r"^t/1: record batch at offset 9: zstd data inflates past "
+                                                       r"65536 bytes \(max.decompressed.batch.bytes\)"):
+        records_to_arrow(data, "t", 1, max_decompressed=65536)
+    assert records_to_arrow(data, "t", 1, max_decompressed=500_000 + 1200)[0].num_rows == 100
