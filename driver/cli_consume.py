@@ -155,12 +155,9 @@ class _Interrupts:
                 raise _Stop()
         elif self.count == 2:
             _say(f"raykafka: still stopping: {self.stopping_text}; Ctrl-C once more exits at once")
-        else:
-            _say("raykafka: exiting at once; what was printed since the last commit is not committed")
-            try:
-                sys.stdout.flush()
-            finally:
-                os._exit(130)
+        else:  # no flush either: a writer stuck on a full stdout would hold it
+            _say("raykafka: exiting at once, without committing or flushing")
+            os._exit(130)
 
 
 def _say(text: str) -> None:
