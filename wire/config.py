@@ -300,7 +300,8 @@ def _canonical(user: Mapping[Any, Any]) -> dict[str, tuple[str, Any]]:
         if key is None:
             raise ConfigError(f"{name}: unknown configuration property")
         if key in out and out[key][1] != value:
-            raise ConfigError(f"{key}: given twice, as {out[key][0]}={out[key][1]!r} and {name}={value!r}")
+            first, second = ("[hidden]", "[hidden]") if key in SECRETS else (repr(out[key][1]), repr(value))
+            raise ConfigError(f"{key}: given twice, as {out[key][0]}={first} and {name}={second}")
         out[key] = (name, value)
     return out
 
