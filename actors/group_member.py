@@ -39,6 +39,7 @@ from ..wire.errors import KafkaError
 from ..wire.fetch import LEADER_ERRORS, fetch_body, fetch_version, resolve_offsets
 from ..wire.group_coordinator import CoordinatorLost, Generation, GroupCoordinator, RebalanceNeeded
 from ..wire.loop import LoopThread
+from ..wire.serde import Deserializers
 
 log = logging.getLogger("raykafka.actors.group_member")
 
@@ -49,20 +50,23 @@ _CLOSED = object()
 class Claim:
     """One partition of a session: its batches, in offset order, until the session ends."""
 
-    def __init__(self, topic: str, partition: int, initial_offset: int):
+    def __init__(self, topic: str, partition: int, initial_offset: int,
+                 deserialize: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None):
         self.topic = topic
         self.partition = partition
         self.initial_offset = initial_offset
         self.high_watermark = -1
         self._queue: queue.Queue = queue.Queue(CLAIM_QUEUE)
         self._closed = threading.Event()
+        self._deserialize = deserialize
 
     def batches(self) -> Iterator[pa.RecordBatch]:
+        """Batches in offset order, deserialized here, in the handler's thread."""
         while True:
             item = self._queue.get()
             if item is _CLOSED:
                 return
-            yield item
+            yield item if self._deserialize is None else self._deserialize(item)
 
     @property
     def full(self) -> bool:
@@ -154,6 +158,7 @@ class MemberRuntime:
         if not self.topics:
             raise ValueError("topics: a consumer group needs at least one topic")
         self.handler = as_handler(handler)
+        self.deserialize = Deserializers.from_config(self.config)
         self.cluster = Cluster(self.config)
         self.coordinator = GroupCoordinator(self.cluster, self.config, self.topics)
         self.loop = LoopThread("raykafka-member")
@@ -271,7 +276,7 @@ class MemberRuntime:
                 reset = await resolve_offsets(self.cluster, topic, missing, policy)
             for p in ps:
                 start = reset[p] if p in reset else committed[(topic, p)]
-                claims[(topic, p)] = Claim(topic, p, start)
+                claims[(topic, p)] = Claim(topic, p, start, None if self.deserialize.raw else self.deserialize)
         return claims
 
     def _consume_claim(self, session: Session, claim: Claim, loop: asyncio.AbstractEventLoop,

@@ -30,6 +30,7 @@ from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import BrokerError, KafkaError
 from ..wire.fetch import resolve_offsets
+from ..wire.serde import Deserializers
 
 log = logging.getLogger("raykafka.actors.partition_consumer")
 
@@ -71,6 +72,7 @@ class PartitionConsumer:
         self.reading = 0  # fed batches acked but not yet read into the buffer
         self._changed: asyncio.Condition | None = None
         self._check_crcs = self.config["check.crcs"]
+        self._deserialize = Deserializers.from_config(self.config)
         self._brokers: dict[int, Any] = {}
 
     def _cond(self) -> asyncio.Condition:
@@ -193,7 +195,8 @@ class PartitionConsumer:
             batch, after = records_to_arrow(data, self.topic, self.partition, max(fetch_offset, self.offset),
                                             check_crc=self._check_crcs,
                                             max_decompressed=self.config["max.decompressed.batch.bytes"])
-        except Exception as exc:  # corrupt or undecodable: this partition fails, visibly, alone
+            batch = self._deserialize(batch)
+        except Exception as exc:  # corrupt, undecodable or not deserializable: this partition fails, visibly, alone
             self.error = f"bad data fetched at offset {fetch_offset}: {type(exc).__name__}: {exc}"
             log.error("consumer/%s/%d failed: %s", self.topic, self.partition, self.error)
             batch = None

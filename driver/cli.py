@@ -1,4 +1,4 @@
-"""The `raykafka` command line, with kcat's habits.
+"""The `raykafka` command line, with kcat's habits: options may stand anywhere on the line.
 
     raykafka broker [--port 9092]
     raykafka topic create|delete|list -b HOST:PORT ...
@@ -88,11 +88,48 @@ def _add_more_commands(sub: Any) -> None:
         module.add_parser(sub)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command and its options, the options anywhere on the line (before or after the
+    command word, between positionals), as kafka-topics and kcat users type them."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    commands = _commands(parser)
+    command, rest = _split_command(argv, commands)
+    if command is None:
+        return parser.parse_args(argv)  # help, or the error saying which command is missing
+    sub = commands[command]
+    args = sub.parse_intermixed_args(rest)
     if getattr(args, "action", None) in ("create", "delete") and not args.topics:
-        parser.error(f"topic {args.action} needs at least one topic name")
+        sub.error(f"topic {args.action} needs at least one topic name")
+    args.command = command
+    return args
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("the raykafka parser has no commands")
+
+
+def _split_command(argv: list[str], commands: dict[str, argparse.ArgumentParser]) -> tuple[str | None, list[str]]:
+    """The command word (the first word that is no option and no option's value) and the line
+    without it."""
+    taking_value = {option for sub in commands.values() for action in sub._actions if action.nargs != 0
+                    for option in action.option_strings}
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            break
+        if word.startswith("-") and word != "-":
+            i += 2 if word in taking_value else 1
+            continue
+        return (word, argv[:i] + argv[i + 1:]) if word in commands else (None, argv)
+    return None, argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else list(argv))
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -5,18 +5,24 @@
 
 Without -g every partition is assigned through a `Consumer` (Ray actors); with -g this process
 joins the group as one member (the member runtime runs in-process, so it prints here).
--e exits once every partition is at its end, -c after COUNT messages; otherwise it runs until
-SIGINT or SIGTERM, then leaves the group, commits what it printed, flushes and exits 0.
+-e exits once every partition is at its end (a topic that does not exist is an error then),
+-c after COUNT messages; otherwise it runs until SIGINT or SIGTERM, then leaves the group,
+commits what it printed, flushes and exits 0. A second signal does not cut that short (it says
+the commit is under way); a third exits at once, without committing.
+With `-X key.deserializer=...` / `-X value.deserializer=...` keys and values print as
+deserialized: text as it is, parsed json or msgpack as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -33,14 +39,33 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("-g", "--group", help="consume as a member of this group")
     p.add_argument("-o", "--offset", default="beginning", help="beginning, end, or an offset (negative: from the end)")
     p.add_argument("-c", "--count", type=int, help="exit after COUNT messages")
-    p.add_argument("-e", "--exit-at-end", action="store_true", help="exit at the end of every partition")
+    p.add_argument("-e", "--exit-at-end", action="store_true",
+                   help="exit at the end of every partition (the topic must exist)")
     p.add_argument("-f", "--format", choices=["value", "json"], default="value")
     p.add_argument("-X", action="append", metavar="key=value", help="client property")
     p.set_defaults(func=cmd_consume)
 
 
-def _text(raw: bytes | None) -> str | None:
-    return None if raw is None else raw.decode("utf-8", errors="replace")
+def _text(raw: Any) -> str | None:
+    """A key or value as text: bytes decoded (bad UTF-8 replaced), text as it is, anything a
+    deserializer parsed as JSON."""
+    if raw is None or isinstance(raw, str):
+        return raw
+    if isinstance(raw, bytes):
+        return raw.decode("utf-8", errors="replace")
+    return json.dumps(raw, default=_jsonable, separators=(",", ":"))
+
+
+def _jsonable(obj: Any) -> Any:
+    """What json cannot write itself, in the values Arrow gives back (bytes inside msgpack, times)."""
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", errors="replace")
+    return str(obj)
+
+
+def _field(raw: Any) -> Any:
+    """A key or value inside a `-f json` line: parsed values stay JSON, the rest is text."""
+    return _text(raw) if raw is None or isinstance(raw, (str, bytes)) else raw
 
 
 def format_batch(batch: pa.RecordBatch, fmt: str, limit: int | None = None) -> list[str]:
@@ -53,10 +78,10 @@ def format_batch(batch: pa.RecordBatch, fmt: str, limit: int | None = None) -> l
     for row in batch.to_pylist():
         lines.append(json.dumps({
             "topic": row["topic"], "partition": row["partition"], "offset": row["offset"],
-            "key": _text(row["key"]), "value": _text(row["value"]),
+            "key": _field(row["key"]), "value": _field(row["value"]),
             "timestamp": int(row["timestamp"].timestamp() * 1000) if row["timestamp"] is not None else None,
             "headers": [[h["key"], _text(h["value"])] for h in row["headers"]],
-        }))
+        }, default=_jsonable))
     return lines
 
 
@@ -87,25 +112,75 @@ class _Printer:
             return n
 
 
+class _Interrupts:
+    """SIGINT and SIGTERM while consuming: the first stops (leave, commit what was printed, flush),
+    the second only says that this is under way, the third exits at once without committing.
+
+    The handler runs in the main thread; it raises `_Stop` only while the main thread sits in
+    `waiting()` (a wait that nothing else ends), never while it leaves or commits."""
+
+    def __init__(self, stopping_text: str):
+        self.count = 0
+        self.stopping = threading.Event()
+        self.stopping_text = stopping_text
+        self._waiting = False
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        self._previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def uninstall(self) -> None:
+        """Hand signals back, unless one came: then the program is ending, and a later signal
+        must not cut its last steps short."""
+        if not self.count:
+            for s, handler in self._previous.items():
+                signal.signal(s, handler)
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        if self.stopping.is_set():
+            raise _Stop()
+        self._waiting = True
+        try:
+            yield
+        finally:
+            self._waiting = False
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.count += 1
+        if self.count == 1:
+            self.stopping.set()
+            _say(f"raykafka: stopping: {self.stopping_text} (a third Ctrl-C exits at once)")
+            if self._waiting:
+                raise _Stop()
+        elif self.count == 2:
+            _say(f"raykafka: still stopping: {self.stopping_text}; Ctrl-C once more exits at once")
+        else:  # no flush either: a writer stuck on a full stdout would hold it
+            _say("raykafka: exiting at once, without committing or flushing")
+            os._exit(130)
+
+
+def _say(text: str) -> None:
+    """One line on stderr, written straight to the file descriptor (safe inside a signal handler)."""
+    os.write(2, (text + "\n").encode())
+
+
 def cmd_consume(args: argparse.Namespace) -> int:
     from .cli import _properties
 
     config = {"bootstrap.servers": args.brokers, **_properties(args.X)}
     printer = _Printer(args.format, args.count)
-
-    def on_signal(signum: int, frame: Any) -> None:
-        raise _Stop()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    interrupts = _Interrupts("leaving the group and committing what was printed" if args.group
+                             else "closing the consumer")
+    interrupts.install()
     try:
         if args.group:
-            _consume_group(args, config, printer)
+            _consume_group(args, config, printer, interrupts)
         else:
-            _consume_assigned(args, config, printer)
+            _consume_assigned(args, config, printer, interrupts)
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         sys.stdout.flush()
+        interrupts.uninstall()
     print(f"raykafka: {printer.printed} messages", file=sys.stderr)
     return 0
 
@@ -121,16 +196,21 @@ def _start(offset: str) -> Any:
         raise ValueError(f"-o: expected beginning, end or an offset, got {offset!r}") from None
 
 
-def _consume_assigned(args: argparse.Namespace, config: dict[str, Any], printer: _Printer) -> None:
+def _consume_assigned(args: argparse.Namespace, config: dict[str, Any], printer: _Printer,
+                      interrupts: _Interrupts) -> None:
     from .consumer import Consumer
 
     consumer = Consumer(config)
     try:
-        consumer.assign_topic(args.topic, _start(args.offset))
-        for batch in consumer.batches(until_end=args.exit_at_end):
-            printer.take(batch)
-            if printer.done.is_set():
+        with interrupts.waiting():
+            consumer.assign_topic(args.topic, _start(args.offset))
+        batches = consumer.batches(until_end=args.exit_at_end)
+        while not printer.done.is_set():
+            with interrupts.waiting():
+                batch = next(batches, None)
+            if batch is None:
                 break
+            printer.take(batch)
     except _Stop:
         pass
     finally:
@@ -138,13 +218,17 @@ def _consume_assigned(args: argparse.Namespace, config: dict[str, Any], printer:
         consumer.close()
 
 
-def _consume_group(args: argparse.Namespace, config: dict[str, Any], printer: _Printer) -> None:
+def _consume_group(args: argparse.Namespace, config: dict[str, Any], printer: _Printer,
+                   interrupts: _Interrupts) -> None:
     from ..actors.group_member import MemberRuntime
+    from ..wire.errors import KafkaError
 
     start = _start(args.offset)
     if isinstance(start, int):
         raise ValueError("-o: with -g only beginning or end (the group's committed offsets come first)")
     config = {**config, "group.id": args.group, "auto.offset.reset": start}
+    if args.exit_at_end:
+        _require_topic(config, args.topic)  # else the group would wait for it to appear
 
     class PrintingHandler:
         def setup(self, session: Any) -> None:
@@ -161,18 +245,24 @@ def _consume_group(args: argparse.Namespace, config: dict[str, Any], printer: _P
 
     runtime = MemberRuntime(config, [args.topic], PrintingHandler())
     runtime.start()
-    try:
-        while not printer.done.is_set():
+    try:  # the signal handler only sets `stopping` here: the wait below ends on it
+        while not printer.done.is_set() and not interrupts.stopping.wait(0.1):
             if runtime.error:
-                raise RuntimeError(runtime.error)
+                raise KafkaError(f"group member failed: {runtime.error}")
             if args.exit_at_end and _group_at_end(runtime):
                 break
-            time.sleep(0.1)
-    except _Stop:
-        pass
     finally:
         sys.stdout.flush()
         runtime.stop()
+
+
+def _require_topic(config: dict[str, Any], topic: str) -> None:
+    from ..wire.errors import UnknownTopicError
+    from .admin import Admin
+
+    with Admin(config) as admin:
+        if topic not in admin.list_topics():
+            raise UnknownTopicError(f"topic {topic!r} does not exist")
 
 
 def _group_at_end(runtime: Any) -> bool:

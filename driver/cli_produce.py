@@ -1,17 +1,31 @@
 """`raykafka produce -b HOST:PORT -t TOPIC [-K SEP] [-X key=value]...`: one message per stdin line.
 
-With `-K SEP` the text before the first SEP is the key (a line without SEP has no key). A summary
-goes to stderr; the exit status is 0 only when every line was delivered. Ray is started locally
-(quietly) unless the program is already connected to a cluster.
+With `-K SEP` the text before the first SEP is the key (a line without SEP has no key). Lines are
+bytes as read: a line that is not UTF-8 is sent as it is. A summary goes to stderr; the exit
+status is 0 only when every line was delivered. Ray is started locally (quietly) unless the
+program is already connected to a cluster.
+
+Input of any length streams through in bounded memory: lines are read a chunk at a time
+(`CHUNK` lines or `CHUNK_BYTES`), and each chunk is handed to the producer, which takes it
+only when `buffer.memory` has room, so reading waits while the broker is behind. Unless
+`-X max.block.ms` says otherwise, it waits as long as that takes (kcat's habit) rather than
+failing the lines after the producer's 60 s. Results are counted as they arrive and dropped.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from typing import Any
 
-CHUNK = 10_000  # lines handed to send_batch at a time
+from ..wire.config import INT_MAX
+
+CHUNK = 10_000  # lines handed to send_batch at a time, at most
+CHUNK_BYTES = 1 << 20  # bytes of lines in one chunk, at most (a line longer than this is a chunk alone)
+CAUSES_KEPT = 100  # distinct failure causes counted by name; the rest together
 
 
 def add_parser(subparsers: Any) -> None:
@@ -30,43 +44,69 @@ def cmd_produce(args: argparse.Namespace, stdin: Any = None) -> int:
     from .cli import _properties
     from .producer import Producer
 
-    config = {"bootstrap.servers": args.brokers, **_properties(args.X)}
+    config = {"bootstrap.servers": args.brokers, "max.block.ms": INT_MAX, **_properties(args.X)}
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
                  logging_level="ERROR")
     stream = stdin if stdin is not None else sys.stdin.buffer
     sep = args.key_separator.encode() if args.key_separator else None
-    futures = []
-    lines = 0
+    tally = _Tally()
     with Producer(config) as producer:
-        chunk: list[bytes] = []
-        for raw in stream:
-            chunk.append(raw.rstrip(b"\r\n") if isinstance(raw, bytes) else raw.rstrip("\r\n").encode())
-            if len(chunk) >= CHUNK:
-                futures.append(_send(producer, args, chunk, sep))
-                lines += len(chunk)
-                chunk = []
-        if chunk:
-            futures.append(_send(producer, args, chunk, sep))
-            lines += len(chunk)
+        for chunk in _chunks(stream):
+            tally.add(_send(producer, args, chunk, sep), len(chunk))  # waits while buffer.memory is full
         producer.flush()
-    delivered = failed = 0
-    causes: dict[str, int] = {}
-    for future in futures:
-        result = future.result()
-        delivered += result.delivered
-        failed += result.failed
-        for error in result.errors:
-            if error is not None:
-                causes[str(error)] = causes.get(str(error), 0) + 1
-    print(f"raykafka produce: {delivered} delivered, {failed} failed of {lines} lines to {args.topic}",
-          file=sys.stderr)
-    for cause, count in sorted(causes.items(), key=lambda kv: -kv[1])[:5]:
+    tally.finish()
+    print(f"raykafka produce: {tally.delivered} delivered, {tally.failed} failed of {tally.lines} lines to "
+          f"{args.topic}", file=sys.stderr)
+    for cause, count in tally.causes.most_common(5):
         print(f"  {count} x {cause}", file=sys.stderr)
-    return 0 if failed == 0 and delivered == lines else 1
+    return 0 if tally.failed == 0 and tally.delivered == tally.lines else 1
 
 
-def _send(producer: Any, args: argparse.Namespace, lines: list[bytes], sep: bytes | None) -> Any:
+def _chunks(stream: Iterable[Any]) -> Iterator[list[bytes]]:
+    """Lines (bytes, line end removed) in chunks of at most CHUNK lines and CHUNK_BYTES."""
+    chunk: list[bytes] = []
+    size = 0
+    for raw in stream:
+        line = raw.rstrip(b"\r\n") if isinstance(raw, bytes) else raw.rstrip("\r\n").encode()
+        chunk.append(line)
+        size += len(line)
+        if len(chunk) >= CHUNK or size >= CHUNK_BYTES:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+class _Tally:
+    """Counts the chunks' results as they arrive, keeping only the futures still pending."""
+
+    def __init__(self) -> None:
+        self.lines = self.delivered = self.failed = 0
+        self.causes: Counter[str] = Counter()
+        self._pending: deque[Future] = deque()
+
+    def add(self, future: Future, lines: int) -> None:
+        self.lines += lines
+        self._pending.append(future)
+        while self._pending and self._pending[0].done():
+            self._count(self._pending.popleft())
+
+    def finish(self) -> None:
+        while self._pending:
+            self._count(self._pending.popleft())
+
+    def _count(self, future: Future) -> None:
+        result = future.result()
+        self.delivered += result.delivered
+        self.failed += result.failed
+        for error in result.errors if result.failed else ():
+            if error is not None:
+                cause = str(error)
+                self.causes[cause if cause in self.causes or len(self.causes) < CAUSES_KEPT else "(other causes)"] += 1
+
+
+def _send(producer: Any, args: argparse.Namespace, lines: list[bytes], sep: bytes | None) -> Future:
     keys = None
     values = lines
     if sep is not None:

@@ -178,9 +178,10 @@ class Consumer:
 
     def read_all(self, timeout: float = 30.0) -> pa.Table:
         """Everything up to the current end of every assigned partition, as one table."""
-        from ..wire.arrow_batches import SCHEMA
+        from ..wire.serde import Deserializers, concat_batches
 
-        return pa.Table.from_batches(list(self.batches(timeout=timeout, until_end=True)), schema=SCHEMA)
+        schema = Deserializers.from_config(self.config).schema
+        return concat_batches(list(self.batches(timeout=timeout, until_end=True)), schema)
 
     # -- control -------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import BrokerError, KafkaError
 from ..wire.fetch import LEADER_ERRORS, fetch_body, fetch_version
+from ..wire.serde import require_raw
 from .offsets import PartitionRange, resolve_ranges
 
 READ_ATTEMPTS = 20
@@ -128,6 +129,7 @@ class KafkaDatasource(Datasource):
                  starting_offsets: Any = "earliest", ending_offsets: Any = "latest"):
         self.config = dict(config)
         parse_config(self.config)  # a bad key fails here, at the point of the mistake
+        require_raw(self.config, "KafkaDatasource", "deserialize the columns with Dataset.map_batches")
         self.ranges = resolve_ranges(self.config, topics, starting_offsets, ending_offsets)
 
     def estimate_inmemory_data_size(self) -> int | None:

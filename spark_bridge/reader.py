@@ -30,6 +30,9 @@ def read_dataset(topics: Iterable[str] | str, config: Mapping[str, Any], startin
 def read_kafka(spark: Any, topics: Iterable[str] | str, starting_offsets: Any = "earliest",
                ending_offsets: Any = "latest", config: Mapping[str, Any] | None = None) -> Any:
     """A Spark DataFrame: key, value, topic, partition, offset, timestamp, timestampType, headers."""
+    from ..wire.serde import require_raw
+
     if config is None:
         raise ValueError("config: needs at least bootstrap.servers")
+    require_raw(config, "read_kafka", "deserialize with DataFrame operations (CAST(value AS STRING), from_json)")
     return read_dataset(topics, config, starting_offsets, ending_offsets).to_spark(spark)

@@ -2,11 +2,21 @@
 
 A user's confluent-kafka or Java config carries over as it is. `parse_config` checks each
 key and value when an object is built and raises `ConfigError` (a `ValueError`) naming the
-key, so a typo fails at the point of the mistake, not later in an actor.
+key, so a typo fails at the point of the mistake, not later in an actor. Values may be given
+as strings, as librdkafka takes them (`"linger.ms": "5"`); numbers are bounded as the Java
+client's INT properties are (at most 2**31 - 1), so nothing overflows later on the wire or in
+a timer. Then the keys are checked together, as the Java client and librdkafka do
+(`_check_together`): a combination that would make a key ignored or a request fail is refused,
+naming every key involved.
+
+Called by: every object that takes a config (`Producer`, `Consumer`, `ConsumerGroup`, `Admin`,
+the actors, the Spark and Ray Data bridges). Calls: nothing but the codec, partitioner and
+assignor tables, to check names against them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,20 +25,23 @@ from .errors import ConfigError
 
 Check = Callable[[str, Any], Any]
 
+INT_MAX = 2**31 - 1  # Java's Integer.MAX_VALUE: the bound of its INT properties and of int32 wire fields
+LONG_MAX = 2**63 - 1
 
-def _int(low: int | None = None, high: int | None = None) -> Check:
+
+def _int(low: int | None = None, high: int = INT_MAX) -> Check:
     def check(key: str, value: Any) -> int:
-        if isinstance(value, bool):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
             raise ConfigError(f"{key}: expected an integer, got {value!r}")
         try:
             number = int(value)
-        except (TypeError, ValueError):
+        except ValueError:
             raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
-        if isinstance(value, float) and value != number:
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
         if low is not None and number < low:
             raise ConfigError(f"{key}: must be at least {low}, got {number}")
-        if high is not None and number > high:
+        if number > high:
             raise ConfigError(f"{key}: must be at most {high}, got {number}")
         return number
 
@@ -62,19 +75,20 @@ def _secret(key: str, value: Any) -> str | None:
 
 def _choice(*choices: str) -> Check:
     def check(key: str, value: Any) -> str:
-        text = str(value).lower() if isinstance(value, (str, int)) else value
-        if text not in choices:
+        if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).lower() not in choices:
             raise ConfigError(f"{key}: expected one of {', '.join(choices)}; got {value!r}")
-        return text
+        return str(value).lower()
 
     return check
 
 
 def _acks(key: str, value: Any) -> int:
-    if value in ("all", -1, "-1"):
-        return -1
-    if value in (0, 1, "0", "1"):
-        return int(value)
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        text = str(value).strip().lower()
+        if text in ("all", "-1"):
+            return -1
+        if text in ("0", "1"):
+            return int(text)
     raise ConfigError(f"{key}: expected 0, 1, -1 or all; got {value!r}")
 
 
@@ -84,40 +98,59 @@ def _servers(key: str, value: Any) -> list[tuple[str, int]]:
         raise ConfigError(f"{key}: expected host:port[,host:port...], got {value!r}")
     servers = []
     for item in items:
-        item = str(item).strip()
+        if not isinstance(item, str):
+            raise ConfigError(f"{key}: expected host:port strings, got {item!r}")
+        item = item.strip()
         for prefix in ("PLAINTEXT://", "SSL://", "SASL_PLAINTEXT://", "SASL_SSL://", "tcp://"):
             if item.upper().startswith(prefix.upper()):
                 item = item[len(prefix):]
         host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit():
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"{key}: {item!r} is not host:port")
         servers.append((host.strip("[]"), int(port)))
     return servers
 
 
-def _strategies(key: str, value: Any) -> list[str]:
-    names = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
-    known = ("range", "roundrobin", "sticky", "cooperative-sticky")
-    aliases = {"org.apache.kafka.clients.consumer.RangeAssignor": "range",
-               "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
-               "org.apache.kafka.clients.consumer.StickyAssignor": "sticky"}
+# Java's class names for the assignors, as a Java config names them
+_JAVA_ASSIGNORS = {"org.apache.kafka.clients.consumer.RangeAssignor": "range",
+                   "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+                   "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
+                   "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky"}
+
+
+def _strategies(key: str, value: Any) -> tuple[str, ...]:
+    """Assignor names, in the order of preference; KIP-429's cooperative protocol is refused, as
+    the members here give up every partition at each rebalance (the eager protocol)."""
+    from .assignors import ASSIGNORS
+
+    if isinstance(value, str):
+        names: list[Any] = value.split(",")
+    elif isinstance(value, (list, tuple)):
+        names = list(value)
+    else:
+        raise ConfigError(f"{key}: expected assignor names, comma-separated or a list; got {value!r}")
     out = []
     for name in names:
-        name = aliases.get(name, name).lower()
-        if name not in known:
-            raise ConfigError(f"{key}: unknown assignor {name!r} (known: {', '.join(known[:3])})")
+        if not isinstance(name, str):
+            raise ConfigError(f"{key}: expected assignor names, got {name!r}")
+        name = _JAVA_ASSIGNORS.get(name.strip(), name.strip().lower())
+        if name == "cooperative-sticky":
+            raise ConfigError(f"{key}: cooperative-sticky (KIP-429 incremental rebalancing) is not supported; "
+                              f"supported: {', '.join(ASSIGNORS)}")
+        if name not in ASSIGNORS:
+            raise ConfigError(f"{key}: unknown assignor {name!r}; supported: {', '.join(ASSIGNORS)}")
         out.append(name)
     if not out:
         raise ConfigError(f"{key}: needs at least one assignor")
-    return out
+    return tuple(out)
 
 
 def _codec_name(key: str, value: Any) -> str:
     from .compression import Compression
 
-    text = str(value).lower()
-    Compression.from_name(text)
-    return text
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: expected a codec name, got {value!r}")
+    return Compression.from_name(value).name.lower()
 
 
 def _partitioner(key: str, value: Any) -> Any:
@@ -125,21 +158,19 @@ def _partitioner(key: str, value: Any) -> Any:
         return value
     from .partitioners import get_partitioner
 
-    get_partitioner(str(value))
-    return str(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: expected a partitioner name or a callable, got {value!r}")
+    get_partitioner(value)
+    return value
 
 
 SERDE_NAMES = ("bytes", "str", "json", "msgpack")
 
 
 def _serde(key: str, value: Any) -> Any:
-    if callable(value) or value in SERDE_NAMES:
+    if callable(value) or (isinstance(value, str) and value in SERDE_NAMES):
         return value
     raise ConfigError(f"{key}: expected one of {', '.join(SERDE_NAMES)} or a callable, got {value!r}")
-
-
-def _any(key: str, value: Any) -> Any:
-    return value
 
 
 @dataclass(frozen=True)
@@ -180,8 +211,8 @@ PROPERTIES: dict[str, Property] = {
     "max.in.flight.requests.per.connection": Property(5, _int(1, 5), "1 mutes a partition while its batch is in flight"),
     "retries": Property(2147483647, MS, "how many times a message is retried"),
     "retry.backoff.ms": Property(100, MS, "wait between retries"),
-    "delivery.timeout.ms": Property(120000, POSITIVE, "a message's whole life, send to ack"),
-    "buffer.memory": Property(33554432, POSITIVE, "bytes buffered in the producer before send blocks"),
+    "delivery.timeout.ms": Property(120000, POSITIVE, "a message's whole life, send to ack; at least linger.ms + request.timeout.ms"),
+    "buffer.memory": Property(33554432, _int(1, LONG_MAX), "bytes buffered in the producer before send blocks"),
     "max.block.ms": Property(60000, MS, "how long send blocks for buffer memory"),
     "max.request.size": Property(1048576, POSITIVE, "largest message (and request) sent"),
     "partitioner": Property("murmur2_random", _partitioner, "how keys map to partitions"),
@@ -194,15 +225,15 @@ PROPERTIES: dict[str, Property] = {
     "group.instance.id": Property(None, _optional_str, "static membership"),
     "auto.offset.reset": Property("latest", _choice("earliest", "latest", "none", "smallest", "largest",
                                                      "beginning", "end", "error"), ""),
-    "session.timeout.ms": Property(45000, POSITIVE, ""),
+    "session.timeout.ms": Property(45000, POSITIVE, "above heartbeat.interval.ms, at most rebalance.timeout.ms"),
     "heartbeat.interval.ms": Property(3000, POSITIVE, ""),
     "rebalance.timeout.ms": Property(300000, POSITIVE, "Java: max.poll.interval.ms"),
-    "partition.assignment.strategy": Property("range,roundrobin", _strategies, ""),
+    "partition.assignment.strategy": Property(("range", "roundrobin"), _strategies, "range, roundrobin, sticky"),
     "enable.auto.commit": Property(True, _bool, ""),
     "auto.commit.interval.ms": Property(5000, POSITIVE, ""),
-    "fetch.min.bytes": Property(1, POSITIVE, ""),
+    "fetch.min.bytes": Property(1, POSITIVE, "at most fetch.max.bytes"),
     "fetch.max.bytes": Property(52428800, POSITIVE, ""),
-    "fetch.max.wait.ms": Property(500, MS, ""),
+    "fetch.max.wait.ms": Property(500, MS, "below request.timeout.ms"),
     "max.partition.fetch.bytes": Property(1048576, POSITIVE, ""),
     "isolation.level": Property("read_uncommitted", _choice("read_uncommitted", "read_committed"), ""),
     "check.crcs": Property(True, _bool, "verify record batch CRCs on consume"),
@@ -210,8 +241,8 @@ PROPERTIES: dict[str, Property] = {
                                              "on consume, else the partition fails (fetch.max.bytes' default)"),
     "topic.metadata.refresh.interval.ms": Property(300000, POSITIVE, "a group member checks its topics' partition counts this often"),
     "max.processing.time.ms": Property(100, POSITIVE, "Sarama's MaxProcessingTime: a partition whose batch is not taken this long pauses"),
-    "key.deserializer": Property("bytes", _serde, ""),
-    "value.deserializer": Property("bytes", _serde, ""),
+    "key.deserializer": Property("bytes", _serde, "bytes, str, json, msgpack or a callable of one key's bytes"),
+    "value.deserializer": Property("bytes", _serde, "bytes, str, json, msgpack or a callable of one value's bytes"),
 }
 
 ALIASES = {"max.poll.interval.ms": "rebalance.timeout.ms", "sasl.mechanisms": "sasl.mechanism",
@@ -241,34 +272,100 @@ class Config(dict):
 
 def parse_config(user: Mapping[str, Any] | None, *, require_bootstrap: bool = True, **overrides: Any) -> Config:
     """Check `user` against the table and fill in defaults; raise `ConfigError` naming the bad key."""
-    given: dict[str, Any] = dict(user or {})
-    given.update({k.replace("_", "."): v for k, v in overrides.items()})
+    if user is not None and not isinstance(user, Mapping):
+        raise ConfigError(f"config: expected a dict of Kafka properties, got {type(user).__name__} {user!r:.80}")
+    given = _canonical({**user} if user else {})
+    given.update(_canonical({k.replace("_", "."): v for k, v in overrides.items()}))
     config = Config({key: prop.default for key, prop in PROPERTIES.items()})
-    for key, value in given.items():
-        if not isinstance(key, str):
-            raise ConfigError(f"config keys are strings, got {key!r}")
-        prop = PROPERTIES.get(key)
-        if prop is None:
-            target = ALIASES.get(key)
-            if target is None:
-                raise ConfigError(f"{key}: unknown configuration property")
-            prop, key = PROPERTIES[target], target
-        config[key] = prop.check(key, value)
+    for key, (_name, value) in given.items():
+        config[key] = PROPERTIES[key].check(key, value)
     if require_bootstrap and not config["bootstrap.servers"]:
         raise ConfigError("bootstrap.servers: required")
     if config["auto.offset.reset"] in ("smallest", "beginning"):
         config["auto.offset.reset"] = "earliest"
     elif config["auto.offset.reset"] in ("largest", "end"):
         config["auto.offset.reset"] = "latest"
+    _check_together(config, {key: name for key, (name, _value) in given.items()})
+    return config
+
+
+def _canonical(user: Mapping[Any, Any]) -> dict[str, tuple[str, Any]]:
+    """Each given key under its table name, with the name it was given as; a key given twice
+    (under its name and an alias) with two values is refused, as one of them would be ignored."""
+    out: dict[str, tuple[str, Any]] = {}
+    for name, value in user.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"config keys are strings, got {name!r}")
+        key = name if name in PROPERTIES else ALIASES.get(name)
+        if key is None:
+            raise ConfigError(f"{name}: unknown configuration property")
+        if key in out and out[key][1] != value:
+            first, second = ("[hidden]", "[hidden]") if key in SECRETS else (repr(out[key][1]), repr(value))
+            raise ConfigError(f"{key}: given twice, as {out[key][0]}={first} and {name}={second}")
+        out[key] = (name, value)
+    return out
+
+
+def _check_together(config: Config, given: dict[str, str]) -> None:
+    """The cross-key rules of the Java client and librdkafka; `given` maps each key the user set
+    to the name it was set as. Each error names every key involved."""
+
+    def named(key: str) -> str:
+        return given.get(key, key)
+
+    def refuse(key: str, why: str) -> None:
+        raise ConfigError(f"{named(key)}: {why}")
+
+    # producer (Java's ProducerConfig and KafkaProducer.configureDeliveryTimeout)
     if config["transactional.id"] is not None:
-        raise ConfigError("transactional.id: transactions are not supported")
+        refuse("transactional.id", "transactions are not supported")
+    least = config["linger.ms"] + config["request.timeout.ms"]
+    if config["delivery.timeout.ms"] < least:
+        if "delivery.timeout.ms" in given:
+            refuse("delivery.timeout.ms", f"must be at least {named('linger.ms')} + {named('request.timeout.ms')} "
+                   f"= {least}, got {config['delivery.timeout.ms']}")
+        config["delivery.timeout.ms"] = least  # as Java: the default grows to what the other two need
     if "enable.idempotence" not in given and (config["acks"] != -1 or config["retries"] == 0):
         config["enable.idempotence"] = False  # as the Java client: idempotence only by default, and where it can work
     if config["enable.idempotence"] and config["acks"] != -1:
-        raise ConfigError("acks: enable.idempotence=true requires acks=all; set enable.idempotence=false to use acks=0 or 1")
+        refuse("acks", "enable.idempotence=true requires acks=all; set enable.idempotence=false to use acks=0 or 1")
     if config["enable.idempotence"] and config["retries"] == 0:
         # a batch the broker refuses leaves a gap in the sequence numbers; only a retry closes it
-        raise ConfigError("retries: enable.idempotence=true requires retries > 0; set enable.idempotence=false to use retries=0")
+        refuse("retries", "enable.idempotence=true requires retries > 0; set enable.idempotence=false to use retries=0")
+    # consumer and group (Java's Heartbeat and ConsumerConfig, librdkafka's rd_kafka_conf_finalize)
     if config["heartbeat.interval.ms"] >= config["session.timeout.ms"]:
-        raise ConfigError("heartbeat.interval.ms: must be lower than session.timeout.ms")
-    return config
+        refuse("heartbeat.interval.ms", f"must be lower than {named('session.timeout.ms')} "
+               f"({config['heartbeat.interval.ms']} >= {config['session.timeout.ms']})")
+    if config["session.timeout.ms"] > config["rebalance.timeout.ms"]:
+        refuse("session.timeout.ms", f"must be at most {named('rebalance.timeout.ms')} "
+               f"({config['session.timeout.ms']} > {config['rebalance.timeout.ms']})")
+    if config["fetch.min.bytes"] > config["fetch.max.bytes"]:
+        refuse("fetch.min.bytes", f"must be at most fetch.max.bytes ({config['fetch.min.bytes']} > "
+               f"{config['fetch.max.bytes']})")
+    if config["fetch.max.wait.ms"] >= config["request.timeout.ms"]:
+        refuse("fetch.max.wait.ms", f"must be lower than {named('request.timeout.ms')} "
+               f"({config['fetch.max.wait.ms']} >= {config['request.timeout.ms']}): a Fetch waiting that "
+               "long times out before the broker answers it")
+    if config["group.id"] is None:
+        for key in ("enable.auto.commit", "group.instance.id"):
+            if key in given and config[key] not in (None, False):
+                refuse(key, "needs group.id (without a group there is nothing to commit to or to join)")
+    _check_security(config, given, refuse)
+
+
+def _check_security(config: Config, given: dict[str, str], refuse: Callable[[str, str], None]) -> None:
+    """TLS and SASL keys only where `security.protocol` uses them, and SASL's credentials where it does."""
+    protocol = config["security.protocol"]
+    tls, sasl = protocol in ("ssl", "sasl_ssl"), protocol.startswith("sasl_")
+    for key in given:
+        if key.startswith("ssl.") and not tls:
+            refuse(key, f"security.protocol={protocol} uses no TLS; set security.protocol=ssl or sasl_ssl")
+        if key.startswith("sasl.") and not sasl:
+            refuse(key, f"security.protocol={protocol} uses no SASL; set security.protocol=sasl_plaintext or sasl_ssl")
+    if sasl:
+        for key in ("sasl.username", "sasl.password"):
+            if config[key] is None:
+                refuse(key, f"security.protocol={protocol} needs sasl.username and sasl.password")
+    for key in ("ssl.key.location", "ssl.key.password"):
+        if config[key] is not None and config["ssl.certificate.location"] is None:
+            refuse(key, "needs ssl.certificate.location (the client certificate it belongs to)")

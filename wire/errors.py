@@ -243,6 +243,18 @@ class DeliveryTimeoutError(KafkaError):
     retriable = False
 
 
+class DeserializationError(KafkaError):
+    """A fetched key or value does not parse with `key.deserializer` / `value.deserializer`; names
+    the property, the record (topic, partition, offset) and the cause."""
+
+    def __init__(self, prop: str, topic: str, partition: int, offset: int, cause: str):
+        self.prop, self.topic, self.partition, self.offset, self.cause = prop, topic, partition, offset, cause
+        super().__init__(f"{prop}: {topic}/{partition} offset {offset}: {cause}")
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.prop, self.topic, self.partition, self.offset, self.cause)
+
+
 class ConfigError(KafkaError, ValueError):
     """A configuration key is unknown or its value is invalid; the message names the key."""
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import queue
 import signal
 import subprocess
 import sys
+import threading
+import time
+import uuid
 
 import pytest
 
@@ -72,3 +76,93 @@ def test_group_runs_until_sigterm_then_commits_what_it_printed(bootstrap, topic)
     finally:
         ck.close()
     assert [tp.offset for tp in committed] == [5, 5]
+
+
+def raykafka(*args: str) -> list[str]:
+    return [sys.executable, "-m", "raykafka.driver.cli", *args]
+
+
+def committed(bootstrap: str, group: str, topic: str) -> list[int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    ck = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return [tp.offset for tp in ck.committed([TopicPartition(topic, p) for p in (0, 1)], timeout=10)]
+    finally:
+        ck.close()
+
+
+class Lines:
+    """A pipe's lines, read by a thread, awaited with a deadline."""
+
+    def __init__(self, stream):
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_for(self, needle: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:
+                raise AssertionError(f"no line with {needle!r}; saw {self.seen[-10:]}")
+            self.seen.append(line)
+            if needle in line:
+                return line
+
+    def rest(self) -> list[str]:
+        while (line := self.lines.get(timeout=60)) is not None:
+            self.seen.append(line)
+        return self.seen
+
+
+def test_a_second_interrupt_does_not_cut_the_commit_short(bootstrap, topic):
+    """Ctrl-C starts the clean shutdown; a second Ctrl-C while it runs only says so: the member
+    still leaves, commits what it printed and exits 0."""
+    group = f"cli-twice-{topic}"
+    proc = subprocess.Popen(raykafka("consume", "-b", bootstrap, "-t", topic, "-g", group, "-X", "session.timeout.ms=6000",
+                                     "-X", "heartbeat.interval.ms=500"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = Lines(proc.stdout), Lines(proc.stderr)
+        printed = sorted(out.wait_for("v") for _ in range(10))
+        assert printed == sorted(f"v{i}" for i in range(10))
+        proc.send_signal(signal.SIGINT)
+        err.wait_for("raykafka: stopping: leaving the group and committing what was printed")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0, err.rest()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = err.rest()
+    assert any(line.startswith("raykafka: still stopping") for line in lines), lines  # the second was heard
+    assert "raykafka: 10 messages" in lines
+    assert committed(bootstrap, group, topic) == [5, 5]
+
+
+def test_group_exit_at_end_on_a_missing_topic_ends_with_an_error(bootstrap):
+    missing = f"cli-missing-{uuid.uuid4().hex[:8]}"
+    r = subprocess.run(raykafka("consume", "-g", "g-missing", "-e", "-t", missing, "-b", bootstrap), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert f"raykafka: topic '{missing}' does not exist" in r.stderr
+
+
+@pytest.mark.ray
+def test_deserialized_values_print_as_json_options_before_the_command(bootstrap, kit):
+    topic = f"cli-json-{uuid.uuid4().hex[:8]}"
+    kit.create_topic(bootstrap, topic, 1)
+    kit.produce(bootstrap, topic, [{"key": b"k%d" % i, "value": json.dumps({"n": i}).encode()} for i in range(3)])
+    r = subprocess.run(raykafka("-b", bootstrap, "-X", "value.deserializer=json", "-f", "json", "consume", "-t", topic,
+                                "-e", "-X", "key.deserializer=str"), capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(row["key"], row["value"]) for row in rows] == [("k0", {"n": 0}), ("k1", {"n": 1}), ("k2", {"n": 2})]

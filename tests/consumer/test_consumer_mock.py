@@ -102,7 +102,7 @@ def test_a_seek_while_the_long_poll_is_out_reads_on_by_catch_up_fetches(ray_sess
     """Both partitions idle at their end, a 60 s long poll out: after a seek back the partition
     reads on, one batch per fetch, by fetches that do not wait, on the second connection."""
     with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, \
-            Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 60_000,
+            Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 60_000, "request.timeout.ms": 90_000,
                       "max.partition.fetch.bytes": 1}) as consumer:
         produce(cluster, "t", 0, [b"a%d" % i for i in range(10)], per_batch=1)
         produce(cluster, "t", 1, [b"b%d" % i for i in range(10)], per_batch=1)

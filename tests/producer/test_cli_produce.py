@@ -1,8 +1,13 @@
-"""`raykafka produce`: stdin lines in, a summary on stderr, exit status 0 only when all arrived."""
+"""`raykafka produce`: stdin lines in (bytes as they are, streamed in bounded memory), a summary on
+stderr, exit status 0 only when all arrived."""
 
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +50,79 @@ def test_produce_to_a_missing_topic_exits_non_zero(ray_session, bootstrap, topic
     assert status == 1
     err = capsys.readouterr().err
     assert "0 delivered, 2 failed of 2 lines" in err and "does not exist" in err
+
+
+def raykafka(*args: str, **popen) -> subprocess.Popen:
+    """The installed entry point (as a user runs it) in a subprocess."""
+    script = Path(sys.executable).with_name("raykafka")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "raykafka.driver.cli"]
+    return subprocess.Popen([*command, *args], **popen)
+
+
+def read_back(bootstrap: str, topic: str, n: int) -> list[tuple[bytes | None, bytes]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cli-check", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(got) < n and time.monotonic() < deadline:
+            got += [(m.key(), m.value()) for m in consumer.consume(100, timeout=0.5) if m.error() is None]
+    finally:
+        consumer.close()
+    return got
+
+
+def test_lines_that_are_not_utf8_are_sent_as_the_bytes_they_are(bootstrap, topic_name):
+    topic = topic_name("cli-bytes")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 1})
+    lines = [b"plain", b"latin-1 caf\xe9", b"\xff\xfe\x00binary", b"k\xff:v\xfe", b"crlf\r"]
+    proc = raykafka("produce", "-t", topic, "-b", bootstrap, "-K", ":", stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, err = proc.communicate(b"\n".join(lines) + b"\n", timeout=180)
+    assert proc.returncode == 0, err.decode(errors="replace")
+    assert b"5 delivered, 0 failed of 5 lines" in err
+    assert read_back(bootstrap, topic, 5) == [(None, b"plain"), (None, b"latin-1 caf\xe9"), (None, b"\xff\xfe\x00binary"),
+                                              (b"k\xff", b"v\xfe"), (None, b"crlf")]
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
+
+
+@pytest.mark.timeout(300)
+def test_endless_input_streams_through_in_bounded_memory(tmp_path):
+    """256 MB of 64 KB lines, then 8 million one-byte lines, through a pipe: the process's memory
+    does not grow with the input. Reading lines far ahead of buffer.memory would grow it by the
+    long lines' 256 MB; keeping every line's result, by 20-odd bytes a line (100 MB or more over
+    the last 4 million lines). Its own broker, so the session's keeps no 300 MB."""
+    from raykafka.driver.embedded_broker import EmbeddedBroker
+
+    with EmbeddedBroker(log_path=tmp_path / "tansu.log") as broker:
+        with Admin(broker.bootstrap) as admin:
+            admin.create_topics({"endless": 2})
+        with open(tmp_path / "stderr", "wb") as err:
+            proc = raykafka("produce", "-b", broker.bootstrap, "-t", "endless", stdin=subprocess.PIPE, stderr=err)
+            try:
+                long_line, short_lines = b"y" * (64 * 1024 - 1) + b"\n", b"x\n" * 100_000
+                long_phase, short_phase = [], []
+                for i in range(4096):  # 256 MB
+                    proc.stdin.write(long_line)
+                    if i % 256 == 255:
+                        long_phase.append(rss_mb(proc.pid))
+                for _ in range(80):  # 8,000,000 lines
+                    proc.stdin.write(short_lines)
+                    short_phase.append(rss_mb(proc.pid))
+                proc.stdin.close()
+                assert proc.wait(timeout=180) == 0, (tmp_path / "stderr").read_text(errors="replace")[-2000:]
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+        summary = (tmp_path / "stderr").read_text(errors="replace")
+        assert "8004096 delivered, 0 failed of 8004096 lines" in summary, summary[-2000:]
+        seen = f"RSS (MB) every 16 MB of long lines {[round(m) for m in long_phase]}, " \
+               f"every 100,000 short lines {[round(m) for m in short_phase]}"
+        assert max(long_phase) - long_phase[1] < 128, seen  # from 32 MB in, when the producer is up
+        assert max(short_phase[40:]) - short_phase[39] < 48, seen  # over the last 4 million lines

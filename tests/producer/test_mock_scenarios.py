@@ -222,7 +222,8 @@ def test_buffer_memory_blocks_send_then_raises_after_max_block_ms(ray_session):
 def test_delivery_timeout_bounds_a_message_whose_retries_never_end(ray_session):
     with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
         cluster.fail_next(messages.PRODUCE, NOT_LEADER, count=10_000, topic="t", partition=0)
-        with Producer(config(cluster, **{"delivery.timeout.ms": 1500, "retry.backoff.ms": 100})) as producer:
+        # delivery.timeout.ms at its least: linger.ms + request.timeout.ms, as the Java client requires
+        with Producer(config(cluster, **{"delivery.timeout.ms": 2 + 5000, "retry.backoff.ms": 100})) as producer:
             start = time.monotonic()
             future = producer.send("t", b"never")
             with pytest.raises(DeliveryTimeoutError, match="NOT_LEADER_OR_FOLLOWER"):

@@ -18,9 +18,10 @@ KEY_PASSWORD = "key-pw-51d2e8"
 
 
 def secret_config(**more) -> dict:
-    return {"bootstrap.servers": "127.0.0.1:9092", "security.protocol": "sasl_plaintext",
+    """Both passwords, each where it is used: SASL over TLS with a client certificate."""
+    return {"bootstrap.servers": "127.0.0.1:9092", "security.protocol": "sasl_ssl",
             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": SASL_PASSWORD,
-            "ssl.key.password": KEY_PASSWORD, **more}
+            "ssl.certificate.location": "/nonexistent/client.pem", "ssl.key.password": KEY_PASSWORD, **more}
 
 
 def assert_hidden(text: str) -> None:
@@ -50,7 +51,9 @@ def test_a_bad_password_value_is_refused_without_showing_it(key, value):
 
 
 def test_sasl_credentials_hide_the_password():
-    _context, sasl = security_from_config(parse_config(secret_config()))
+    without_tls = {k: v for k, v in secret_config(**{"security.protocol": "sasl_plaintext"}).items()
+                   if not k.startswith("ssl.")}  # no certificate to load
+    _context, sasl = security_from_config(parse_config(without_tls))
     assert sasl is not None
     assert_hidden(repr(sasl))
     assert_hidden(str(sasl))

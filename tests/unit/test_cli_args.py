@@ -1,0 +1,79 @@
+"""`raykafka` argument parsing: options anywhere on the line, for every command (no broker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from raykafka.driver.cli import _commands, build_parser, parse_args
+
+
+def parsed(argv: list[str]) -> dict:
+    args = vars(parse_args(argv))
+    args.pop("func")
+    return args
+
+
+# each command as a list of tokens groups: the command word, its positionals, its options (with values)
+LINES = {
+    "topic create": (["topic"], ["create", "events"], [["-b", "h:1"], ["-p", "6"], ["-r", "1"], ["--if-not-exists"],
+                                                       ["-X", "client.id=x"]]),
+    "topic delete": (["topic"], ["delete", "events", "more"], [["-b", "h:1"], ["--if-exists"]]),
+    "topic list": (["topic"], ["list"], [["-b", "h:1"], ["-X", "client.id=x"]]),
+    "produce": (["produce"], [], [["-b", "h:1"], ["-t", "events"], ["-K", ":"], ["-p", "2"], ["-X", "linger.ms=1"]]),
+    "consume": (["consume"], [], [["-b", "h:1"], ["-t", "events"], ["-g", "g1"], ["-o", "-5"], ["-c", "3"], ["-e"],
+                                  ["-f", "json"], ["-X", "value.deserializer=json"]]),
+    "broker": (["broker"], [], [["--port", "9093"], ["--host", "0.0.0.0"]]),
+    "demo": (["demo"], [], [["--rows", "10"], ["--partitions", "3"], ["--members", "1"]]),
+    "bench": (["bench"], [], [["--quick"], ["--messages", "10"], ["--runs", "1"], ["--out", "x.md"], ["--spark"],
+                              ["--clients", "raykafka"]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINES))
+def test_options_anywhere_mean_the_same(name):
+    command, positionals, options = LINES[name]
+    reference = parsed(command + positionals + [t for o in options for t in o])
+    words = command + positionals
+    for cut in range(len(words) + 1):  # options before, between and after the words, in both orders
+        for order in (options, options[::-1]):
+            half = len(order) // 2
+            first, rest = [t for o in order[:half] for t in o], [t for o in order[half:] for t in o]
+            for line in (first + words[:cut] + rest + words[cut:], words[:cut] + first + words[cut:] + rest):
+                assert parsed(line) == reference, line
+
+
+def test_the_issues_line():
+    assert parsed(["topic", "create", "-b", "HOST:9092", "events", "-p", "6"]) == parsed(
+        ["topic", "create", "events", "-p", "6", "-b", "HOST:9092"])
+    args = parsed(["-b", "HOST:9092", "topic", "create", "events", "-p", "6"])
+    assert (args["command"], args["action"], args["topics"], args["partitions"]) == ("topic", "create", ["events"], 6)
+
+
+def test_no_option_takes_a_value_in_one_command_and_none_in_another():
+    """The command word is found by skipping options and their values: an option must mean the
+    same in every command for that to work."""
+    takes: dict[str, set[bool]] = {}
+    for sub in _commands(build_parser()).values():
+        for action in sub._actions:
+            for option in action.option_strings:
+                takes.setdefault(option, set()).add(action.nargs != 0)
+    assert {o: v for o, v in takes.items() if len(v) > 1} == {}
+
+
+def test_errors_name_the_command():
+    with pytest.raises(SystemExit):
+        parse_args(["topic", "-b", "h:1", "create"])  # no topic name
+    with pytest.raises(SystemExit):
+        parse_args(["-b", "h:1"])  # no command
+    with pytest.raises(SystemExit):
+        parse_args(["nonsense", "-b", "h:1"])
+
+
+def test_a_value_that_looks_like_a_command_is_a_value():
+    for line in (["-t", "produce", "consume", "-b", "h:1"], ["consume", "-t", "produce", "-b", "h:1"]):
+        args = parsed(line)
+        assert (args["command"], args["topic"]) == ("consume", "produce")
+
+
+def test_every_command_is_covered():
+    assert {name.split()[0] for name in LINES} == set(_commands(build_parser()))
