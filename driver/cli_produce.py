@@ -25,15 +25,12 @@ def add_parser(subparsers: Any) -> None:
 
 
 def cmd_produce(args: argparse.Namespace, stdin: Any = None) -> int:
-    import ray
-
     from .cli import _properties
     from .producer import Producer
+    from .ray_runtime import ensure_ray
 
     config = {"bootstrap.servers": args.brokers, **_properties(args.X)}
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 logging_level="ERROR")
+    ensure_ray()
     stream = stdin if stdin is not None else sys.stdin.buffer
     sep = args.key_separator.encode() if args.key_separator else None
     futures = []
