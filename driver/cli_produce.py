@@ -2,8 +2,8 @@
 
 With `-K SEP` the text before the first SEP is the key (a line without SEP has no key). Lines are
 bytes as read: a line that is not UTF-8 is sent as it is. A summary goes to stderr; the exit
-status is 0 only when every line was delivered. Ray is started locally (quietly) unless the
-program is already connected to a cluster.
+status is 0 only when every line was delivered. Ray is joined or started as `ensure_ray` says
+(`driver/ray_runtime.py`).
 
 Input of any length streams through in bounded memory: lines are read a chunk at a time
 (`CHUNK` lines or `CHUNK_BYTES`), and each chunk is handed to the producer, which takes it
@@ -39,15 +39,12 @@ def add_parser(subparsers: Any) -> None:
 
 
 def cmd_produce(args: argparse.Namespace, stdin: Any = None) -> int:
-    import ray
-
     from .cli import _properties
     from .producer import Producer
+    from .ray_runtime import ensure_ray
 
     config = {"bootstrap.servers": args.brokers, "max.block.ms": INT_MAX, **_properties(args.X)}
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 logging_level="ERROR")
+    ensure_ray()
     stream = stdin if stdin is not None else sys.stdin.buffer
     sep = args.key_separator.encode() if args.key_separator else None
     tally = _Tally()

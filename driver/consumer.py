@@ -28,6 +28,7 @@ from ..wire.config import parse_config
 from ..wire.errors import KafkaError
 from ..wire.fetch import high_watermarks
 from ..wire.loop import LoopThread
+from .ray_runtime import ensure_ray
 
 POLL_WAIT = 0.2  # seconds a poll waits on one partition consumer
 
@@ -42,8 +43,7 @@ class Consumer:
     def __init__(self, config: Mapping[str, Any]):
         self.raw_config = dict(config)
         self.config = parse_config(config)
-        if not ray.is_initialized():
-            ray.init(include_dashboard=False, log_to_driver=False)
+        ensure_ray()
         self.id = uuid.uuid4().hex[:12]
         self._loop: LoopThread | None = None
         self._cluster: Cluster | None = None

@@ -22,6 +22,7 @@ import ray
 
 from ..actors.group_member import GroupMember
 from ..wire.config import parse_config
+from .ray_runtime import ensure_ray
 
 
 class ConsumerGroup:
@@ -38,8 +39,7 @@ class ConsumerGroup:
         if members < 0:
             raise ValueError(f"members: must be at least 0, got {members}")
         self.handler = handler
-        if not ray.is_initialized():
-            ray.init(include_dashboard=False, log_to_driver=False)
+        ensure_ray()
         self._members: list[Any] = []
         self._next_index = 0
         self.scale(members)

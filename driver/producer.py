@@ -45,6 +45,7 @@ from ..wire.config import parse_config
 from ..wire.errors import BufferExhaustedError, KafkaError, MessageTooLargeError, ProducerClosedError
 from ..wire.records import encode_header_lists, encode_headers
 from ..wire.serde import get_serializer, serialize_many, serialize_one
+from .ray_runtime import ensure_ray
 from .topic_routes import TopicRoutes
 
 log = logging.getLogger("raykafka.producer")
@@ -217,8 +218,7 @@ class Producer:
         from ..actors.retry_handler import RetryHandler
         from ..actors.topic_dispatcher import TopicDispatcher
 
-        if not ray.is_initialized():
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ensure_ray()
         ctx = PipelineContext(config=self.config, prefix=self.name + "/")
         self._actors: list[Any] = []
         try:

@@ -21,13 +21,13 @@ def init_ray(num_cpus: int | None = None, **kwargs: Any) -> None:
     """`ray.init` with the JVM options Spark-on-Ray needs; a no-op when Ray is already up."""
     import ray
 
+    from ..driver.ray_runtime import ensure_ray
+
     if ray.is_initialized():
         return
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    kwargs.setdefault("include_dashboard", False)
-    kwargs.setdefault("log_to_driver", False)
-    ray.init(num_cpus=num_cpus, job_config=ray.job_config.JobConfig(jvm_options=JAVA_OPENS), **kwargs)
+    ensure_ray(ray.job_config.JobConfig(jvm_options=JAVA_OPENS), num_cpus=num_cpus, **kwargs)
 
 
 def init_spark(app_name: str = "raykafka", num_executors: int = 1, executor_cores: int = 1,
