@@ -225,6 +225,10 @@ class DeliveryTimeoutError(KafkaError):
     retriable = False
 
 
+class PipelineError(KafkaError):
+    """An actor of the producer's pipeline died or failed; the message names it and Ray's cause."""
+
+
 class ConfigError(KafkaError, ValueError):
     """A configuration key is unknown or its value is invalid; the message names the key."""
 
