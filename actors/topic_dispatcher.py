@@ -112,13 +112,10 @@ class TopicDispatcher:
 
     def _call_failed(self, batches: list[MessageBatch], exc: BaseException) -> None:
         """A call to a PartitionDispatcher failed (it died, say): its own batches fail with why."""
-        self._fail_all(batches, pipeline_error(exc))
+        report_failed(self.ctx.results, batches, pipeline_error(exc))
 
     def _fail(self, batch: MessageBatch, error: Exception) -> None:
-        self._fail_all([batch], error)
-
-    def _fail_all(self, batches: list[MessageBatch], error: Exception) -> None:
-        report_failed(self.ctx.results, batches, error)
+        report_failed(self.ctx.results, [batch], error)
 
     def shutdown(self) -> None:
         """Close every PartitionDispatcher (each closes its LeaderDispatchers first)."""

@@ -16,7 +16,13 @@ Bytes sent but not yet resolved are bounded by `buffer.memory`: `send` blocks up
 `max.block.ms` for room, then raises `BufferExhaustedError`. `close()` delivers everything
 already accepted, then shuts the actors down in Sarama's order (dispatchers, then each broker's
 aggregator and flusher once its last writer has gone, then the retry handler) and leaves none
-of this producer's actors alive.
+of this producer's actors alive; with one of them dead it still ends, in bounded time, and what
+that actor held fails naming it.
+
+What a caller does with a future cannot stop the producer: a cancelled future is skipped (the
+message goes all the same, and `on_delivery`, `successes()` and `errors()` still hear of it),
+and a callback that raises is logged. A wrong argument is refused where it is given, with an
+error naming it (`ConfigError` for a config key).
 """
 
 from __future__ import annotations
