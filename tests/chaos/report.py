@@ -26,13 +26,13 @@ read from the JSON record a test wrote when it ran (`tests/chaos/results/`), ren
 Definitions. *sent*: futures returned by `send`. *delivered*: futures with an offset. *failed*:
 futures with an exception (by cause: the class, the broker error's name, `actor-died` when the
 message names a dead actor). *lost*: delivered, but the broker's log does not hold that message
-at the reported offset (must be 0; a success reported without an offset counts as lost, as
-its place cannot be checked). *duplicated*: a message more than once in the log.
-*reordered*: within a partition, a message logged after one sent later. *failed but written*:
-failed, yet in the log (a failure whose fate was unknown, e.g. a timeout). *unresolved*: futures
-still pending when the test's bound ran out (must be 0). A blank figure was not measured by
-that scenario (a consumer scenario, say, has no log of its own to read back); it is left out
-of the totals.
+at the reported offset (must be 0); a success reported without an offset (acks other than 0)
+counts as lost, as its place cannot be checked, and *without offset* says how many.
+*duplicated*: a message more than once in the log. *reordered*: within a partition, a message
+logged after one sent later. *failed but written*: failed, yet in the log (a failure whose fate
+was unknown, e.g. a timeout). *unresolved*: futures still pending when the test's bound ran out
+(must be 0). A blank figure was not measured by that scenario (a consumer scenario, say, has
+no log of its own to read back); it is left out of the totals.
 """
 
 SCENARIOS = {
@@ -43,7 +43,8 @@ SCENARIOS = {
     "test_corrupt_batch": "5. A corrupted batch on consume",
 }
 
-MAIN = ["sent", "delivered", "failed", "unresolved", "lost", "reordered", "duplicated", "failed_but_written"]
+MAIN = ["sent", "delivered", "failed", "unresolved", "lost", "reordered", "duplicated", "failed_but_written",
+        "without_offset"]
 SKIP = {"test", "module", "doc", "written_at", "faults", "failed_by_cause", "actors_killed", "form", *MAIN}
 
 
