@@ -175,7 +175,7 @@ class Aggregator:
         self.state = AggregatorState(config["linger.ms"], config["batch.size"], config["batch.num.messages"],
                                      config["max.request.size"])
         self.flusher = create(Flusher, "flusher", ctx, f"{node_id}-{time.monotonic_ns()}", node_id, host, port)
-        self.window = CallWindow(ctx.window)
+        self.window = CallWindow(ctx.window, self._flush_failed)
         self.compressed = config["compression.type"] != "none"  # only then do the Flusher's answers say anything
         self.seq = 0
         self.last: Any = None  # the previous call to the Flusher
@@ -212,8 +212,16 @@ class Aggregator:
     def _emit(self, entries: list[Entry]) -> None:
         if entries:
             self.last = self.flusher.flush.remote(self.seq, entries)
-            self._observe(self.window.submit(self.last))
+            self._observe(self.window.submit(self.last, entries))
             self.seq += 1
+
+    def _flush_failed(self, entries: list[Entry], exc: BaseException) -> None:
+        """A call to the Flusher failed (it died, say): the batches it carried fail with why."""
+        from .calls import pipeline_error
+        from .producer_results import report_failed
+
+        batches = [b for kind, item in entries for b in (item if kind == "produce" else [item])]
+        report_failed(self.ctx.results, batches, pipeline_error(exc))
 
     def _observe(self, results: list[dict[str, float]]) -> None:
         """The compression ratios returned by the Flusher's calls (see `AggregatorState.observe`)."""

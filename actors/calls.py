@@ -3,49 +3,118 @@
 Ray's actor queues are unbounded; a stage that submits a call per batch would let a fast
 producer pile up work downstream without limit. A window blocks the caller on the oldest call
 once N are outstanding, which also surfaces a downstream failure at the caller.
+
+Each call carries what it handed on (`carried`, e.g. its batches), so that a call found failed
+is reported with its own batches, not with whatever the caller happens to be submitting when it
+notices. A window built with `on_failed` hands each failed call to it, `on_failed(carried,
+error)`, and goes on; a window without it raises the error, as Ray's `get` does. Calls are
+looked at in the order they were submitted.
+
+`pipeline_error` turns what Ray raises for a failed call into a `PipelineError` naming the actor
+that died and why (a `KafkaError` passes through as it is).
 """
 
 from __future__ import annotations
 
+import re
 from collections import deque
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from ..wire.errors import KafkaError, PipelineError
+
+
+class _Call(NamedTuple):
+    ref: Any  # the call's ObjectRef
+    carried: Any  # what it handed on, given back with its error
 
 
 class CallWindow:
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, on_failed: Callable[[Any, BaseException], None] | None = None):
         self.limit = limit
-        self._refs: deque[Any] = deque()
+        self.on_failed = on_failed
+        self._calls: deque[_Call] = deque()
 
     def __len__(self) -> int:
-        return len(self._refs)
+        return len(self._calls)
 
-    def submit(self, ref: Any) -> list[Any]:
-        """Add a call; the results of the oldest ones, once more than N are outstanding (waited for)."""
-        import ray
-
-        self._refs.append(ref)
+    def submit(self, ref: Any, carried: Any = None) -> list[Any]:
+        """Add a call; the results of the oldest ones, once more than N are outstanding (waited
+        for). The call just added stays in the window whatever an older one did."""
+        self._calls.append(_Call(ref, carried))
         out = []
-        while len(self._refs) > self.limit:
-            out.append(ray.get(self._refs.popleft()))
+        while len(self._calls) > self.limit:
+            self._take(self._calls.popleft(), out)
         return out
 
     def finished(self) -> list[Any]:
-        """The results of the oldest calls that have returned already, without waiting. A call
-        that failed stays in the window, for `submit` or `drain` to raise as they always do."""
+        """The results of the oldest calls that have returned already, without waiting. A failed
+        call goes to `on_failed`; without it, it stays in the window for `submit` or `drain` to
+        raise."""
         import ray
 
-        out = []
-        while self._refs and ray.wait([self._refs[0]], timeout=0)[0]:
-            try:
-                out.append(ray.get(self._refs[0]))
-            except Exception:
-                break
-            self._refs.popleft()
+        out: list[Any] = []
+        while self._calls and ray.wait([self._calls[0].ref], timeout=0)[0]:
+            if self.on_failed is None:
+                try:
+                    out.append(ray.get(self._calls[0].ref))
+                except Exception:
+                    break
+                self._calls.popleft()
+            else:
+                self._take(self._calls.popleft(), out)
         return out
 
-    def drain(self, timeout: float | None = None) -> None:
+    def drain(self, timeout: float | None = None) -> int:
+        """Wait for every call (up to `timeout` s); the number still outstanding after it, which
+        stay in the window. Without `on_failed`, the first failure is raised and the window emptied."""
         import ray
 
-        refs, self._refs = list(self._refs), deque()
-        if refs:
-            ray.get(refs, timeout=timeout)
+        if self.on_failed is None:
+            refs = [call.ref for call in self._calls]
+            self._calls = deque()
+            if refs:
+                ray.get(refs, timeout=timeout)
+            return 0
+        if self._calls:
+            ray.wait([call.ref for call in self._calls], num_returns=len(self._calls), timeout=timeout)
+        out: list[Any] = []
+        while self._calls and ray.wait([self._calls[0].ref], timeout=0)[0]:
+            self._take(self._calls.popleft(), out)
+        return len(self._calls)
+
+    def _take(self, call: _Call, out: list[Any]) -> None:
+        """The result of a finished (or finishing) call into `out`; a failure to `on_failed`, or raised."""
+        import ray
+
+        try:
+            out.append(ray.get(call.ref))
+        except Exception as exc:
+            if self.on_failed is None:
+                raise
+            self.on_failed(call.carried, exc)
+
+
+def pipeline_error(exc: BaseException) -> KafkaError:
+    """Why a call to a producer actor failed, as a `KafkaError`: the `KafkaError` it raised, or a
+    `PipelineError` naming the actor that died (and Ray's cause) or the method that raised."""
+    if isinstance(exc, KafkaError):
+        return exc
+    cause = getattr(exc, "cause", None)  # a RayTaskError wraps what the actor's method raised
+    if isinstance(cause, KafkaError):
+        return cause
+    inner = cause if isinstance(cause, BaseException) else exc
+    text = str(getattr(inner, "error_msg", None) or inner).strip()
+    if _is_actor_death(inner):
+        fields = dict(line.strip().split(":", 1) for line in text.splitlines() if ":" in line and line[:1] == "\t")
+        name = fields.get("name", "").strip() or fields.get("class_name", "").strip() or "(unnamed)"
+        return PipelineError(f"producer actor {name} died: {text.splitlines()[-1].strip()}")
+    where = re.search(r"ray::([\w.]+)\(", str(exc).split("\n", 1)[0]) if inner is not exc else None
+    first = text.splitlines()[0] if text else ""
+    return PipelineError(f"producer pipeline failed{f' in {where[1]}' if where else ''}: {type(inner).__name__}: {first}")
+
+
+def _is_actor_death(exc: BaseException) -> bool:
+    from ray.exceptions import RayActorError
+
+    return isinstance(exc, RayActorError)

@@ -46,7 +46,7 @@ class PartitionDispatcher:
                 continue
             parts.extend(part for _, part in self.partition(batch))
         if parts:
-            self._leaders().submit(self.leader.dispatch.remote(parts))
+            self._leaders().submit(self.leader.dispatch.remote(parts), parts)
 
     def partition(self, batch: MessageBatch) -> list[tuple[int, MessageBatch]]:
         """`batch` cut by partition, each part in arrival order; bad explicit partitions fail here."""
@@ -91,14 +91,23 @@ class PartitionDispatcher:
 
             if self.leader is None:
                 self.leader = create(LeaderDispatcher, "leader_dispatcher", self.ctx, self.topic, self.topic)
-            self.window = CallWindow(self.ctx.window)
+            self.window = CallWindow(self.ctx.window, self._call_failed)
         return self.window
+
+    def _call_failed(self, parts: list[MessageBatch], exc: BaseException) -> None:
+        """A call to the LeaderDispatcher failed (it died, say): its own batches fail with why."""
+        from .calls import pipeline_error
+        from .producer_results import report_failed
+
+        report_failed(self.ctx.results, parts, pipeline_error(exc))
 
     def shutdown(self) -> None:
         import ray
 
         if self.leader is not None:
             self._leaders().drain()
-            ray.get(self.leader.shutdown.remote())
-            ray.kill(self.leader, no_restart=True)
-            self.leader = None
+            try:
+                ray.get(self.leader.shutdown.remote())  # raises if it died: the TopicDispatcher says so
+            finally:
+                ray.kill(self.leader, no_restart=True)
+                self.leader = None

@@ -14,6 +14,9 @@ i-th id's offset is first offset + i.
 With idempotence it also knows, per partition and numbering, up to which sequence number every
 batch has ended (`first_unresolved`): a LeaderDispatcher asks before it takes a new producer id,
 since renumbering a batch whose earlier attempt may yet be written would write it twice.
+
+`report_failed` is how a stage fails batches it cannot hand on (a call downstream failed):
+one entry per batch with messages, and the sequence spans of those that were numbered.
 """
 
 from __future__ import annotations
@@ -62,3 +65,12 @@ class ProducerResults:
                 self.cond.wait(timeout)
             out, self.entries = self.entries, []
         return out
+
+
+def report_failed(results: Any, batches: list[Any], error: Exception) -> None:
+    """Report `batches` (MessageBatch) as failed with `error` to the ProducerResults `results`;
+    control batches carry no message."""
+    ended = [b for b in batches if len(b.ids) and not b.is_control]
+    if ended:
+        results.report.remote([(b.ids, b.topic, b.partition, -1, -1, error) for b in ended],
+                              [(b.topic, b.partition, *b.span()) for b in ended if b.span()])

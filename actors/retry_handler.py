@@ -14,7 +14,7 @@ It is also the producer's registry of broker workers, Sarama's getBrokerProducer
 unrefBrokerProducer: a single synchronous actor serialises them as Sarama's mutex does. A
 broker's Aggregator (with its Flusher) is created on the first reference, or ahead of it
 (`prestart`, for the first brokers of the cluster), and closed when the last LeaderDispatcher
-using it lets go (or at close, if none ever took it).
+using it lets go (or at close: one nobody took, or one whose holder died).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class RetryHandler:
         self.writers = 0  # live Flushers, each may still call `retry`
         self.brokers: dict[int, list[Any]] = {}  # node id -> [aggregator, references, generation]
         self.generation = 0
-        self.idle_released = False
+        self.released = False
         self.closing = False
         self.forwarded = 0
         self.thread = threading.Thread(target=self._forward_loop, name="retry-forwarder", daemon=True)
@@ -63,9 +63,12 @@ class RetryHandler:
             self.cond.notify()
 
     def _forward_loop(self) -> None:
-        from .calls import CallWindow
+        from .calls import CallWindow, pipeline_error
+        from .producer_results import report_failed
 
-        window = CallWindow(self.ctx.window)
+        # a forwarded call that failed (the TopicDispatcher died) fails its own batches
+        window = CallWindow(self.ctx.window, lambda carried, exc: report_failed(
+            self.ctx.results, carried, pipeline_error(exc)))
         while True:
             with self.cond:
                 while not self.queue and not self.closing:
@@ -81,15 +84,14 @@ class RetryHandler:
                 while self.queue and self.queue[0][0] <= now:
                     batches.extend(self.queue.popleft()[1])
             try:
-                window.submit(self.ctx.topic_dispatcher.dispatch.remote(batches))
-                self.forwarded += len(batches)
+                ref = self.ctx.topic_dispatcher.dispatch.remote(batches)
             except Exception as exc:  # the TopicDispatcher is gone: the producer is closing
                 log.info("producer/retry: cannot forward %d batches: %s", len(batches), exc)
-                failed = [(b.ids, b.topic, b.partition, -1, -1, ProducerClosedError(
+                report_failed(self.ctx.results, batches, ProducerClosedError(
                     f"producer closed while the message waited for a retry ({exc})"))
-                    for b in batches if len(b.ids) and not b.is_control]
-                if failed:
-                    self.ctx.results.report.remote(failed)
+                continue
+            window.submit(ref, batches)
+            self.forwarded += len(batches)
 
     # -- references: the Flushers that may still write here ------------------------
 
@@ -124,19 +126,19 @@ class RetryHandler:
         return entry
 
     def prestart(self, brokers: list[tuple[int, str, int]]) -> None:
-        """Start the workers of these brokers with no reference yet (closed by `release_idle` if
+        """Start the workers of these brokers with no reference yet (closed by `release_all` if
         no LeaderDispatcher ever takes one)."""
         for node_id, host, port in brokers:
-            if node_id not in self.brokers and not self.closing and not self.idle_released:
+            if node_id not in self.brokers and not self.closing and not self.released:
                 self._start_broker(node_id, host, port)
 
-    def release_idle(self) -> None:
-        """Close the workers nobody holds (started ahead, never used): the producer is closing."""
-        self.idle_released = True  # a late `prestart` must not start workers nobody will close
-        for node_id, entry in list(self.brokers.items()):
-            if entry[1] == 0:
-                del self.brokers[node_id]
-                entry[0].close.remote()
+    def release_all(self) -> None:
+        """The producer is closing and its dispatchers have closed: close every worker still
+        open, those nobody ever took (started ahead) and those a dispatcher that died still holds."""
+        self.released = True  # a late `prestart` must not start workers nobody will close
+        for entry in self.brokers.values():
+            entry[0].close.remote()
+        self.brokers.clear()
 
     def unref_broker(self, node_id: int, generation: int) -> None:
         entry = self.brokers.get(node_id)

@@ -22,6 +22,8 @@ from typing import Any
 from ..wire import messages
 from ..wire.errors import BrokerError, KafkaError, ProducerClosedError, UnsupportedVersionError
 from .batch import MessageBatch
+from .calls import pipeline_error
+from .producer_results import report_failed
 
 log = logging.getLogger("raykafka.producer.topic")
 
@@ -79,7 +81,7 @@ class TopicDispatcher:
             except KafkaError as exc:
                 self._fail(batch, exc)
                 continue
-            self.windows[batch.topic].submit(dispatcher.dispatch.remote([batch]))
+            self.windows[batch.topic].submit(dispatcher.dispatch.remote([batch]), [batch])
 
     def route(self, topic: str) -> Any:
         """The topic's PartitionDispatcher, for the driver to hand new batches to directly
@@ -105,12 +107,15 @@ class TopicDispatcher:
         leader = create(LeaderDispatcher, "leader_dispatcher", self.ctx, topic, topic)
         handle = create(PartitionDispatcher, "partition_dispatcher", self.ctx, topic, topic, len(info.partitions), leader)
         self.partition_dispatchers[topic] = handle
-        self.windows[topic] = CallWindow(self.ctx.window)
+        self.windows[topic] = CallWindow(self.ctx.window, self._call_failed)
         return handle
 
+    def _call_failed(self, batches: list[MessageBatch], exc: BaseException) -> None:
+        """A call to a PartitionDispatcher failed (it died, say): its own batches fail with why."""
+        report_failed(self.ctx.results, batches, pipeline_error(exc))
+
     def _fail(self, batch: MessageBatch, error: Exception) -> None:
-        if len(batch.ids) and not batch.is_control:
-            self.ctx.results.report.remote([(batch.ids, batch.topic, batch.partition, -1, -1, error)])
+        report_failed(self.ctx.results, [batch], error)
 
     def shutdown(self) -> None:
         """Close every PartitionDispatcher (each closes its LeaderDispatchers first)."""
@@ -119,7 +124,10 @@ class TopicDispatcher:
         self.closed = True
         for topic, handle in self.partition_dispatchers.items():
             self.windows[topic].drain()
-            ray.get(handle.shutdown.remote())
+            try:
+                ray.get(handle.shutdown.remote())
+            except Exception as exc:  # a dead one: the others still close in order
+                log.error("producer/topic/%s cannot close its dispatchers: %s", topic, pipeline_error(exc))
             ray.kill(handle, no_restart=True)
         self.partition_dispatchers.clear()
         try:

@@ -16,33 +16,45 @@ Bytes sent but not yet resolved are bounded by `buffer.memory`: `send` blocks up
 `max.block.ms` for room, then raises `BufferExhaustedError`. `close()` delivers everything
 already accepted, then shuts the actors down in Sarama's order (dispatchers, then each broker's
 aggregator and flusher once its last writer has gone, then the retry handler) and leaves none
-of this producer's actors alive.
+of this producer's actors alive; with one of them dead it still ends, in bounded time, and what
+that actor held fails naming it.
+
+What a caller does with a future cannot stop the producer: a cancelled future is skipped (the
+message goes all the same, and `on_delivery`, `successes()` and `errors()` still hear of it),
+and a callback that raises is logged. A wrong argument is refused where it is given, with an
+error naming it (`ConfigError` for a config key).
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+import math
+import numbers
 import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future
-from concurrent.futures._base import FINISHED as _FINISHED
-from concurrent.futures._base import PENDING as _PENDING
-from concurrent.futures._base import RUNNING as _RUNNING
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
+from ..actors.calls import pipeline_error
 from ..actors.options import PipelineContext, create
 from ..actors.shared_column import SHARE_MIN_BYTES, SharedColumn
 from ..wire.columns import BinaryColumn, HeaderColumn
 from ..wire.config import parse_config
-from ..wire.errors import BufferExhaustedError, KafkaError, MessageTooLargeError, ProducerClosedError
+from ..wire.errors import (
+    BufferExhaustedError,
+    ConfigError,
+    KafkaError,
+    MessageTooLargeError,
+    ProducerClosedError,
+)
 from ..wire.records import encode_header_lists, encode_headers
 from ..wire.serde import get_serializer, serialize_many, serialize_one
 from .ray_runtime import ensure_ray
@@ -58,15 +70,42 @@ NAGLE_WAIT = 0.05
 # a send_batch larger than buffer.memory / SLICES_IN_BUFFER goes in slices of that size, each
 # waiting for room in turn, so a table of any size can be sent (as Java's producer blocks per record)
 SLICES_IN_BUFFER = 4
+MAX_PARTITION = (1 << 31) - 1  # Kafka's partition numbers are int32
+MAX_TIMESTAMP = (1 << 63) - 1  # and timestamps int64 ms
+# the time keys some thread of the producer waits on (threading.TIMEOUT_MAX bounds such a wait)
+WAITED_ON = ("linger.ms", "max.block.ms", "retry.backoff.ms", "request.timeout.ms", "delivery.timeout.ms")
+# close's shutdown of the actors takes at most this long (s) after the messages had their time;
+# with a timeout, what is left of it, but at least CLOSE_MIN
+CLOSE_GRACE = 30.0
+CLOSE_MIN = 5.0
+
+
+try:  # the fields of a Future that `_MessageFuture` and `_settle_futures` set themselves
+    from concurrent.futures._base import FINISHED as _FINISHED
+    from concurrent.futures._base import PENDING as _PENDING
+    from concurrent.futures._base import RUNNING as _RUNNING
+
+    _FIELDS = {"_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks"}
+    SHARED_CONDITION = set(vars(Future())) == _FIELDS
+except ImportError:  # pragma: no cover - another Python's concurrent.futures
+    SHARED_CONDITION = False
 
 
 class _MessageFuture(Future):
     """A `concurrent.futures.Future` sharing one Condition with the producer's other futures.
 
     Building a Condition (and its RLock) per message costs more than the rest of `send`; shared,
-    a `set_result` wakes every waiting thread, each of which checks its own future again."""
+    a `set_result` wakes every waiting thread, each of which checks its own future again. This
+    sets Future's private fields, so it is used only where they are the ones it knows
+    (`SHARED_CONDITION`, checked at import); elsewhere it is a plain Future.
+
+    Cancelling one (as `asyncio.wait_for` does when it times out) does not recall the message:
+    it still goes, and its outcome still reaches `on_delivery`, `successes()` and `errors()`."""
 
     def __init__(self, condition: threading.Condition):  # what Future.__init__ sets, minus the Condition
+        if not SHARED_CONDITION:
+            super().__init__()
+            return
         self._condition = condition
         self._state = _PENDING
         self._result = None
@@ -85,12 +124,39 @@ class _MessageFuture(Future):
                 self._condition.wait(left)
 
     def result(self, timeout: float | None = None) -> Any:
+        if not SHARED_CONDITION:
+            return super().result(timeout)
         self._wait(timeout)
         return super().result(0)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
+        if not SHARED_CONDITION:
+            return super().exception(timeout)
         self._wait(timeout)
         return super().exception(0)
+
+
+def _settle_futures(condition: threading.Condition, settled: list) -> list:
+    """Set many message futures (sharing `condition`) under one hold of it and wake waiters once.
+
+    A future someone waits on through `concurrent.futures.wait`, has callbacks on, or has
+    cancelled is returned, to be set the ordinary way (`_set_future`)."""
+    if not SHARED_CONDITION:
+        return settled
+    slow = []
+    with condition:
+        for item in settled:
+            future, meta, error = item
+            if future._waiters or future._done_callbacks or future._state != _PENDING:
+                slow.append(item)
+            elif error is None:
+                future._result = meta
+                future._state = _FINISHED
+            else:
+                future._exception = error
+                future._state = _FINISHED
+        condition.notify_all()
+    return slow
 
 
 class RecordMetadata(NamedTuple):
@@ -178,7 +244,14 @@ class Producer:
                  return_successes: bool = False, return_errors: bool = False, name: str | None = None):
         import ray
 
+        if not isinstance(config, Mapping):
+            raise ConfigError(f"config: expected a mapping of Kafka property names to values, got {type(config).__name__}")
+        if on_delivery is not None and not callable(on_delivery):
+            raise TypeError(f"on_delivery must be callable as on_delivery(metadata, error), not {type(on_delivery).__name__}")
+        if name is not None and (type(name) is not str or not name):
+            raise TypeError(f"name must be a non-empty str, not {name!r}")
         self.config = parse_config(config)
+        _check_waits(self.config)
         self.key_serializer = get_serializer(self.config["key.serializer"])
         self.value_serializer = get_serializer(self.config["value.serializer"])
         self.name = name or f"raykafka-producer-{uuid.uuid4().hex[:8]}"
@@ -211,8 +284,9 @@ class Producer:
         self._flush_now = False
         self._settling = 0
         self._finished: list[_BatchState] = []
-        self._closed = False
-        self._stopping = False
+        self._closed = False  # no new sends
+        self._stopping = False  # the pipeline is being shut down on purpose
+        self._results_stopped = False  # close takes the last reports itself
 
         from ..actors.producer_results import ProducerResults
         from ..actors.retry_handler import RetryHandler
@@ -257,18 +331,19 @@ class Producer:
         v = value if type(value) is bytes and self._bytes_values else serialize_one(self.value_serializer, value, "value")
         k = key if key is None or (type(key) is bytes and self._bytes_keys) else serialize_one(self.key_serializer, key, "key")
         size = RECORD_OVERHEAD + (len(v) if v is not None else 0) + (len(k) if k is not None else 0)
-        if headers:
+        if headers is not None:
             headers = _headers(headers)
-            size += sum(len(hk) + (len(hv) if hv else 0) + 4 for hk, hv in headers)
-        else:
-            headers = None
+            if headers:
+                size += sum(len(hk) + (len(hv) if hv else 0) + 4 for hk, hv in headers)
         if partition is None:
             partition = -1
-        elif type(partition) is not int or partition < 0:
-            raise ValueError(f"partition must be a non-negative int, not {partition!r}")
+        elif type(partition) is not int:
+            raise TypeError(f"partition must be an int or None, not {type(partition).__name__}")
+        elif not 0 <= partition <= MAX_PARTITION:
+            raise ValueError(f"partition must be between 0 and {MAX_PARTITION}, not {partition}")
         if type(topic) is not str or not topic:
             raise TypeError(f"topic must be a non-empty str, not {topic!r}")
-        ts = int(time.time() * 1000) if timestamp is None else int(timestamp)
+        ts = int(time.time() * 1000) if timestamp is None else _timestamp(timestamp)
         future = _MessageFuture(self._futures_condition)
         if size > self.max_request_size:
             future.set_exception(MessageTooLargeError(
@@ -315,7 +390,7 @@ class Producer:
         if keys is not None:
             keys = _packed(serialize_many(self.key_serializer, keys, "keys"))
         for name, column in (("keys", keys), ("headers", headers), ("partitions", partitions), ("timestamps", timestamps)):
-            if column is not None and not isinstance(column, int) and len(column) != n:
+            if column is not None and not isinstance(column, numbers.Real) and len(column) != n:
                 raise ValueError(f"{name} has {len(column)} entries for {n} values")
         sizes = _sizes(values, keys, headers)
         total = int(sizes.sum())
@@ -326,9 +401,9 @@ class Producer:
         too_large = sizes > self.max_request_size
         values = _shared(values)
         now_ms = int(time.time() * 1000)
-        ts: int | list[int] = now_ms if timestamps is None else timestamps
-        explicit = None if partitions is None else _partition_column(partitions, n)
-        topic_arr = None if topics is None else np.asarray(topics, dtype=object)
+        ts: int | list[int] = now_ms if timestamps is None else _timestamp_column(timestamps, now_ms)
+        explicit = None if partitions is None else _partition_column(partitions)
+        topic_arr = None if topics is None else _topic_column(topics)
         state: _BatchState | None = None
         bounds = _slice_bounds(sizes, max(1, self.buffer_memory // SLICES_IN_BUFFER))
         for lo, hi in bounds:
@@ -457,20 +532,26 @@ class Producer:
             failed = self._routes.send(batches)
             if failed and not ray.is_initialized():  # shut down under us: the watchdog fails what is left
                 return
-            for lost, exc in failed:
-                log.error("%s: handing messages to the pipeline failed: %s", self.name, exc)
-                error = exc if isinstance(exc, KafkaError) else KafkaError(f"producer pipeline failed: {exc}")
-                self._resolve([(b.ids, b.topic, -1, -1, -1, error) for b in lost])
+            self._fail_handed_on(failed)
+
+    def _fail_handed_on(self, failed: list[tuple[list[MessageBatch], Exception]]) -> None:
+        """Batches whose hand-over failed (`TopicRoutes`): each ends with its call's cause."""
+        for lost, error in failed:
+            log.error("%s: handing %d batch(es) to the pipeline failed: %s", self.name, len(lost), error)
+            self._resolve([(b.ids, b.topic, -1, -1, -1, error) for b in lost])
 
     # -- results -----------------------------------------------------------------------
 
     def _poll_loop(self) -> None:
+        """Take what the ProducerResults collected and settle it, until close stops it (which
+        then takes the last reports itself) or the results actor is gone."""
         import ray
+        from ray.exceptions import RayActorError
 
         results = self.ctx.results
         while True:
             with self._cond:
-                if self._stopping and not self._pending and not self._batches:
+                if self._results_stopped or (self._stopping and not self._pending and not self._batches):
                     return
             try:
                 entries = ray.get(results.poll.remote(0.2))
@@ -481,11 +562,18 @@ class Producer:
                 if not ray.is_initialized():
                     self._ray_gone()
                     return
+                if isinstance(exc, RayActorError):  # nothing more will come: the watchdog names it
+                    log.error("%s: %s; messages unresolved now end by delivery.timeout.ms", self.name,
+                              pipeline_error(exc))
+                    return
                 log.error("%s: results actor failed: %s", self.name, exc)
                 time.sleep(0.2)
                 continue
             if entries:
-                self._resolve(entries)
+                try:
+                    self._resolve(entries)
+                except Exception:  # a bug here must not stop every later message from resolving
+                    log.exception("%s: settling %d reports failed", self.name, len(entries))
 
     def _resolve(self, entries: list[tuple]) -> None:
         settled: list[tuple[Future, RecordMetadata | None, Exception | None]] = []
@@ -511,47 +599,30 @@ class Producer:
                         add((rec[0], None, error))
                 self._unresolved_bytes -= freed  # per entry: finishing a batch recounts from _pending
             self._settling += 1  # flush() waits until these futures are set too
-        self._complete_finished()
-        slow = self._settle_futures(settled)
-        for future, meta, error in slow:
-            if error is None:
-                future.set_result(meta)
-            else:
-                future.set_exception(error)
-        if self._successes is not None or self._errors is not None or self.on_delivery is not None:
-            for _future, meta, error in settled:
-                if error is None and self._successes is not None:
-                    self._successes.put(meta)
-                elif error is not None and self._errors is not None:
-                    self._errors.put(error)
-                if self.on_delivery is not None:
-                    try:
-                        self.on_delivery(meta, error)
-                    except Exception:
-                        log.exception("%s: on_delivery callback raised", self.name)
-        with self._cond:
-            self._settling -= 1
-            self._cond.notify_all()
+        try:
+            self._complete_finished()
+            for future, meta, error in _settle_futures(self._futures_condition, settled):
+                _set_future(future, meta, error)
+            if self._successes is not None or self._errors is not None or self.on_delivery is not None:
+                self._report(settled)
+        finally:
+            with self._cond:
+                self._settling -= 1
+                self._cond.notify_all()
 
-    def _settle_futures(self, settled: list) -> list:
-        """Set many futures under one hold of their shared Condition and wake waiters once.
-
-        A future someone waits on through `concurrent.futures.wait` or has callbacks on is
-        returned, to be set the ordinary way."""
-        slow = []
-        with self._futures_condition:
-            for item in settled:
-                future, meta, error = item
-                if future._waiters or future._done_callbacks or future._state != _PENDING:
-                    slow.append(item)
-                elif error is None:
-                    future._result = meta
-                    future._state = _FINISHED
-                else:
-                    future._exception = error
-                    future._state = _FINISHED
-            self._futures_condition.notify_all()
-        return slow
+    def _report(self, settled: list[tuple[Future, RecordMetadata | None, Exception | None]]) -> None:
+        """Each outcome to `successes()` / `errors()` and `on_delivery`, whatever its future's
+        caller did with it (a cancelled future's message is reported too)."""
+        for _future, meta, error in settled:
+            if error is None and self._successes is not None:
+                self._successes.put(meta)  # unbounded: a reader that never comes holds up nobody
+            elif error is not None and self._errors is not None:
+                self._errors.put(error)
+            if self.on_delivery is not None:
+                try:
+                    self.on_delivery(meta, error)
+                except BaseException:  # noqa: B036 - even SystemExit: this thread settles every later message
+                    log.exception("%s: on_delivery callback raised", self.name)
 
     def _resolve_batches(self, ids: list[int], partition: int, first_offset: int,
                          error: Exception | None) -> list[tuple[int, int]]:
@@ -594,7 +665,7 @@ class Producer:
         with self._lock:
             finished, self._finished = self._finished, []
         for state in finished:
-            state.future.set_result(state.result())
+            _set_future(state.future, state.result(), None)
 
     # -- the async style: Sarama's Successes and Errors --------------------------------
 
@@ -627,11 +698,15 @@ class Producer:
         """Send everything gathered and wait until every message sent so far has ended.
 
         Returns how many are still unresolved (0 unless `timeout` ran out)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        return self._wait_resolved(None if timeout is None else time.monotonic() + timeout)
+
+    def _wait_resolved(self, deadline: float | None, give_up: Callable[[], bool] = lambda: False) -> int:
+        """Hand over what is gathered and wait until nothing is unresolved, `deadline` passes or
+        `give_up()` says so; how many are left."""
         with self._cond:
             self._flush_now = True
             self._cond.notify_all()
-            while self._pending or self._batches or self._settling:
+            while (self._pending or self._batches or self._settling) and not give_up():
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     break
@@ -642,42 +717,126 @@ class Producer:
             return len(self._pending) + sum(s.remaining for s in self._batches.values())
 
     def close(self, timeout: float | None = None) -> None:
-        """Deliver everything already accepted, then stop every actor of this producer."""
+        """Deliver everything already accepted, then stop every actor of this producer.
+
+        Waits up to `timeout` s (without one, until every message has ended, which
+        `delivery.timeout.ms` bounds) for what was sent, then shuts the pipeline down in order,
+        all of it bounded (`CLOSE_GRACE` s, or what is left of `timeout`). Once an actor of the
+        pipeline has died it does not wait for what that actor held: the living stages close in
+        order and deliver what they have, and the rest fails with a `ProducerClosedError` naming
+        the dead actor. It does not raise for a dead actor; no actor of this producer is left."""
         import ray
 
         if self._closed:
+            return
+        dog = self._watchdog
+        if not ray.is_initialized():  # shut down under us: its actors went with it
+            self._ray_gone()
+            dog.stop()
             return
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._closed = True  # no new sends; what is queued still goes
         try:
-            left = self.flush(timeout)
-            if left:
-                self._fail_unresolved(ProducerClosedError(
-                    f"producer closed after {timeout}s with the message still undelivered"))
+            if self._wait_resolved(deadline, give_up=lambda: bool(dog.dead)):
+                dog.scan_now()  # before the shutdown kills actors on purpose: who died, if anyone
             with self._cond:
-                self._stopping = True
+                self._stopping = True  # the sender hands over what is left, then ends
                 self._cond.notify_all()
-            self._sender.join(5)
-            grace = 30.0 if deadline is None else max(5.0, deadline - time.monotonic())
-            ray.get(self._topic_dispatcher.shutdown.remote(), timeout=grace)
-            rh = self.ctx.retry_handler
-            ray.get([rh.release_idle.remote(), rh.unref.remote()])
-            end = time.monotonic() + grace
-            while ray.get(rh.live_writers.remote()) > 0 and time.monotonic() < end:
-                time.sleep(0.02)
-            ray.get(rh.shutdown.remote(), timeout=10)
+            now = time.monotonic()
+            stop_by = now + CLOSE_GRACE if deadline is None else max(deadline, now + CLOSE_MIN)
+            self._sender.join(_left(stop_by))
+            if not self._sender.is_alive():  # else stuck handing over: what it holds fails below
+                self._fail_handed_on(self._routes.drain(_left(stop_by)))
+            self._shut_down_pipeline(stop_by)
         finally:
-            with self._cond:
-                self._stopping = True
-                self._cond.notify_all()
-            self._fail_unresolved(ProducerClosedError("producer closed before the message was delivered"))
-            self._poller.join(5)
-            for handle in self._actors:
-                try:
-                    ray.kill(handle, no_restart=True)
-                except Exception:
-                    pass
+            self._take_last_results()
+            self._fail_unresolved(self._close_error(timeout, deadline))
+            dog.stop()
+            self._kill_actors()
+
+    def _shut_down_pipeline(self, stop_by: float) -> None:
+        """Sarama's order: the dispatchers, then each broker's Aggregator and Flusher once its last
+        writer has gone, then the retry handler. A step an actor's death breaks is logged and
+        skipped; what it held stays unresolved, for close to fail."""
+        import ray
+
+        if not self._ask("closing the dispatchers", self._topic_dispatcher.shutdown.remote(), _left(stop_by)):
+            return
+        rh = self.ctx.retry_handler
+        if not self._ask("closing the broker workers", [rh.release_all.remote(), rh.unref.remote()], _left(stop_by)):
+            return
+        # each living Flusher answers what is in flight, then lets go; a dead one never does
+        dead = self._watchdog.dead_count("flusher")
+        try:
+            while (self.pending() and time.monotonic() < stop_by
+                   and ray.get(rh.live_writers.remote(), timeout=_left(stop_by)) > dead):
+                time.sleep(0.02)
+        except Exception as exc:
+            log.warning("%s: close: the retry handler did not answer: %s", self.name, pipeline_error(exc))
+            return
+        self._ask("closing the retry handler", rh.shutdown.remote(), min(10.0, _left(stop_by)))
+
+    def _ask(self, what: str, refs: Any, timeout: float) -> bool:
+        """`ray.get(refs)` within `timeout` s; False (logged, not raised) if an actor died or did not answer."""
+        import ray
+
+        try:
+            ray.get(refs, timeout=timeout)
+        except Exception as exc:
+            log.warning("%s: close: %s failed: %s", self.name, what, pipeline_error(exc))
+            return False
+        return True
+
+    def _take_last_results(self) -> None:
+        """Stop the results thread, then take what the pipeline reported last, so that a message
+        delivered during the shutdown is not failed below."""
+        import ray
+
+        with self._cond:
+            self._results_stopped = True
+        self._poller.join(5)
+        if self._poller.is_alive() or not ray.is_initialized():
+            return
+        try:
+            entries = ray.get(self.ctx.results.poll.remote(0), timeout=5)
+        except Exception as exc:  # it died: the messages it did not report fail, naming it
+            log.warning("%s: close: the last results were not taken: %s", self.name, pipeline_error(exc))
+            return
+        if entries:
+            self._resolve(entries)
+
+    def _close_error(self, timeout: float | None, deadline: float | None) -> ProducerClosedError:
+        dead = self._watchdog.dead_actors()
+        if dead:
+            return ProducerClosedError(f"producer closed with the message undelivered: {dead}")
+        if deadline is not None and time.monotonic() >= deadline:
+            return ProducerClosedError(f"producer closed after {timeout}s with the message still undelivered")
+        return ProducerClosedError("producer closed before the message was delivered")
+
+    def _kill_actors(self) -> None:
+        """ray.kill every actor of this producer that is still alive (those its actors started too,
+        found by name), then wait (up to CLOSE_MIN s) until Ray lists none of them."""
+        import ray
+
+        if not ray.is_initialized():
+            return
+        prefix = self.name + "/"
+
+        def alive() -> list[str]:
+            return [name for name in ray.util.list_named_actors() if name.startswith(prefix)]
+
+        handles = list(self._actors)
+        for name in alive():
+            try:
+                handles.append(ray.get_actor(name))
+            except ValueError:  # died meanwhile
+                continue
+        for handle in handles:
+            ray.kill(handle, no_restart=True)
+        end = time.monotonic() + CLOSE_MIN
+        while alive() and time.monotonic() < end:
+            time.sleep(0.02)
 
     def _ray_gone(self) -> None:
         """Ray was shut down under this producer, and its actors with it: fail what is still
@@ -708,24 +867,52 @@ class Producer:
 # ---------------------------------------------------------------------------- utilities
 
 
-def _headers(headers: Any) -> list | None:
-    if not headers:
+def _set_future(future: Future, outcome: Any, error: Exception | None) -> None:
+    """Set a future the ordinary way. One its caller cancelled stays cancelled: the message went
+    (or not) all the same, and its outcome is reported to `on_delivery` and the queues."""
+    try:
+        if error is None:
+            future.set_result(outcome)
+        else:
+            future.set_exception(error)
+    except InvalidStateError:  # cancelled (or set) by someone else: nothing to tell it
+        return
+    except BaseException:  # noqa: B036 - a done-callback raising past concurrent.futures' own guard
+        log.exception("a callback on a producer future raised")
+
+
+def _headers(headers: Any, name: str = "headers") -> list | None:
+    """One record's headers as [(str, bytes or None)], from pairs or a dict; None when it has none."""
+    if headers is None:
         return None
+    if isinstance(headers, str | bytes | bytearray | memoryview) or not isinstance(headers, Iterable):
+        raise TypeError(f"{name}: expected (str, bytes) pairs or a dict, not {type(headers).__name__}")
     items = headers.items() if isinstance(headers, Mapping) else headers
     out = []
     for item in items:
         try:
             k, v = item
         except (TypeError, ValueError):
-            raise TypeError(f"headers: expected (str, bytes) pairs or a dict, got {item!r}") from None
+            raise TypeError(f"{name}: expected (str, bytes) pairs or a dict, got {item!r}") from None
         if not isinstance(k, str):
-            raise TypeError(f"headers: header key must be str, not {type(k).__name__}")
+            raise TypeError(f"{name}: header key must be str, not {type(k).__name__}")
         if isinstance(v, str):
             v = v.encode("utf-8")
         elif v is not None and not isinstance(v, (bytes, bytearray, memoryview)):
-            raise TypeError(f"headers: header {k!r} value must be bytes, str or None, not {type(v).__name__}")
+            raise TypeError(f"{name}: header {k!r} value must be bytes, str or None, not {type(v).__name__}")
         out.append((k, None if v is None else bytes(v)))
-    return out
+    return out or None
+
+
+def _timestamp(value: Any, name: str = "timestamp") -> int:
+    """A record timestamp in ms since the epoch, or a TypeError/ValueError naming `name`."""
+    if type(value) is int and 0 <= value <= MAX_TIMESTAMP:
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be an int (ms since the epoch) or None, not {type(value).__name__}")
+    if not (math.isfinite(value) and 0 <= value <= MAX_TIMESTAMP):
+        raise ValueError(f"{name} must be between 0 and {MAX_TIMESTAMP} ms, not {value!r}")
+    return int(value)
 
 
 def _columns(values: Any, keys: Any, headers: Any, partitions: Any, timestamps: Any,
@@ -760,22 +947,29 @@ def _columns(values: Any, keys: Any, headers: Any, partitions: Any, timestamps: 
             headers = encode_headers(table.column("headers"))
         if timestamps is None and "timestamp" in names:
             timestamps = [int(t.timestamp() * 1000) if hasattr(t, "timestamp") else t for t in col("timestamp")]
-    elif not isinstance(values, list):
-        values = list(values)
-    for name, column in (("keys", keys), ("headers", headers), ("partitions", partitions)):
-        if column is not None and not isinstance(column, list | BinaryColumn):  # HeaderColumn is one too
-            column = list(column)
-        if name == "keys":
-            keys = column
-        elif name == "headers":
-            headers = column
-        else:
-            partitions = column
+    if values is None:
+        raise TypeError("send_batch: values must be given (a list, or a pyarrow Table/RecordBatch)")
+    values = _as_list("values", values, pa)
+    keys = _as_list("keys", keys, pa)
+    headers = _as_list("headers", headers, pa)
+    partitions = _as_list("partitions", partitions, pa)
+    if timestamps is not None and not isinstance(timestamps, numbers.Real):  # else one for every record
+        timestamps = _as_list("timestamps", timestamps, pa)
     if headers is not None and not isinstance(headers, HeaderColumn):
-        headers = encode_header_lists([_headers(h) for h in headers])
-    if timestamps is not None and not isinstance(timestamps, int):
-        timestamps = [int(t) for t in timestamps]
+        headers = encode_header_lists([_headers(h, f"headers[{i}]") for i, h in enumerate(headers)])
     return values, keys, headers, partitions, timestamps, topics
+
+
+def _as_list(name: str, column: Any, pa: Any) -> Any:
+    """A `send_batch` column as a list (a BinaryColumn as it is), or a TypeError naming it."""
+    if column is None or isinstance(column, list | BinaryColumn):  # HeaderColumn is one too
+        return column
+    if pa is not None and isinstance(column, pa.Array | pa.ChunkedArray):
+        return column.to_pylist()
+    if isinstance(column, str | bytes | bytearray | memoryview | Mapping) or not isinstance(column, Iterable):
+        raise TypeError(f"send_batch: {name} must be a list (or a sequence) with one entry per record, "
+                        f"not {type(column).__name__}")
+    return list(column)
 
 
 def _packed(column: Any) -> Any:
@@ -793,6 +987,10 @@ def _shared(values: Any) -> Any:
     return values
 
 
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
 def _slice_bounds(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
     """Consecutive record ranges of about `limit` bytes each (at least one record each)."""
     total = int(sizes.sum())
@@ -803,14 +1001,48 @@ def _slice_bounds(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
     return list(zip(edges, edges[1:]))  # noqa: B905 (one shorter by design)
 
 
-def _partition_column(partitions: list, n: int) -> list[int]:
-    """Explicit partitions as ints, -1 where None (numpy does the loop)."""
-    arr = np.asarray(partitions, dtype=object)
-    arr[np.equal(arr, None)] = -1
-    out = arr.astype(np.int64)
-    if (out < -1).any():
-        raise ValueError(f"partitions must be non-negative ints or None, got {int(out.min())}")
-    return out.tolist()
+def _partition_column(partitions: list) -> list[int]:
+    """Explicit partitions as ints, -1 where None (numpy does the loop); a TypeError or
+    ValueError naming `partitions` for anything else."""
+    arr = np.asarray(partitions)
+    if arr.dtype.kind not in "iu":
+        kinds = set(map(type, partitions))
+        if arr.dtype.kind != "O" or not kinds <= {int, type(None)}:
+            names = ", ".join(sorted(k.__name__ for k in kinds))
+            raise TypeError(f"send_batch: partitions must be ints or None, got {names}")
+        arr = np.where(np.equal(arr, None), -1, arr)  # still Python ints: checked before the cast
+    low, high = arr.min(), arr.max()
+    if low < -1 or high > MAX_PARTITION:
+        raise ValueError(f"send_batch: partitions must be between 0 and {MAX_PARTITION} (or None), "
+                         f"got {low if low < -1 else high}")
+    return arr.astype(np.int64).tolist()
+
+
+def _timestamp_column(timestamps: int | list, now_ms: int) -> int | list[int]:
+    """A `send_batch`'s timestamps (one for all, or one per record, None for now) as ms."""
+    if not isinstance(timestamps, list):
+        return _timestamp(timestamps, "timestamps")
+    arr = np.asarray(timestamps)
+    if arr.dtype.kind not in "iu" or arr.min() < 0 or arr.max() > MAX_TIMESTAMP:
+        return [now_ms if t is None else _timestamp(t, f"timestamps[{i}]") for i, t in enumerate(timestamps)]
+    return arr.astype(np.int64).tolist()
+
+
+def _topic_column(topics: list) -> np.ndarray:
+    """A `topic` column's names; a ValueError naming the first row without one."""
+    if set(map(type, topics)) != {str} or "" in topics:
+        row = next(i for i, t in enumerate(topics) if type(t) is not str or not t)
+        raise ValueError(f"send_batch: the topic column needs a non-empty str in every row; "
+                         f"row {row} has {topics[row]!r}")
+    return np.asarray(topics, dtype=object)
+
+
+def _check_waits(config: Mapping[str, Any]) -> None:
+    """A ConfigError naming a time key longer than a thread can wait (the producer waits on each)."""
+    for key in WAITED_ON:
+        if config[key] / 1000 > threading.TIMEOUT_MAX:
+            raise ConfigError(f"{key}: {config[key]} ms is longer than a thread can wait "
+                              f"({threading.TIMEOUT_MAX:.0f} s)")
 
 
 def _lengths(column: Any) -> np.ndarray:

@@ -58,6 +58,26 @@ class ProducerWatchdog:
     def stop(self) -> None:
         self._stop.set()
 
+    def scan_now(self) -> None:
+        """Look at the actor table now, impatiently (close asks before it shuts the pipeline down)."""
+        try:
+            self._scan_actors(patient=False)
+        except Exception:  # only a better error message is at stake
+            log.exception("%s: actor scan failed", self.producer.name)
+
+    def dead_count(self, role: str) -> int:
+        """How many actors of `role` (e.g. "flusher") this producer has seen dead."""
+        prefix = self.producer.name + "/" + role
+        return sum(1 for name in list(self.dead) if name.startswith(prefix))
+
+    def dead_actors(self) -> str:
+        """The actors of this producer seen dead, with Ray's causes, as an error text; '' if none."""
+        dead = dict(self.dead)
+        if not dead:
+            return ""
+        named = ", ".join(f"{n} ({c or 'unknown cause'})" for n, c in sorted(dead.items()))
+        return f"ActorDiedError: producer actor(s) died: {named}"
+
     # -- the loop ------------------------------------------------------------------
 
     def _run(self) -> None:
@@ -87,8 +107,8 @@ class ProducerWatchdog:
         Broker workers close in normal life: an Aggregator exits by itself (`exit_actor`) after
         killing its Flusher. A dead Flusher whose Aggregator (its owner) still lives, a few
         seconds later, or any other dead role, is a death the pipeline did not ask for."""
-        if self.producer._closed:
-            return  # close() kills them on purpose
+        if self.producer._stopping:
+            return  # close() shuts them down on purpose
         import ray._private.state
 
         prefix = self.producer.name + "/"
@@ -147,10 +167,8 @@ class ProducerWatchdog:
 
     def _message(self, bound: float) -> str:
         text = f"not delivered within {bound:g}s (delivery.timeout.ms={int(self.delivery_timeout * 1000)})"
-        if self.dead:
-            named = ", ".join(f"{n} ({c or 'unknown cause'})" for n, c in sorted(self.dead.items()))
-            return f"{text}: ActorDiedError: producer actor(s) died: {named}"
-        return f"{text}; every producer actor is alive"
+        dead = self.dead_actors()
+        return f"{text}: {dead}" if dead else f"{text}; every producer actor is alive"
 
 
 def _intended(text: str) -> bool:

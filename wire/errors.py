@@ -255,6 +255,10 @@ class DeserializationError(KafkaError):
         return type(self), (self.prop, self.topic, self.partition, self.offset, self.cause)
 
 
+class PipelineError(KafkaError):
+    """An actor of the producer's pipeline died or failed; the message names it and Ray's cause."""
+
+
 class ConfigError(KafkaError, ValueError):
     """A configuration key is unknown or its value is invalid; the message names the key."""
 

@@ -109,13 +109,19 @@ class Ledger:
                 "unresolved": unresolved,
                 "failed_by_cause": dict(Counter(cause_of(e) for e in failed.values()))}
 
-    def check_log(self, log: dict[int, list[tuple[int, bytes]]], *, expect_all: bool = True) -> dict:
+    def check_log(self, log: dict[int, list[tuple[int, bytes]]], *, acks: int = -1,
+                  only: range | None = None) -> dict:
         """Compare with what the broker holds: partition -> [(offset, value)] in log order.
 
-        lost: delivered but not at its reported offset (or not at all); duplicated: a value in
-        the log more than once; reordered: within a partition, a message first logged after one
-        sent later (duplicate copies not counted); failed_but_written: failed but in the log (a failed message's fate may be unknown)."""
-        index = {v: i for i, v in enumerate(self.values)}
+        lost: delivered but not at its reported offset (or not at all); a success reported
+        without an offset (-1) counts as lost unless `acks=0`, where no offset is given and the
+        message need only be in the log (`without_offset` says how many were so reported).
+        duplicated: a value in the log more than once; reordered: within a partition, a message
+        first logged after one sent later (duplicate copies not counted); failed_but_written:
+        failed but in the log (a failed message's fate may be unknown). `only`: the send
+        indexes to judge (the others' values are ignored wherever they are)."""
+        wanted = range(len(self.values)) if only is None else only
+        index = {self.values[i]: i for i in wanted}
         at: dict[tuple[int, int], bytes] = {}
         seen: Counter = Counter()
         reordered = 0
@@ -132,12 +138,21 @@ class Ledger:
                 if i < last:
                     reordered += 1
                 last = max(last, i)
-        lost = sum(1 for i, where in self.delivered.items()
-                   if where[1] >= 0 and at.get(where) != self.values[i])
+        lost = without_offset = 0
+        for i, where in self.delivered.items():
+            if i not in wanted:
+                continue
+            if where[1] >= 0:
+                lost += at.get(where) != self.values[i]
+            elif acks == 0:
+                lost += not seen[self.values[i]]
+            else:  # a success with no offset to check: the accounting failed, whatever the log says
+                without_offset += 1
+                lost += 1
         duplicated = sum(n - 1 for n in seen.values() if n > 1)
-        failed_but_written = sum(1 for i in self.failed if seen[self.values[i]])
+        failed_but_written = sum(1 for i in self.failed if i in wanted and seen[self.values[i]])
         return {"lost": lost, "duplicated": duplicated, "reordered": reordered,
-                "failed_but_written": failed_but_written}
+                "failed_but_written": failed_but_written, "without_offset": without_offset}
 
 
 @pytest.fixture()
@@ -164,7 +179,32 @@ def record(request: pytest.FixtureRequest, chaos_full: bool) -> Callable[..., No
 def kit():
     """The helpers above for test modules (importlib mode cannot import conftest by name)."""
     return SimpleNamespace(wait_for=wait_for, cause_of=cause_of, read_back=read_back, create_topic=create_topic,
-                           kill_by_role=kill_by_role)
+                           kill_by_role=kill_by_role, rows=rows, consumed_figures=consumed_figures)
+
+
+def rows(batch) -> list[tuple[int, bytes]]:
+    """(partition, value) of each record of a consumed batch, in order."""
+    return list(zip(batch.column("partition").to_pylist(), batch.column("value").to_pylist(), strict=True))
+
+
+def consumed_figures(read: list[tuple[int, bytes]], expected: list[bytes]) -> dict:
+    """lost, duplicated and reordered, measured on what a consumer handed out: `expected` values
+    (in the order they were sent) not read; values read more than once; within a partition, a
+    value read after one sent later."""
+    order = {v: i for i, v in enumerate(expected)}
+    seen: set[bytes] = set()
+    last: dict[int, int] = {}
+    duplicated = reordered = 0
+    for partition, value in read:
+        if value in seen:
+            duplicated += 1
+            continue
+        seen.add(value)
+        i = order.get(value, -1)
+        if i < last.get(partition, -1):
+            reordered += 1
+        last[partition] = max(i, last.get(partition, -1))
+    return {"lost": sum(1 for v in expected if v not in seen), "duplicated": duplicated, "reordered": reordered}
 
 
 def read_back(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0,

@@ -26,10 +26,13 @@ read from the JSON record a test wrote when it ran (`tests/chaos/results/`), ren
 Definitions. *sent*: futures returned by `send`. *delivered*: futures with an offset. *failed*:
 futures with an exception (by cause: the class, the broker error's name, `actor-died` when the
 message names a dead actor). *lost*: delivered, but the broker's log does not hold that message
-at the reported offset (must be 0). *duplicated*: a message more than once in the log.
-*reordered*: within a partition, a message logged after one sent later. *failed but written*:
-failed, yet in the log (a failure whose fate was unknown, e.g. a timeout). *unresolved*: futures
-still pending when the test's bound ran out (must be 0).
+at the reported offset (must be 0); a success reported without an offset (acks other than 0)
+counts as lost, as its place cannot be checked, and *without offset* says how many.
+*duplicated*: a message more than once in the log. *reordered*: within a partition, a message
+logged after one sent later. *failed but written*: failed, yet in the log (a failure whose fate
+was unknown, e.g. a timeout). *unresolved*: futures still pending when the test's bound ran out
+(must be 0). A blank figure was not measured by that scenario (a consumer scenario, say, has
+no log of its own to read back); it is left out of the totals.
 """
 
 SCENARIOS = {
@@ -40,11 +43,14 @@ SCENARIOS = {
     "test_corrupt_batch": "5. A corrupted batch on consume",
 }
 
-MAIN = ["sent", "delivered", "failed", "unresolved", "lost", "reordered", "duplicated", "failed_but_written"]
+MAIN = ["sent", "delivered", "failed", "unresolved", "lost", "reordered", "duplicated", "failed_but_written",
+        "without_offset"]
 SKIP = {"test", "module", "doc", "written_at", "faults", "failed_by_cause", "actors_killed", "form", *MAIN}
 
 
 def _fmt(v: object) -> str:
+    if v is None:  # a figure the scenario did not measure: blank, never a made-up 0
+        return ""
     if isinstance(v, dict):
         return ", ".join(f"{k}: {_fmt(x)}" for k, x in sorted(v.items())) or "none"
     if isinstance(v, list):
@@ -68,9 +74,12 @@ def render(records: list[dict]) -> str:
                    + " | ".join(cells)
                    + f" | {_fmt(r.get('failed_by_cause', {}))} | {_fmt(r.get('faults', {}))} | "
                    f"{_fmt(r.get('actors_killed', []))} |")
-    totals = {k: sum(int(r.get(k, 0) or 0) for r in records) for k in ("sent", "delivered", "failed", "lost",
-                                                                       "reordered", "duplicated", "unresolved")}
-    out.append("\nTotals: " + ", ".join(f"{k} {v:,}" for k, v in totals.items()) + ".\n")
+    totals = []
+    for k in ("sent", "delivered", "failed", "lost", "reordered", "duplicated", "unresolved"):
+        measured = [int(r[k]) for r in records if r.get(k) is not None]
+        note = "" if len(measured) == len(records) else f" (measured in {len(measured)} of {len(records)} records)"
+        totals.append(f"{k} {sum(measured):,}{note}")
+    out.append("\nTotals: " + ", ".join(totals) + ".\n")
     faults: dict[str, int] = {}
     for r in records:
         for k, v in (r.get("faults") or {}).items():
@@ -90,7 +99,7 @@ def render(records: list[dict]) -> str:
                 out.append(" ".join(r["doc"].split()) + "\n")
             for k in MAIN:
                 if k in r:
-                    out.append(f"- {k}: {_fmt(r[k])}")
+                    out.append(f"- {k}: {_fmt(r[k]) if r[k] is not None else 'not measured'}")
             out.append(f"- failed by cause: {_fmt(r.get('failed_by_cause', {}))}")
             out.append(f"- faults injected: {_fmt(r.get('faults', {}))}")
             out.append(f"- actors killed: {_fmt(r.get('actors_killed', []))}")

@@ -23,7 +23,7 @@ DELIVERY_TIMEOUT_MS = 6000
 
 @pytest.mark.parametrize("role", ["leader_dispatcher", "flusher", "retry_handler"])
 def test_killed_producer_actor_never_hangs_or_drops_silently(ray_session, bootstrap, topic_name, kit, ledger, record,
-                                                             role, chaos_full):
+                                                             role, chaos_full, live_actors):
     """ray.kill one producer actor after a third of the stream; delivery.timeout.ms=6000."""
     topic = topic_name("kill")
     kit.create_topic(bootstrap, topic, PARTITIONS)
@@ -32,7 +32,6 @@ def test_killed_producer_actor_never_hangs_or_drops_silently(ray_session, bootst
               "delivery.timeout.ms": DELIVERY_TIMEOUT_MS, "enable.idempotence": True}
     producer = Producer(config, on_delivery=ledger.on_delivery)
     killed = None
-    close_error = None
     try:
         for i in range(n // 3):
             ledger.send(producer, topic, b"v%07d" % i, key=b"k%02d" % (i % 31))
@@ -46,21 +45,19 @@ def test_killed_producer_actor_never_hangs_or_drops_silently(ray_session, bootst
         recovered = time.monotonic() - t_kill
     finally:
         closing = time.monotonic()
-        try:
-            producer.close(10)
-        except Exception as exc:  # noqa: BLE001 - recorded: close must end, it may say why it could not be clean
-            close_error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        producer.close(10)  # it ends, and a dead actor is no reason to raise
         close_s = time.monotonic() - closing
     log = kit.read_back(bootstrap, topic, PARTITIONS, figures["delivered"], timeout=60)
     checks = ledger.check_log(log)
     causes = {str(e).splitlines()[0][:300] for e in ledger.failed.values()}
     record(**figures, **checks, faults={}, actors_killed=[killed], seconds_to_settle_after_kill=round(recovered, 1),
-           close_seconds=round(close_s, 1), close_error=close_error, sample_causes=sorted(causes)[:3],
+           close_seconds=round(close_s, 1), sample_causes=sorted(causes)[:3],
            callbacks=ledger.callbacks)
     assert figures["unresolved"] == 0, "no future pending past the bound"
     assert ledger.callbacks == n
     assert figures["delivered"] + figures["failed"] == n
     assert close_s < 25, "close() ends within its bound"
+    assert live_actors(producer.name) == [], "close() leaves no actor of the producer alive"
     for e in ledger.failed.values():  # a failure names its cause: the dead actor or the broken pipeline
         text = str(e)
         assert "died" in text or "Actor" in text or "pipeline" in text, text[:300]
@@ -80,15 +77,15 @@ def test_killed_partition_consumer_is_reported_for_its_partition(ray_session, bo
         [f.result(60) for f in fs]
     consumer = Consumer({"bootstrap.servers": bootstrap})
     error = None
+    read: list[tuple[int, bytes]] = []  # (partition, value) in the order handed out
     try:
         consumer.assign_topic(topic, "earliest")
         victim = consumer._children[(topic, 1)]
         ray.kill(victim, no_restart=True)
         t0 = time.monotonic()
-        seen = 0
         try:
             for batch in consumer.batches(timeout=20):
-                seen += batch.num_rows
+                read += kit.rows(batch)
         except ConsumerError as exc:
             error = exc
         except Exception as exc:  # noqa: BLE001 - recorded: not the clear error asked for
@@ -96,17 +93,19 @@ def test_killed_partition_consumer_is_reported_for_its_partition(ray_session, bo
         detect_s = time.monotonic() - t0
         # the other partitions go on once the dead one is let go
         consumer._children.pop((topic, 1), None)
-        rest = sum(b.num_rows for b in consumer.batches(timeout=5, until_end=True))
+        for batch in consumer.batches(timeout=5, until_end=True):
+            read += kit.rows(batch)
     finally:
         try:
             consumer.close()
         except Exception:  # noqa: BLE001 - the killed child cannot close
             pass
-    record(sent=3000, delivered=seen + rest, failed=0, lost=0, reordered=0, duplicated=0, faults={},
+    live = [b"m%05d" % i for i in range(3000) if i % 3 != 1]  # partition 1's are reported by the error
+    record(sent=3000, delivered=len(read), failed=None, **kit.consumed_figures(read, live), faults={},
            actors_killed=["partition_consumer " + topic + "/1"], error_type=type(error).__name__,
            error=str(error).splitlines()[0][:300] if error else None, seconds_to_detect=round(detect_s, 1))
     assert error is not None, "the death is reported"
-    assert seen + rest >= 2000  # partitions 0 and 2 are read to the end once the dead one is let go
+    assert set(live) <= {v for _, v in read}  # partitions 0 and 2 are read to the end once the dead one is let go
     assert isinstance(error, ConsumerError), f"reported as {type(error).__name__}, not as a ConsumerError"
     assert f"{topic}/1" in str(error)
 
@@ -158,6 +157,11 @@ def test_killed_group_member_partitions_go_to_the_living(ray_session, bootstrap,
         stopper.start()
         stopper.join(120)
     got = seen()
-    record(sent=n, delivered=len(got & {b"g%05d" % i for i in range(n)}), failed=0, lost=n - len(got), reordered=0,
-           duplicated=0, faults={}, actors_killed=["group member 0 of 3"], seconds_to_recover=round(recovered, 1))
-    assert {b"g%05d" % i for i in range(n)} <= got
+    sent = {b"g%05d" % i for i in range(n)}
+    processed = sum(len([v for v in f.read_bytes().split(b"\n") if v]) for f in sink.iterdir())
+    # at least once: a batch a member handled before the rebalance may be handled again, so what
+    # is handled twice is a figure of its own; the handler sees no log order to judge
+    record(sent=n, delivered=len(got & sent), failed=None, lost=len(sent - got), reordered=None, duplicated=None,
+           processed_more_than_once=processed - len(got), faults={}, actors_killed=["group member 0 of 3"],
+           seconds_to_recover=round(recovered, 1))
+    assert sent <= got

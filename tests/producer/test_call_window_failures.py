@@ -1,0 +1,115 @@
+"""A failed call is reported with the batches it carried, and only those: the batches handed on
+after it, which the next stage accepted, are not failed in its place. With real Ray actors
+standing in for the next stage; then end to end on tansu with a PartitionDispatcher killed."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import ray
+
+from raykafka.actors.batch import MessageBatch
+from raykafka.actors.calls import CallWindow
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+
+
+@ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)
+class Stage:
+    """A next stage that refuses batches whose first id is in `refused`, and takes the rest."""
+
+    def __init__(self, refused: list[int]):
+        self.refused = set(refused)
+        self.taken: list[int] = []
+
+    def dispatch(self, batches: list[MessageBatch]) -> None:
+        for batch in batches:
+            if batch.ids[0] in self.refused:
+                raise ValueError(f"refused batch {batch.ids[0]}")
+            self.taken.append(batch.ids[0])
+
+    def route(self, topic: str) -> None:
+        raise LookupError("no route here")  # the topic stays with this stage
+
+    def taken_ids(self) -> list[int]:
+        return self.taken
+
+
+def batch(i: int) -> MessageBatch:
+    return MessageBatch(topic="t", ids=range(i, i + 1), values=[b"v"])
+
+
+def test_a_failed_call_is_reported_with_its_own_batches(ray_session):
+    """Each call carries its batches; the one that failed goes to `on_failed` with them."""
+    stage = Stage.remote([1])
+    failed: list[tuple[list[int], Exception]] = []
+    window = CallWindow(1, lambda carried, exc: failed.append((carried, exc)))
+    for i in range(4):
+        window.submit(stage.dispatch.remote([batch(i)]), [i])
+    assert window.drain(30) == 0
+    assert [carried for carried, _ in failed] == [[1]]
+    assert "refused batch 1" in str(failed[0][1])
+    assert ray.get(stage.taken_ids.remote()) == [0, 2, 3]
+
+
+def test_topic_routes_fail_the_batches_of_the_call_that_failed_not_the_next_ones(ray_session):
+    """Today's window raised the older call's error at the caller, which failed the batches it
+    had just handed on (accepted by then) while the refused ones waited for the watchdog."""
+    from raykafka.driver.topic_routes import TopicRoutes
+
+    stage = Stage.remote([1])
+    answered = threading.Event()
+    routes = TopicRoutes(stage, 1, answered.set)
+    failed = routes.send([batch(0)])
+    assert answered.wait(30)  # the stage answers it has no route for the topic
+    failed += routes.send([])  # the topic stays with the stage
+    for i in (1, 2, 3):
+        failed += routes.send([batch(i)])
+    assert [[b.ids[0] for b in batches] for batches, _ in failed] == [[1]]
+    assert routes.drain(30) == []
+    from raykafka.wire.errors import PipelineError
+
+    error = failed[0][1]
+    assert isinstance(error, PipelineError) and "refused batch 1" in str(error) and "Stage.dispatch" in str(error)
+    assert ray.get(stage.taken_ids.remote()) == [0, 2, 3]
+
+
+def test_a_dead_actor_is_named_in_the_error(ray_session):
+    from raykafka.actors.calls import pipeline_error
+    from raykafka.wire.errors import PipelineError
+
+    stage = Stage.options(name="some-producer/partition_dispatcher-t").remote([])
+    ray.get(stage.taken_ids.remote())
+    ray.kill(stage, no_restart=True)
+    with pytest.raises(ray.exceptions.RayActorError) as raised:
+        ray.get(stage.dispatch.remote([batch(0)]), timeout=30)
+    error = pipeline_error(raised.value)
+    assert isinstance(error, PipelineError)
+    assert str(error).startswith("producer actor some-producer/partition_dispatcher-t died: ")
+    assert "ray.kill" in str(error)
+
+
+@pytest.mark.broker
+def test_a_dead_partition_dispatcher_fails_its_batches_at_once_naming_it(ray_session, bootstrap, topic_name):
+    """With the topic's PartitionDispatcher killed, what is sent next fails with the dead actor
+    named, in a few seconds, not after delivery.timeout.ms (120 s) from the watchdog."""
+    from raykafka.driver.admin import Admin
+    from raykafka.driver.producer import Producer
+
+    topic = topic_name("deadpd")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 2})
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "delivery.timeout.ms": 120_000}) as producer:
+        assert producer.send(topic, b"routed").result(60).offset == 0  # the route to it is taken
+        (name,) = [n for n in ray.util.list_named_actors() if n.startswith(f"{producer.name}/partition_dispatcher")]
+        ray.kill(ray.get_actor(name), no_restart=True)
+        futures = [producer.send(topic, b"m%d" % i) for i in range(100)]
+        start = time.monotonic()
+        assert producer.flush(60) == 0
+        took = time.monotonic() - start
+        assert took < 20, f"flush took {took:.1f}s"
+        for future in futures:
+            error = future.exception(0)
+            assert type(error).__name__ == "PipelineError" and name in str(error), repr(error)

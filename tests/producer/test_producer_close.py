@@ -1,0 +1,54 @@
+"""`close()` with an actor of the pipeline already dead (ray.kill): it ends in bounded time
+without raising, fails what cannot be delivered with an error naming a dead actor of this
+producer, and leaves no actor of it alive. On tansu, with Java's delivery.timeout.ms (120 s),
+so that the driver's watchdog is not what ends the messages."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import ray
+
+from raykafka.driver.admin import Admin
+from raykafka.driver.producer import Producer
+
+pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(300)]
+
+ROLES = ["topic_dispatcher", "partition_dispatcher", "leader_dispatcher", "aggregator", "flusher",
+         "retry_handler", "producer_results"]
+
+
+def kill_one(prefix: str) -> str:
+    """ray.kill the live actor whose name starts with `prefix`; its name."""
+    (name,) = [n for n in ray.util.list_named_actors() if n.startswith(prefix)]
+    ray.kill(ray.get_actor(name), no_restart=True)
+    return name
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_close_with_a_dead_actor_ends_fails_the_rest_naming_it_and_leaves_no_actor(
+        ray_session, bootstrap, topic_name, live_actors, role):
+    topic = topic_name("deadclose")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 2})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "delivery.timeout.ms": 120_000})
+    before = [producer.send(topic, b"before-%d" % i) for i in range(200)]
+    assert producer.flush(60) == 0 and all(f.result(0).offset >= 0 for f in before)
+    killed = kill_one(f"{producer.name}/{role}")
+    after = [producer.send(topic, b"after-%d" % i) for i in range(200)]
+    batch = producer.send_batch(topic, [b"batch-%d" % i for i in range(50)])
+
+    start = time.monotonic()
+    producer.close()
+    took = time.monotonic() - start
+
+    assert took < 40, f"close took {took:.1f}s"
+    assert all(f.done() for f in after) and batch.done()
+    errors = [f.exception(0) for f in after if f.exception(0) is not None]
+    errors += [e for e in batch.result(0).errors if e is not None]
+    assert errors, f"nothing failed with {killed} dead"
+    for error in errors:
+        text = str(error)
+        assert producer.name + "/" in text and "died" in text, f"{type(error).__name__}: {text[:300]}"
+    assert live_actors(producer.name) == []
