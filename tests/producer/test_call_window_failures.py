@@ -30,6 +30,8 @@ class Stage:
                 raise ValueError(f"refused batch {batch.ids[0]}")
             self.taken.append(batch.ids[0])
 
+    add = dispatch  # as an Aggregator
+
     def route(self, topic: str) -> None:
         raise LookupError("no route here")  # the topic stays with this stage
 
@@ -115,19 +117,12 @@ def test_a_dead_partition_dispatcher_fails_its_batches_at_once_naming_it(ray_ses
             assert type(error).__name__ == "PipelineError" and name in str(error), repr(error)
 
 
-@ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)
-class Sink:
-    """An Aggregator that refuses batches whose first id is in `refused`, and a ProducerResults
-    that keeps what is reported to it."""
+@ray.remote(num_cpus=0, max_restarts=0)
+class Results:
+    """A ProducerResults that keeps what is reported to it."""
 
-    def __init__(self, refused: list[int]):
-        self.refused = set(refused)
+    def __init__(self):
         self.reported: list[tuple] = []
-
-    def add(self, batches: list[MessageBatch]) -> None:
-        for b in batches:
-            if b.ids[0] in self.refused:
-                raise ValueError(f"refused batch {b.ids[0]}")
 
     def report(self, entries: list[tuple], spans: list[tuple] = ()) -> None:
         self.reported.extend(entries)
@@ -144,14 +139,14 @@ def test_a_leader_dispatchers_failed_call_to_the_aggregator_fails_its_own_batch(
     from raykafka.actors.leader_dispatcher import PartitionRoute
     from raykafka.wire.errors import PipelineError
 
-    sink = Sink.remote([1])
-    actor = SimpleNamespace(ctx=SimpleNamespace(window=1, results=sink), topic="t")
+    results = Results.remote()
+    actor = SimpleNamespace(ctx=SimpleNamespace(window=1, results=results), topic="t")
     route = PartitionRoute(actor, 0)
-    route.aggregator = sink
+    route.aggregator = Stage.remote([1])  # as an Aggregator: `add` refuses batch 1
     for i in range(4):
         route.send(batch(i))
     assert route.window.drain(30) == 0
-    (failed,) = ray.get(sink.reports.remote())
+    (failed,) = ray.get(results.reports.remote())
     ids, topic, partition, offset, _, error = failed
     assert (list(ids), topic, partition, offset) == ([1], "t", 0, -1)
     assert isinstance(error, PipelineError) and "refused batch 1" in str(error), repr(error)
