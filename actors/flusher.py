@@ -7,7 +7,8 @@ order, so it runs them by `seq`). Calls the ProducerResults (successes and final
 RetryHandler (messages to retry; it holds a reference there, released after its last response).
 
 Response handling is one switch, as Sarama's: success (or DUPLICATE_SEQUENCE_NUMBER: written
-before) → results; a retriable error or a dropped connection → mute the partition and retry the
+before) → results, with the batch's offset (an answer without one, as tansu 0.6 gives a duplicate,
+has it looked up in the log first: `_locate_written`; not found → UnknownOffsetError); a retriable error or a dropped connection → mute the partition and retry the
 batch (`retry_message`: give up at `retries` or past `delivery.timeout.ms`, with the cause);
 OUT_OF_ORDER_SEQUENCE_NUMBER → the same, telling the partition's LeaderDispatcher in-band (RESET),
 which takes a new producer id if no earlier batch of the partition is unresolved;
@@ -38,7 +39,8 @@ from typing import Any
 from ..wire import messages
 from ..wire.compression import Compression
 from ..wire.connection import BrokerConnection, security_from_config
-from ..wire.errors import BrokerError, DeliveryTimeoutError, KafkaError
+from ..wire.errors import BrokerError, DeliveryTimeoutError, KafkaError, UnknownOffsetError, code_for
+from ..wire.fetch import find_batch_offset
 from ..wire.records import encode_record_batch_parts, prepare_columnar
 from .batch import FIN, RESET, SHUTDOWN, SYN, MessageBatch
 from .shared_column import read_fetched, shared_refs
@@ -50,6 +52,8 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 UNKNOWN_PRODUCER_ID = 59
 SEQUENCE_BROKEN = (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID)
+LOOKUP_MAX_BYTES = 64 << 20  # read at most this much of a partition's log to find a written batch
+LOOKUP_ATTEMPTS = 3  # look-up requests lost with their connection before giving up
 
 Partition = tuple[str, int]
 
@@ -120,10 +124,13 @@ class Flusher:
         self.node_id = node_id
         self.path = f"producer/broker/{node_id}"
         ssl_context, sasl = security_from_config(config)
-        self.conn = BrokerConnection(host, port, node_id=node_id, client_id=config["client.id"],
-                                     request_timeout_ms=config["request.timeout.ms"],
-                                     connect_timeout_ms=config["socket.connection.setup.timeout.ms"],
-                                     ssl_context=ssl_context, sasl=sasl)
+        self.conn, self.lookup_conn = (
+            BrokerConnection(host, port, node_id=node_id, client_id=config["client.id"],
+                             request_timeout_ms=config["request.timeout.ms"],
+                             connect_timeout_ms=config["socket.connection.setup.timeout.ms"],
+                             ssl_context=ssl_context, sasl=sasl) for _ in range(2))  # the second: `_locate_written`
+        # partition -> (producer id, epoch, base sequence, next offset) of its last batch answered with an offset
+        self.acked: dict[Partition, tuple[int, int, int, int]] = {}
         self.acks = config["acks"]
         self.timeout_ms = config["request.timeout.ms"]
         self.codec = int(Compression.from_name(config["compression.type"]))
@@ -256,7 +263,8 @@ class Flusher:
             return
         if future is None:  # acks=0: nothing will tell us more
             self.slots.release()
-            self._succeed(ready, {})
+            for batch in ready:
+                self._succeed_at(batch, -1)
             return
         self.in_flight.append(("request", index, future, ready))
         self.responses.set()
@@ -322,7 +330,8 @@ class Flusher:
                     if error is not None:
                         self._handle_failure(index, batches, error)
                     else:
-                        self._handle_response(index, batches, response)
+                        located = await self._locate_written(batches, response)
+                        self._handle_response(index, batches, response, located)
                 except Exception:
                     log.exception("%s response handling failed", self.path)
             elif kind == "held":
@@ -343,6 +352,7 @@ class Flusher:
                         await asyncio.gather(*self.calls, return_exceptions=True)
                     self.calls = []
                     await self.conn.close()
+                    await self.lookup_conn.close()
                     await self.ctx.retry_handler.unref.remote()
                 except Exception:
                     log.exception("%s shutdown failed", self.path)
@@ -357,16 +367,64 @@ class Flusher:
         """Whether the next request in flight has its response already."""
         return bool(self.in_flight) and self.in_flight[0][0] == "request" and self.in_flight[0][2].done()
 
-    def _handle_response(self, index: int, batches: list[MessageBatch], response: Any) -> None:
+    async def _locate_written(self, batches: list[MessageBatch], response: Any) -> dict[Partition, int | Exception]:
+        """For each batch the broker took without giving its offset (no error or
+        DUPLICATE_SEQUENCE_NUMBER, base offset -1): its offset, read from the partition's log on
+        `lookup_conn` from the last offset known below it (else the log's start), or why not.
+
+        Bounded: LOOKUP_MAX_BYTES read, LOOKUP_ATTEMPTS requests lost, each within request.timeout.ms."""
         parts = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
-        done: dict[tuple[str, int], Any] = {}
+        located: dict[Partition, int | Exception] = {}
+        for batch in batches:
+            tp = (batch.topic, batch.partition)
+            part = parts.get(tp)
+            if part is None or part.error_code not in (0, DUPLICATE_SEQUENCE_NUMBER) or part.base_offset >= 0:
+                continue
+            answer = code_for(part.error_code).name
+            what = f"{self.path}: produce to {batch.topic}/{batch.partition}: {answer} with base offset -1: " \
+                   "written, offset unknown"
+            if batch.producer_id < 0:
+                located[tp] = UnknownOffsetError(f"{what} (no producer id to find it by)")
+                continue
+            pid, epoch, sequence, after = self.acked.get(tp, (-1, -1, -1, 0))
+            start = after if (pid, epoch) == (batch.producer_id, batch.producer_epoch) and sequence < batch.base_sequence \
+                else 0
+            cause: Exception | None = None
+            for _ in range(LOOKUP_ATTEMPTS):
+                try:
+                    if not self.lookup_conn.connected:
+                        await self.lookup_conn.connect()
+                    found = await find_batch_offset(
+                        self.lookup_conn, self.ctx.config, batch.topic, batch.partition, start,
+                        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                        base_sequence=batch.base_sequence, max_bytes=LOOKUP_MAX_BYTES)
+                except Exception as exc:  # lost with its connection (retriable), or a broker's answer
+                    cause = exc
+                    if isinstance(exc, KafkaError) and exc.retriable:
+                        continue
+                    break
+                located[tp] = found if found is not None else UnknownOffsetError(
+                    f"{what} (batch of producer {batch.producer_id} epoch {batch.producer_epoch} sequence "
+                    f"{batch.base_sequence} not found in the log from offset {start})")
+                break
+            if tp not in located:
+                located[tp] = UnknownOffsetError(f"{what} (looking it up failed: {cause})")
+            log.info("%s %s/%d: %s without an offset; looked up: %s", self.path, *tp, answer, located[tp])
+        return located
+
+    def _handle_response(self, index: int, batches: list[MessageBatch], response: Any,
+                         located: dict[Partition, int | Exception]) -> None:
+        parts = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
         for batch in batches:
             tp = (batch.topic, batch.partition)
             part = parts.get(tp)
             code = part.error_code if part is not None else 3
             if code == 0 or code == DUPLICATE_SEQUENCE_NUMBER:
-                done[tp] = part
-                self._succeed([batch], done)
+                offset = located.get(tp, part.base_offset)
+                if isinstance(offset, Exception):
+                    self._report_error(batch, offset)
+                else:
+                    self._succeed_at(batch, offset, part.get("log_append_time_ms", -1))
                 continue
             error = BrokerError(code, f"{self.path}: produce to {batch.topic}/{batch.partition}",
                                 part.get("error_message") if part is not None else None)
@@ -419,13 +477,13 @@ class Flusher:
         batch.retries += 1
         self._retry_out.append(batch)
 
-    def _succeed(self, batches: list[MessageBatch], parts: dict) -> None:
-        for batch in batches:
-            part = parts.get((batch.topic, batch.partition))
-            offset = part.base_offset if part is not None else -1
-            append_time = part.get("log_append_time_ms", -1) if part is not None else -1
-            self._results_out.append((batch.ids, batch.topic, batch.partition, offset, append_time, None))
-            self._note_span(batch)
+    def _succeed_at(self, batch: MessageBatch, offset: int, append_time: int = -1) -> None:
+        """The batch is written at `offset` (-1 only with acks=0, where nothing tells it)."""
+        if offset >= 0 and batch.producer_id >= 0:
+            self.acked[(batch.topic, batch.partition)] = (batch.producer_id, batch.producer_epoch,
+                                                          batch.base_sequence, offset + len(batch))
+        self._results_out.append((batch.ids, batch.topic, batch.partition, offset, append_time, None))
+        self._note_span(batch)
 
     def _report_error(self, batch: MessageBatch, error: Exception) -> None:
         if len(batch.ids):

@@ -22,7 +22,8 @@ connection, a retry sent to the new leader never passes a batch of its partition
 flight to the old one: one batch of a partition is in flight at a time, across brokers too.
 
 Calls: the Aggregator of the leader's broker (get/ref on selection, unref on abandon), the
-ProducerResults (messages that cannot be routed). With idempotence, assigns each new batch its
+ProducerResults (messages that cannot be routed, and the batch of a call to the
+Aggregator that failed, with its cause). With idempotence, assigns each new batch its
 partition's sequence numbers here, in the order the partition's messages leave.
 """
 
@@ -284,7 +285,7 @@ class PartitionRoute:
         self.partition = partition
         self.path = f"producer/leader/{self.topic}/{partition}"
         self.aggregator: Any = None
-        self.window = CallWindow(actor.ctx.window)
+        self.window = CallWindow(actor.ctx.window, self._call_failed)
 
     def update_leader(self) -> None:
         from .aggregator import get_broker_worker
@@ -316,7 +317,13 @@ class PartitionRoute:
                        timeout=self.ctx.timeout)
 
     def send(self, batch: MessageBatch) -> None:
-        self.window.submit(self.aggregator.add.remote([batch]))
+        self.window.submit(self.aggregator.add.remote([batch]), [batch])
+
+    def _call_failed(self, batches: list[MessageBatch], exc: BaseException) -> None:
+        """A call to the Aggregator failed (it died, say): its own batch fails, with the cause."""
+        from .calls import pipeline_error
+
+        self.return_errors(batches, pipeline_error(exc))
 
     def abandon(self) -> None:
         self.window.drain()
@@ -327,6 +334,8 @@ class PartitionRoute:
             ray.get(self.ctx.retry_handler.unref_broker.remote(self.node_id, self.generation))
 
     def return_errors(self, batches: list[MessageBatch], error: Exception) -> None:
-        ended = [b for b in batches if not b.is_control and len(b.ids)]
-        self.ctx.results.report.remote([(b.ids, b.topic, self.partition, -1, -1, error) for b in ended],
-                                       [(b.topic, self.partition, *b.span()) for b in ended if b.span()])
+        from .producer_results import report_failed
+
+        for batch in batches:
+            batch.partition = self.partition
+        report_failed(self.ctx.results, batches, error)

@@ -243,6 +243,13 @@ class DeliveryTimeoutError(KafkaError):
     retriable = False
 
 
+class UnknownOffsetError(KafkaError):
+    """The broker took a batch (it answered DUPLICATE_SEQUENCE_NUMBER: written before, or no
+    error) without saying at which offset, and the batch was not found in the partition's log
+    within the look-up's bounds: written, offset unknown. Not retriable: a re-send would be a
+    duplicate again, or, once the broker forgot the batch, written twice."""
+
+
 class DeserializationError(KafkaError):
     """A fetched key or value does not parse with `key.deserializer` / `value.deserializer`; names
     the property, the record (topic, partition, offset) and the cause."""

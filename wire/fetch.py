@@ -3,6 +3,10 @@
 Fetch is spoken at v12 at most: v13+ names topics by id, which our metadata does not keep.
 Where a partition ends comes from a Fetch response's high watermark, not from
 ListOffsets(latest), which some brokers (tansu 0.6) under-report.
+
+`find_batch_offset` serves the producer's Flusher: where a batch the broker took without an
+offset (tansu 0.6 answers a re-sent idempotent batch DUPLICATE_SEQUENCE_NUMBER, base offset -1)
+lies in the log, found by its producer id, epoch and first sequence.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ from typing import Any
 from . import messages
 from .config import Config
 from .errors import BrokerError
+from .records import read_batch_header
 
 FETCH_MAX_VERSION = 12
 EARLIEST, LATEST = -2, -1
+OFFSET_OUT_OF_RANGE = 1
+_LENGTH_OFFSET = 12  # a batch's length field counts the bytes after the base offset and itself
 # errors after which a partition's leader must be looked up again
 LEADER_ERRORS = frozenset({3, 5, 6, 9, 74, 75, 103})
 
@@ -46,6 +53,50 @@ def fetch_body(config: Config, wanted: Iterable[tuple[str, int, int]], *, max_wa
         "forgotten_topics_data": [],
         "rack_id": "",
     }
+
+
+async def find_batch_offset(conn: Any, config: Config, topic: str, partition: int, start: int, *,
+                            producer_id: int, producer_epoch: int, base_sequence: int,
+                            max_bytes: int) -> int | None:
+    """The base offset of the batch of (`producer_id`, `producer_epoch`, `base_sequence`) in
+    `topic`/`partition`, read forward from offset `start` (a lower bound the caller knows) on
+    `conn`, a connection to the partition's leader; None when it is not there: the high
+    watermark, a later batch of the same producer, or `max_bytes` read came first.
+
+    Reads batch headers only (no CRC, no decompression). Each request has the connection's
+    `request.timeout.ms`; a failed request raises (BrokerError, BrokerConnectionError, ...)."""
+    offset, read = start, 0
+    pmax = min(config["max.partition.fetch.bytes"], max_bytes)
+    while read < max_bytes:
+        body = fetch_body(config, [(topic, partition, offset)], max_wait_ms=10,  # tansu answers 0 with nothing
+                          partition_max_bytes=pmax, max_bytes=pmax)
+        body["isolation_level"] = 0  # every batch written, committed or not
+        response = await conn.request(messages.FETCH, body, fetch_version(conn))
+        part = next((p for t in response.responses for p in t.partitions if p.partition_index == partition), None)
+        if part is None:
+            return None
+        if part.error_code == OFFSET_OUT_OF_RANGE and part.get("log_start_offset", -1) > offset:
+            offset = part.log_start_offset  # the log no longer starts at `start`
+            continue
+        if part.error_code:
+            raise BrokerError(part.error_code, f"Fetch {topic}/{partition} at {offset}")
+        buf = bytes(part.records or b"")
+        pos, end = 0, len(buf)
+        while (head := read_batch_header(buf, pos, end, False)) is not None:
+            base, length, last_delta, pid, epoch, sequence = head[0], head[1], head[6], head[9], head[10], head[11]
+            if pid == producer_id and epoch == producer_epoch:
+                if sequence == base_sequence:
+                    return base
+                if sequence > base_sequence:  # a later batch of this producer: ours lies before `start`
+                    return None
+            pos += _LENGTH_OFFSET + length
+            offset = max(offset, base + last_delta + 1)
+        read += max(end, 1)
+        if offset >= part.high_watermark:
+            return None
+        if pos == 0:  # the next batch is larger than a fetch: ask for more at once
+            pmax = min(pmax * 4, max_bytes)
+    return None
 
 
 async def list_offsets(cluster: Any, topic: str, partitions: Iterable[int], timestamp: int) -> dict[int, int]:

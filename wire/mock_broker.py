@@ -405,13 +405,16 @@ class MockCluster:
     `max_versions` caps what ApiVersions advertises per api key (default: every version declared
     in `messages`, which matches what tansu speaks). `coordinator_id` is the broker that answers
     FindCoordinator and hosts every group. `message_max_bytes`, as Kafka's `message.max.bytes`,
-    refuses a larger record batch with MESSAGE_TOO_LARGE.
+    refuses a larger record batch with MESSAGE_TOO_LARGE. `duplicate_offset_unknown` answers a
+    re-sent batch DUPLICATE_SEQUENCE_NUMBER with base offset -1, as tansu 0.6 does.
     """
 
     def __init__(self, n_brokers: int = 3, topics: dict[str, int] | None = None, *,
                  max_versions: dict[Api | int, int] | None = None, coordinator_id: int = 1,
-                 message_max_bytes: int | None = None):
+                 message_max_bytes: int | None = None, duplicate_offset_unknown: bool = False):
         self.lock = threading.RLock()
+        # a duplicate answered with base offset -1 (as tansu 0.6 answers it), not with its offset
+        self.duplicate_offset_unknown = duplicate_offset_unknown
         self.message_max_bytes = message_max_bytes  # a larger record batch: MESSAGE_TOO_LARGE, as Kafka's
         self._arrived = threading.Condition(self.lock)  # notified on every request read
         self.faults: Counter[str] = Counter()
@@ -775,7 +778,7 @@ class MockCluster:
             elif (kept := state.duplicate_of(batch.base_sequence,
                                              (batch.base_sequence + count - 1) & 0x7FFFFFFF)) is not None:
                 out["error_code"] = DUPLICATE_SEQUENCE_NUMBER
-                out["base_offset"] = kept.base_offset
+                out["base_offset"] = -1 if self.duplicate_offset_unknown else kept.base_offset
                 return out
             elif batch.base_sequence != state.next_sequence:  # a gap, or a batch too old to be recognised
                 out["error_code"] = OUT_OF_ORDER_SEQUENCE_NUMBER

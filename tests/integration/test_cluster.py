@@ -106,3 +106,46 @@ def test_cli_topic_commands(bootstrap, topic_name):
     bad = subprocess.run([*cli, "topic", "list", "-b", bootstrap, "-X", "linger.msec=1"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "linger.msec" in bad.stderr
+
+
+def test_a_duplicate_tansu_answers_without_an_offset_is_found_in_its_log(broker, bootstrap, topic_name):
+    """tansu answers a re-sent idempotent batch DUPLICATE_SEQUENCE_NUMBER with base offset -1;
+    `find_batch_offset` finds where it was written, by producer id, epoch and first sequence."""
+    from raykafka.wire.errors import BY_NAME
+    from raykafka.wire.fetch import find_batch_offset
+    from raykafka.wire.records import encode_record_batch
+
+    topic = topic_name("dup")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 1})
+    config = parse_config({"bootstrap.servers": bootstrap})
+
+    async def scenario():
+        conn = await BrokerConnection(broker.host, broker.port).connect()
+        try:
+            init = await conn.request(messages.INIT_PRODUCER_ID, {"transactional_id": None,
+                                                                  "transaction_timeout_ms": 60000})
+            ids = {"producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
+
+            async def send(seq: int, n: int):
+                batch = encode_record_batch([b"%d" % (seq + i) for i in range(n)], base_sequence=seq, **ids)
+                answer = await conn.request(messages.PRODUCE, {
+                    "transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                    "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+                return answer.responses[0].partition_responses[0]
+
+            written = {seq: (await send(seq, 3)).base_offset for seq in (0, 3, 6)}
+            assert written == {0: 0, 3: 3, 6: 6}
+            again = await send(3, 3)
+            assert again.error_code in (0, BY_NAME["DUPLICATE_SEQUENCE_NUMBER"].code)
+            for seq, offset in written.items():
+                assert await find_batch_offset(conn, config, topic, 0, 0, base_sequence=seq, max_bytes=1 << 20,
+                                               **ids) == offset
+            assert await find_batch_offset(conn, config, topic, 0, 3, base_sequence=9, max_bytes=1 << 20,
+                                           **ids) is None
+            return again
+        finally:
+            await conn.close()
+
+    again = run(scenario())
+    print(f"tansu answered the duplicate: error {again.error_code}, base offset {again.base_offset}")

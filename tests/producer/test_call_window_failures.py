@@ -30,6 +30,8 @@ class Stage:
                 raise ValueError(f"refused batch {batch.ids[0]}")
             self.taken.append(batch.ids[0])
 
+    add = dispatch  # as an Aggregator
+
     def route(self, topic: str) -> None:
         raise LookupError("no route here")  # the topic stays with this stage
 
@@ -113,3 +115,38 @@ def test_a_dead_partition_dispatcher_fails_its_batches_at_once_naming_it(ray_ses
         for future in futures:
             error = future.exception(0)
             assert type(error).__name__ == "PipelineError" and name in str(error), repr(error)
+
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class Results:
+    """A ProducerResults that keeps what is reported to it."""
+
+    def __init__(self):
+        self.reported: list[tuple] = []
+
+    def report(self, entries: list[tuple], spans: list[tuple] = ()) -> None:
+        self.reported.extend(entries)
+
+    def reports(self) -> list[tuple]:
+        return self.reported
+
+
+def test_a_leader_dispatchers_failed_call_to_the_aggregator_fails_its_own_batch(ray_session):
+    """A call to a partition's Aggregator fails: the batch it carried fails, with the cause,
+    and the route goes on (it no longer raises the older call's error at the next send)."""
+    from types import SimpleNamespace
+
+    from raykafka.actors.leader_dispatcher import PartitionRoute
+    from raykafka.wire.errors import PipelineError
+
+    results = Results.remote()
+    actor = SimpleNamespace(ctx=SimpleNamespace(window=1, results=results), topic="t")
+    route = PartitionRoute(actor, 0)
+    route.aggregator = Stage.remote([1])  # as an Aggregator: `add` refuses batch 1
+    for i in range(4):
+        route.send(batch(i))
+    assert route.window.drain(30) == 0
+    (failed,) = ray.get(results.reports.remote())
+    ids, topic, partition, offset, _, error = failed
+    assert (list(ids), topic, partition, offset) == ([1], "t", 0, -1)
+    assert isinstance(error, PipelineError) and "refused batch 1" in str(error), repr(error)

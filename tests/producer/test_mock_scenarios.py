@@ -161,6 +161,29 @@ def test_a_broker_that_drops_the_connection_loses_and_duplicates_nothing(ray_ses
         assert len(values) == len(set(values)) == 1000
 
 
+@pytest.mark.parametrize("acked_before", [True, False], ids=["after-acked-batches", "from-log-start"])
+def test_a_duplicate_answered_without_its_offset_gets_the_offset_it_has_in_the_log(ray_session, acked_before):
+    """As tansu 0.6 does, the broker answers a re-sent batch it already wrote (its first answer
+    lost with a dropped connection) DUPLICATE_SEQUENCE_NUMBER with base offset -1: each message
+    still ends with the offset it has in the log, found there (read from the last offset
+    acknowledged on the partition, or from the log's start), never -1."""
+    with MockCluster(n_brokers=1, topics={"t": 2}, duplicate_offset_unknown=True) as cluster, \
+            Producer(config(cluster)) as producer:
+        futures = {}
+        if acked_before:
+            futures = {b"a%d" % i: producer.send("t", b"a%d" % i, key=b"k%d" % (i % 5)) for i in range(500)}
+            producer.flush(30)
+        cluster.drop_after_request(messages.PRODUCE, count=2, apply=True)
+        futures.update({b"b%d" % i: producer.send("t", b"b%d" % i, key=b"k%d" % (i % 5)) for i in range(500)})
+        metas = {value: f.result(60) for value, f in futures.items()}
+        assert cluster.faults["drop/Produce/applied"] == 2
+        logged = {(p, r.value): r.offset for p in range(2) for r in cluster.records("t", p)}
+        assert len(logged) == len(futures)
+        assert sorted(value for value, m in metas.items() if m.offset < 0) == []
+        assert {value: (m.partition, m.offset) for value, m in metas.items()} == \
+            {value: (p, offset) for (p, value), offset in logged.items()}
+
+
 def test_out_of_order_sequence_takes_a_new_producer_id_and_delivers_everything_once(ray_session):
     """A Produce answered OUT_OF_ORDER_SEQUENCE_NUMBER was not written: the partition asks for a
     new producer id (InitProducerId, not a local epoch bump) and sends the batch again under it."""

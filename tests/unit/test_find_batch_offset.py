@@ -1,0 +1,74 @@
+"""`find_batch_offset` (wire/fetch.py) against the mock cluster: where a batch the broker took
+without an offset lies in the log, found by producer id, epoch and first sequence."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from raykafka.wire import messages
+from raykafka.wire.config import parse_config
+from raykafka.wire.connection import BrokerConnection
+from raykafka.wire.errors import BY_NAME
+from raykafka.wire.fetch import find_batch_offset
+from raykafka.wire.mock_broker import MockCluster
+from raykafka.wire.records import encode_record_batch
+
+pytestmark = pytest.mark.timeout(60)
+
+DUPLICATE = BY_NAME["DUPLICATE_SEQUENCE_NUMBER"].code
+
+
+def produce_body(batch: bytes) -> dict[str, Any]:
+    return {"acks": -1, "timeout_ms": 1000, "topic_data": [{"name": "t", "partition_data": [
+        {"index": 0, "records": batch}]}]}
+
+
+def test_a_duplicate_without_its_offset_is_found_in_the_log_by_producer_and_sequence():
+    config = parse_config({"bootstrap.servers": "127.0.0.1:1"})
+
+    async def scenario(cluster: MockCluster) -> None:
+        conn = await BrokerConnection("127.0.0.1", cluster.brokers[1].port, node_id=1).connect()
+        try:
+            async def init() -> Any:
+                return await conn.request(messages.INIT_PRODUCER_ID, {"transactional_id": None,
+                                                                      "transaction_timeout_ms": 60000})
+
+            ours, other = await init(), await init()
+
+            def batch(producer: Any, seq: int, n: int) -> bytes:
+                return encode_record_batch([b"%d-%d-%d" % (producer.producer_id, seq, i) for i in range(n)],
+                                           producer_id=producer.producer_id,
+                                           producer_epoch=producer.producer_epoch, base_sequence=seq)
+
+            async def send(b: bytes) -> Any:
+                answer = await conn.request(messages.PRODUCE, produce_body(b))
+                return answer.responses[0].partition_responses[0]
+
+            offsets = {}
+            for i in range(6):  # ours and another producer's batches, interleaved
+                offsets[3 * i] = (await send(batch(ours, 3 * i, 3))).base_offset
+                assert (await send(batch(other, 2 * i, 2))).error_code == 0
+            again = await send(batch(ours, 15, 3))
+            assert (again.error_code, again.base_offset) == (DUPLICATE, -1)  # as tansu 0.6 answers
+
+            async def find(start: int, seq: int, max_bytes: int = 1 << 20) -> int | None:
+                return await find_batch_offset(conn, config, "t", 0, start, producer_id=ours.producer_id,
+                                               producer_epoch=ours.producer_epoch, base_sequence=seq,
+                                               max_bytes=max_bytes)
+
+            for seq, offset in offsets.items():
+                assert await find(0, seq) == offset
+            assert await find(offsets[9], 15) == offsets[15]
+            assert await find(offsets[12], 9) is None  # a later batch of ours seen first: stop there
+            assert await find(0, 18) is None  # never written: read to the high watermark
+            assert await find(cluster.high_watermark("t", 0), 0) is None
+            assert await find(0, 15, max_bytes=200) is None  # the bound comes first
+        finally:
+            await conn.close()
+
+    with MockCluster(n_brokers=1, topics={"t": 1}, duplicate_offset_unknown=True) as cluster:
+        asyncio.run(asyncio.wait_for(scenario(cluster), 30))
+        assert cluster.handler_errors == []
