@@ -13,6 +13,7 @@ and hands their batches out in the order each partition produced them.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections import deque
@@ -25,15 +26,16 @@ import ray
 from ..actors.partition_consumer import PartitionConsumer, new_broker_consumer
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
-from ..wire.errors import KafkaError
+from ..wire.errors import ConsumerError
 from ..wire.fetch import high_watermarks
 from ..wire.loop import LoopThread
 
+log = logging.getLogger("raykafka.driver.consumer")
+
 POLL_WAIT = 0.2  # seconds a poll waits on one partition consumer
+CLOSE_TIMEOUT = 30.0  # seconds the partition consumers get to close
 
-
-class ConsumerError(KafkaError):
-    """A partition consumer failed; the message names the partition and the cause."""
+__all__ = ["Consumer", "ConsumerError"]
 
 
 class Consumer:
@@ -48,6 +50,7 @@ class Consumer:
         self._loop: LoopThread | None = None
         self._cluster: Cluster | None = None
         self._children: dict[tuple[str, int], Any] = {}
+        self._dead: dict[tuple[str, int], Any] = {}  # partition consumers found dead, killed at close
         self.positions: dict[tuple[str, int], int] = {}
         self.ends: dict[tuple[str, int], int] = {}
         self._polls: dict[Any, tuple[str, int]] = {}
@@ -153,7 +156,8 @@ class Consumer:
                     continue
                 try:
                     result = ray.get(ref)
-                except ray.exceptions.RayActorError as exc:
+                except ray.exceptions.RayActorError as exc:  # it is dropped: the next call goes on with the rest
+                    self._dead[key] = self._children.pop(key)
                     raise ConsumerError(f"{key[0]}/{key[1]}: partition consumer died: {exc}") from exc
                 if result["seeks"] < self._seeks.get(key, 0):
                     continue  # answered before a seek: its batches are from the old position
@@ -205,9 +209,15 @@ class Consumer:
         return offset
 
     def unassign(self, topic: str, partition: int) -> None:
+        """Stop consuming `topic`/`partition`; its actor is killed even if it is dead or does not answer."""
         child = self._children.pop((topic, partition))
-        ray.get(child.close.remote())
-        ray.kill(child)
+        try:
+            ray.get(child.close.remote(), timeout=CLOSE_TIMEOUT)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+            log.warning("consumer %s: %s/%d did not close: %s", self.id, topic, partition,
+                        str(exc).strip().splitlines()[-1][:300])
+        finally:
+            ray.kill(child)
 
     def _ensure_broker_consumers(self) -> None:
         """One broker consumer per broker, owned by this driver so they outlive any partition."""
@@ -221,25 +231,47 @@ class Consumer:
     def broker_consumer_stats(self) -> dict[int, Any]:
         return {node: ray.get(handle.stats.remote()) for node, handle in self._brokers.items()}
 
-    def close(self) -> None:
-        """Stop every partition consumer and broker consumer of this consumer."""
+    def close(self) -> dict[str, str]:
+        """Stop every partition consumer and broker consumer of this consumer, dead or alive,
+        within `CLOSE_TIMEOUT` s; return the partitions that could not close cleanly, with why
+        (a dead actor, a close that did not answer in time)."""
         if self._closed:
-            return
+            return {}
         self._closed = True
         children, self._children = self._children, {}
         self._polls.clear()
-        if children:
-            ray.get([c.close.remote() for c in children.values()], timeout=30)
-            for c in children.values():
-                ray.kill(c)
+        unclean: dict[str, str] = {}
+        refs = {c.close.remote(): key for key, c in children.items()}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=CLOSE_TIMEOUT) if refs else ([], [])
+        for ref, (topic, partition) in refs.items():
+            name = f"{topic}/{partition}"
+            if ref not in ready:
+                unclean[name] = f"close did not answer within {CLOSE_TIMEOUT:.0f}s"
+                continue
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError as exc:
+                unclean[name] = f"partition consumer died: {str(exc).strip().splitlines()[-1][:300]}"
+            except Exception as exc:  # noqa: BLE001 - reported: close goes on with the rest
+                unclean[name] = f"close failed: {type(exc).__name__}: {exc}"
+        dead, self._dead = self._dead, {}
+        for (topic, partition) in dead:
+            unclean[f"{topic}/{partition}"] = "partition consumer died while consuming"
+        for c in [*children.values(), *dead.values()]:
+            ray.kill(c)
         brokers, self._brokers = self._brokers, {}
         for handle in brokers.values():
             ray.kill(handle)
         if self._loop is not None:
             assert self._cluster is not None
-            self._loop.run(self._cluster.close(), 10)
-            self._loop.stop()
-            self._loop = None
+            try:
+                self._loop.run(self._cluster.close(), 10)
+            finally:
+                self._loop.stop()
+                self._loop = None
+        for name, why in unclean.items():
+            log.warning("consumer %s: %s: %s", self.id, name, why)
+        return unclean
 
     def _check_open(self) -> None:
         if self._closed:
