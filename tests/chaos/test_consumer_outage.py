@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import queue
 import threading
 import time
 from collections import Counter
@@ -211,3 +212,92 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
     assert all(r["fatal"] is None for r in closed["group"]), closed["group"]
     assert live_actors_of() == [], "close leaves no consumer actor"
     assert os.listdir(sink)
+
+
+def test_cli_group_consumer_rides_out_a_six_second_outage(restartable_broker, kit, record, tmp_path):
+    """`raykafka consume -g` with the broker unreachable for 6 s: it keeps running, prints what is
+    written after the outage, and exits 0 at SIGTERM having committed what it printed."""
+    import signal
+    import subprocess
+    import sys
+
+    outage = outage_mod.Outage("unreachable", restartable_broker, tmp_path)
+    topic, group = "cli-outage", "cli-outage-group"
+    kit.create_topic(outage.bootstrap, topic, 2)
+    kit.produce(outage.bootstrap, topic, [{"value": b"before-%d" % i, "partition": i % 2} for i in range(10)])
+    proc = subprocess.Popen([sys.executable, "-m", "raykafka.driver.cli", "consume", "-b", outage.bootstrap, "-t", topic,
+                             "-g", group, "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=1000"],
+                            stdout=subprocess.PIPE, stderr=open(tmp_path / "cli.err", "w"), text=True)  # noqa: SIM115
+    printed: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [printed.put(line.strip()) for line in proc.stdout], daemon=True).start()
+
+    def lines(n: int) -> list[str]:
+        return sorted(printed.get(timeout=120) for _ in range(n))
+
+    try:
+        before = lines(10)
+        t_cut = outage.cut()
+        time.sleep(6)  # the outage itself
+        t_back = outage.restore()
+        alive_after_outage = proc.poll() is None
+        kit.produce(outage.bootstrap, topic, [{"value": b"after-%d" % i, "partition": i % 2} for i in range(10)])
+        after = lines(10)
+        resumed = time.monotonic() - t_back
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        outage.close()
+    err = (tmp_path / "cli.err").read_text()
+    record(sent=20, delivered=len(before) + len(after), failed=0, lost=20 - len(set(before) | set(after)),
+           reordered=0, duplicated=0, faults={"outage/unreachable": 1}, actors_killed=[], outage_s=round(t_back - t_cut, 1),
+           seconds_to_print_after_outage=round(resumed, 1), exit_status=proc.returncode,
+           stderr_tail=err.strip().splitlines()[-3:])
+    assert alive_after_outage, err
+    assert before == sorted(f"before-{i}" for i in range(10))
+    assert after == sorted(f"after-{i}" for i in range(10)), (after, err)
+    assert proc.returncode == 0, err
+
+
+def test_ray_data_read_rides_out_a_two_second_outage(restartable_broker, kit, record, tmp_path):
+    """A Ray Data read task's fetch loop (`read_range`) with the broker cut off mid-read for 2 s:
+    it reconnects and returns exactly the range."""
+    from raykafka.spark_bridge.offsets import PartitionRange
+    from raykafka.spark_bridge.ray_data import read_range
+
+    outage = outage_mod.Outage("unreachable", restartable_broker, tmp_path)
+    n = 20_000
+    try:
+        kit.create_topic(outage.bootstrap, "rd", 1)
+        kit.produce(outage.bootstrap, "rd", [{"value": b"r%06d" % i, "partition": 0} for i in range(n)])
+        config = {"bootstrap.servers": outage.bootstrap, "fetch.max.bytes": 1024, "max.partition.fetch.bytes": 1024}
+        result: dict = {}
+
+        def read() -> None:
+            try:
+                result["values"] = [v for t in read_range(config, PartitionRange("rd", 0, 0, n))
+                                    for v in t.column("value").to_pylist()]
+            except Exception as exc:  # noqa: BLE001 - asserted on below
+                result["error"] = exc
+
+        reader = threading.Thread(target=read, daemon=True)
+        requests = outage.proxy.faults["requests"]
+        reader.start()
+        kit.wait_for(lambda: outage.proxy.faults["requests"] > requests + 50, timeout=60, what="the read under way")
+        t_cut = outage.cut()
+        cut_mid_read = reader.is_alive()
+        time.sleep(2)  # the outage itself
+        t_back = outage.restore()
+        reader.join(180)
+        finished = time.monotonic() - t_back
+    finally:
+        outage.close()
+    values = result.get("values", [])
+    record(sent=n, delivered=len(values), failed=0, lost=n - len(set(values)), reordered=0,
+           duplicated=len(values) - len(set(values)), faults={"outage/unreachable": 1}, actors_killed=[],
+           outage_s=round(t_back - t_cut, 1), seconds_to_finish_after_outage=round(finished, 1),
+           error=repr(result.get("error")))
+    assert cut_mid_read, "the outage came while the read was under way"
+    assert "error" not in result, result.get("error")
+    assert values == [b"r%06d" % i for i in range(n)]

@@ -72,3 +72,33 @@ def test_group_runs_until_sigterm_then_commits_what_it_printed(bootstrap, topic)
     finally:
         ck.close()
     assert [tp.offset for tp in committed] == [5, 5]
+
+
+def test_group_exits_non_zero_naming_a_fatal_error(kit, tmp_path):
+    """Only a fatal error ends `consume -g`: here the coordinator fences the static member."""
+    import time
+
+    from raykafka.wire import messages
+    from raykafka.wire.group_coordinator import FENCED_INSTANCE_ID
+    from raykafka.wire.mock_broker import MockCluster
+
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
+        kit.mock_produce(cluster, "t", 0, [b"one"])
+        with open(tmp_path / "err", "w") as err:
+            proc = subprocess.Popen(cli("-b", cluster.bootstrap, "-t", "t", "-g", "fenced", "-X", "group.instance.id=i-1",
+                                        "-X", "heartbeat.interval.ms=100", "-X", "session.timeout.ms=6000"),
+                                    stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            assert proc.stdout.readline().strip() == "one"
+            cluster.set_handler(messages.HEARTBEAT, lambda v, body, b: {"throttle_time_ms": 0,
+                                                                        "error_code": FENCED_INSTANCE_ID})
+            started = time.monotonic()
+            proc.wait(60)
+            ended_in = time.monotonic() - started
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    stderr = (tmp_path / "err").read_text()
+    assert proc.returncode == 1, stderr
+    assert "FENCED_INSTANCE_ID" in stderr.strip().splitlines()[-1], stderr
+    assert ended_in < 30

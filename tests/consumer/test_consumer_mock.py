@@ -169,3 +169,26 @@ def _wait(predicate, what, timeout=60):
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
+
+
+def test_the_group_surfaces_a_member_that_ended_and_closes_every_actor(ray_session, kit, live_actors_of):
+    """A handler that always raises: after `max_handler_failures` the member ends; `errors()` and
+    `check()` say which member and why, and `close()` reports it and leaves no actor."""
+    from raykafka.wire.errors import ConsumerError
+
+    def handle(batch):
+        raise ValueError("this handler always fails")
+
+    with MockCluster(n_brokers=1, topics={"g": 2}) as cluster:
+        kit.mock_produce(cluster, "g", 0, [b"a"])
+        config = {"bootstrap.servers": cluster.bootstrap, "group.id": "ends", "auto.offset.reset": "earliest",
+                  "heartbeat.interval.ms": 200, "session.timeout.ms": 6000, "fetch.max.wait.ms": 100}
+        group = ConsumerGroup(config, ["g"], handle, members=2, max_handler_failures=2)
+        try:
+            _wait(lambda: any(e.kind == "fatal" for e in group.errors()), "a member to end")
+            with pytest.raises(ConsumerError, match=r"member \d: .*failed 2 times in a row.*always fails"):
+                group.check()
+        finally:
+            ended = group.close()
+    assert any(r["fatal"] and "always fails" in r["fatal"] for r in ended), ended
+    assert live_actors_of() == []
