@@ -7,8 +7,8 @@ again on the same port. tansu advertises the proxy's port, so every client conne
 through it.
 
 `Outage` puts either form behind one interface: `unreachable` (the proxy cut for the outage,
-tansu running all along) and `restart` (tansu on S3 storage killed, and started again on the
-same port after the outage, with its log).
+tansu, in memory, running all along) and `restart` (tansu on S3 storage killed, and started
+again on the same port after the outage, with its log).
 """
 
 from __future__ import annotations
@@ -50,18 +50,18 @@ class OutageProxy(_proxy.FaultProxy):
 class Outage:
     """One broker, reachable at `bootstrap`, that can be taken away for a while and given back."""
 
-    def __init__(self, mode: str, make_broker: Any, tmp_path: Path):
-        from raykafka.driver.embedded_broker import free_port
+    def __init__(self, mode: str, make_restartable: Any, tmp_path: Path):
+        from raykafka.driver.embedded_broker import EmbeddedBroker, free_port
 
         self.mode = mode
         self.proxy: OutageProxy | None = None
         if mode == "unreachable":
             port = free_port()
-            self.broker = make_broker(advertised_port=port)
+            self.broker = EmbeddedBroker(advertised_port=port, log_path=tmp_path / "tansu.log").start()
             self.proxy = OutageProxy(self.broker.port, port).start()
             self.bootstrap = f"127.0.0.1:{port}"
         elif mode == "restart":
-            self.broker = make_broker()
+            self.broker = make_restartable()
             self.bootstrap = self.broker.bootstrap
         else:
             raise ValueError(f"mode: unreachable or restart, not {mode!r}")
@@ -85,3 +85,22 @@ class Outage:
     def close(self) -> None:
         if self.proxy is not None:
             self.proxy.close()
+            self.broker.stop()  # the restartable one is stopped by its fixture
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int = 1, **config: object) -> None:
+    """Write `values` round-robin over `partitions` with confluent-kafka; every one must be delivered."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
+    errors: list = []
+    for i, value in enumerate(values):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % partitions,
+                                 on_delivery=lambda err, _msg: errors.append(err) if err else None)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not errors, errors[:3]

@@ -224,7 +224,7 @@ def test_cli_group_consumer_rides_out_a_six_second_outage(restartable_broker, ki
     outage = outage_mod.Outage("unreachable", restartable_broker, tmp_path)
     topic, group = "cli-outage", "cli-outage-group"
     kit.create_topic(outage.bootstrap, topic, 2)
-    kit.produce(outage.bootstrap, topic, [{"value": b"before-%d" % i, "partition": i % 2} for i in range(10)])
+    outage_mod.produce(outage.bootstrap, topic, [b"before-%d" % i for i in range(10)], 2)
     proc = subprocess.Popen([sys.executable, "-m", "raykafka.driver.cli", "consume", "-b", outage.bootstrap, "-t", topic,
                              "-g", group, "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=1000"],
                             stdout=subprocess.PIPE, stderr=open(tmp_path / "cli.err", "w"), text=True)  # noqa: SIM115
@@ -240,7 +240,7 @@ def test_cli_group_consumer_rides_out_a_six_second_outage(restartable_broker, ki
         time.sleep(6)  # the outage itself
         t_back = outage.restore()
         alive_after_outage = proc.poll() is None
-        kit.produce(outage.bootstrap, topic, [{"value": b"after-%d" % i, "partition": i % 2} for i in range(10)])
+        outage_mod.produce(outage.bootstrap, topic, [b"after-%d" % i for i in range(10)], 2)
         after = lines(10)
         resumed = time.monotonic() - t_back
         proc.send_signal(signal.SIGTERM)
@@ -270,7 +270,8 @@ def test_ray_data_read_rides_out_a_two_second_outage(restartable_broker, kit, re
     n = 20_000
     try:
         kit.create_topic(outage.bootstrap, "rd", 1)
-        kit.produce(outage.bootstrap, "rd", [{"value": b"r%06d" % i, "partition": 0} for i in range(n)])
+        outage_mod.produce(outage.bootstrap, "rd", [b"r%06d" % i for i in range(n)],  # small batches: many fetches
+                           **{"batch.num.messages": 10})
         config = {"bootstrap.servers": outage.bootstrap, "fetch.max.bytes": 1024, "max.partition.fetch.bytes": 1024}
         result: dict = {}
 
@@ -284,7 +285,7 @@ def test_ray_data_read_rides_out_a_two_second_outage(restartable_broker, kit, re
         reader = threading.Thread(target=read, daemon=True)
         requests = outage.proxy.faults["requests"]
         reader.start()
-        kit.wait_for(lambda: outage.proxy.faults["requests"] > requests + 50, timeout=60, what="the read under way")
+        kit.wait_for(lambda: outage.proxy.faults["requests"] > requests + 20, timeout=60, what="the read under way")
         t_cut = outage.cut()
         cut_mid_read = reader.is_alive()
         time.sleep(2)  # the outage itself
