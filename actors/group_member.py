@@ -386,42 +386,20 @@ class MemberRuntime:
                      generation.member_id, generation.generation_id, self.last_end_reason)
 
     async def _run_session(self, generation: Generation, over: asyncio.Event, end: Callable[[str], None]) -> None:
+        """Open the claims, run the handler on them until the session ends, commit what it marked."""
         claims = await self._open_claims(generation, over, end)
         session = self.session = Session(self, generation, claims or {})
         if claims is None:  # the session ended while it opened
             return
-        deadline = None
-        threads: list[threading.Thread] = []
-        handler_bound = self.config["rebalance.timeout.ms"] / 1000
-        if await self._call_handler("setup", self.handler.setup, session, over, end, handler_bound):
-            positions = {tp: c.initial_offset for tp, c in claims.items()}
+        bound = self.config["rebalance.timeout.ms"] / 1000  # for the handler's setup, and again to wind down
+        if await self._call_handler("setup", self.handler.setup, session, over, end, bound):
             loop = asyncio.get_running_loop()
             threads = [threading.Thread(target=self._consume_claim, args=(session, c, loop, end), daemon=True,
                                         name=f"claim-{c.topic}-{c.partition}") for c in claims.values()]
             for t in threads:
                 t.start()
-            tasks = [asyncio.ensure_future(coro) for coro in (
-                self._fetch_loop(claims, positions, over), self._auto_commit_loop(session, over),
-                self._partition_check(end))]
-            await asyncio.wait([asyncio.ensure_future(over.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
-            end("a session task ended")
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                if t.done() and not t.cancelled() and t.exception() is not None:
-                    self._task_failed(t.exception())
-            for c in claims.values():
-                c.close()
-            deadline = loop.time() + handler_bound
-            for t in threads:
-                await asyncio.to_thread(t.join, max(0.0, deadline - loop.time()))
-            for t in threads:
-                if t.is_alive():
-                    self._handler_failed(t.name.replace("claim-", "consume_claim "), TimeoutError(
-                        f"still running {self.config['rebalance.timeout.ms']} ms (rebalance.timeout.ms) after "
-                        f"generation {generation.generation_id} ended; left behind"))
-            await self._call_handler("cleanup", self.handler.cleanup, session, None, end,
-                                     max(1.0, deadline - loop.time()))
+            await self._consume(session, claims, over, end)
+            await self._wind_down(session, claims, threads, loop.time() + bound, end)
         try:
             await self.commit_session(session)
         except (RebalanceNeeded, KafkaError) as exc:
@@ -431,6 +409,37 @@ class MemberRuntime:
         finally:
             with session._lock:
                 session.ended = True
+
+    async def _consume(self, session: Session, claims: dict[tuple[str, int], Claim], over: asyncio.Event,
+                       end: Callable[[str], None]) -> None:
+        """The session's loops (fetching, auto-commit, the partition-count check) until it ends."""
+        positions = {tp: c.initial_offset for tp, c in claims.items()}
+        tasks = [asyncio.ensure_future(coro) for coro in (
+            self._fetch_loop(claims, positions, over), self._auto_commit_loop(session, over),
+            self._partition_check(end))]
+        await asyncio.wait([asyncio.ensure_future(over.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
+        end("a session task ended")
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            if t.done() and not t.cancelled() and t.exception() is not None:
+                self._task_failed(t.exception())
+
+    async def _wind_down(self, session: Session, claims: dict[tuple[str, int], Claim], threads: list[threading.Thread],
+                         deadline: float, end: Callable[[str], None]) -> None:
+        """Close the claims, give the handlers until `deadline` (loop time) to return, run cleanup.
+        Heartbeats go on meanwhile; a handler still running at the deadline is left behind."""
+        loop = asyncio.get_running_loop()
+        for c in claims.values():
+            c.close()
+        for t in threads:
+            await asyncio.to_thread(t.join, max(0.0, deadline - loop.time()))
+        for t in threads:
+            if t.is_alive():
+                self._handler_failed(t.name.replace("claim-", "consume_claim "), TimeoutError(
+                    f"still running {self.config['rebalance.timeout.ms']} ms (rebalance.timeout.ms) after "
+                    f"generation {session.generation_id} ended; left behind"))
+        await self._call_handler("cleanup", self.handler.cleanup, session, None, end, max(1.0, deadline - loop.time()))
 
     def _task_failed(self, error: BaseException) -> None:
         if is_fatal(error) or not isinstance(error, KafkaError):

@@ -9,6 +9,14 @@
 One `PartitionConsumer` actor per assigned partition, one `BrokerConsumer` actor per broker
 (created by the partition consumers, by name); this object polls the partition consumers
 and hands their batches out in the order each partition produced them.
+
+Broker outages are ridden out: the actors reconnect (`reconnect.backoff.ms` growing to
+`reconnect.backoff.max.ms`) for as long as the consumer runs, and resume where they were. A
+partition that cannot go on (its data is corrupt, its offset is out of range with
+`auto.offset.reset` none, authentication failed, its actor died) is raised once from `batches`
+as a `ConsumerError` naming it and the cause, and left out from then on (`failed` keeps why);
+the other partitions go on at the next `batches` call. `close()` stops every actor, dead or
+alive, within `CLOSE_TIMEOUT` s.
 """
 
 from __future__ import annotations
@@ -50,7 +58,8 @@ class Consumer:
         self._loop: LoopThread | None = None
         self._cluster: Cluster | None = None
         self._children: dict[tuple[str, int], Any] = {}
-        self._dead: dict[tuple[str, int], Any] = {}  # partition consumers found dead, killed at close
+        self._ended: dict[tuple[str, int], Any] = {}  # partition consumers that failed or died: closed at close
+        self.failed: dict[tuple[str, int], str] = {}  # why each of those ended
         self.positions: dict[tuple[str, int], int] = {}
         self.ends: dict[tuple[str, int], int] = {}
         self._polls: dict[Any, tuple[str, int]] = {}
@@ -156,13 +165,12 @@ class Consumer:
                     continue
                 try:
                     result = ray.get(ref)
-                except ray.exceptions.RayActorError as exc:  # it is dropped: the next call goes on with the rest
-                    self._dead[key] = self._children.pop(key)
-                    raise ConsumerError(f"{key[0]}/{key[1]}: partition consumer died: {exc}") from exc
+                except ray.exceptions.RayActorError as exc:
+                    raise self._end(key, f"partition consumer died: {exc}") from exc
                 if result["seeks"] < self._seeks.get(key, 0):
                     continue  # answered before a seek: its batches are from the old position
                 if result["error"]:
-                    raise ConsumerError(f"{key[0]}/{key[1]}: {result['error']}")
+                    raise self._end(key, result["error"])
                 if not until_end:
                     self.ends[key] = max(self.ends.get(key, -1), result["high_watermark"])
                 batches = result["batches"]
@@ -175,6 +183,12 @@ class Consumer:
                 last_data = time.monotonic()
             elif timeout is not None and time.monotonic() - last_data > timeout:
                 return
+
+    def _end(self, key: tuple[str, int], cause: str) -> ConsumerError:
+        """The partition cannot go on: left out from now on (the next call goes on with the rest)."""
+        self._ended[key] = self._children.pop(key)
+        self.failed[key] = cause
+        return ConsumerError(f"{key[0]}/{key[1]}: {cause}")
 
     def at_end(self) -> bool:
         """Every partition has reached the end last seen (by a poll, or when `batches` began)."""
@@ -209,8 +223,10 @@ class Consumer:
         return offset
 
     def unassign(self, topic: str, partition: int) -> None:
-        """Stop consuming `topic`/`partition`; its actor is killed even if it is dead or does not answer."""
-        child = self._children.pop((topic, partition))
+        """Stop consuming `topic`/`partition` (also one that failed); its actor is killed even if it
+        is dead or does not answer."""
+        key = (topic, partition)
+        child = self._children.pop(key) if key in self._children else self._ended.pop(key)
         try:
             ray.get(child.close.remote(), timeout=CLOSE_TIMEOUT)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
@@ -238,7 +254,8 @@ class Consumer:
         if self._closed:
             return {}
         self._closed = True
-        children, self._children = self._children, {}
+        children = {**self._ended, **self._children}
+        self._children, self._ended = {}, {}
         self._polls.clear()
         unclean: dict[str, str] = {}
         refs = {c.close.remote(): key for key, c in children.items()}
@@ -254,10 +271,7 @@ class Consumer:
                 unclean[name] = f"partition consumer died: {str(exc).strip().splitlines()[-1][:300]}"
             except Exception as exc:  # noqa: BLE001 - reported: close goes on with the rest
                 unclean[name] = f"close failed: {type(exc).__name__}: {exc}"
-        dead, self._dead = self._dead, {}
-        for (topic, partition) in dead:
-            unclean[f"{topic}/{partition}"] = "partition consumer died while consuming"
-        for c in [*children.values(), *dead.values()]:
+        for c in children.values():
             ray.kill(c)
         brokers, self._brokers = self._brokers, {}
         for handle in brokers.values():
