@@ -300,6 +300,7 @@ class MemberRuntime:
             raise
         finally:
             heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
             await self.coordinator.leave()
 
     async def _unless_stopped(self, coro: Awaitable[Any]) -> Any:
