@@ -4,11 +4,14 @@
 leader moved, a topic is new) and at least every `metadata.max.age.ms`; concurrent callers
 asking for a refresh share one Metadata request.
 
-Connecting is paced per broker address as librdkafka paces it (`ReconnectBackoff`): an attempt
-starts at least `reconnect.backoff.ms` after the one before, that wait doubles with every
-attempt up to `reconnect.backoff.max.ms`, and it starts again from the bottom once the address
-has been left alone for that long. So a caller's retry loop (a consumer riding out a broker
-outage) can simply ask again: the connection attempt itself waits its turn.
+Connecting is paced per connection as librdkafka paces its broker connections
+(`ReconnectBackoff`): an attempt starts at least `reconnect.backoff.ms` after the one before,
+that wait doubles with every attempt up to `reconnect.backoff.max.ms`, and it starts again from
+the bottom once the connection has been left alone for that long. So a caller's retry loop (a
+consumer riding out a broker outage) can simply ask again: the connection attempt itself waits
+its turn. The bootstrap connection, each broker's connection and each broker's extra
+connection are paced apart (one client first connects to a bootstrap server, then to the
+broker at that same address: the second is no reconnect).
 """
 
 from __future__ import annotations
@@ -122,16 +125,18 @@ class Cluster:
         self._refreshing: asyncio.Future[Metadata] | None = None
         self._coordinators: dict[tuple[int, str], int] = {}
         self._known_topics: set[str] = set()
-        self.backoffs: dict[tuple[str, int], ReconnectBackoff] = {}
+        self.backoffs: dict[tuple[int, str, int, bool], ReconnectBackoff] = {}  # (node, host, port, extra)
 
     # -- connections -------------------------------------------------------
 
-    async def _connect(self, host: str, port: int, node_id: int) -> BrokerConnection:
-        """A new connection to `host:port`, once the address's reconnect backoff allows it."""
-        backoff = self.backoffs.get((host, port))
+    async def _connect(self, host: str, port: int, node_id: int, extra: bool = False) -> BrokerConnection:
+        """A new connection to `host:port` (broker `node_id`, -1 for a bootstrap server), once its
+        reconnect backoff allows it."""
+        key = (node_id, host, port, extra)
+        backoff = self.backoffs.get(key)
         if backoff is None:
-            backoff = self.backoffs[(host, port)] = ReconnectBackoff(self.config["reconnect.backoff.ms"],
-                                                                     self.config["reconnect.backoff.max.ms"])
+            backoff = self.backoffs[key] = ReconnectBackoff(self.config["reconnect.backoff.ms"],
+                                                            self.config["reconnect.backoff.max.ms"])
         wait = backoff.wait(time.monotonic())
         if wait > 0:
             log.debug("cluster/%s:%d reconnect backoff %.2fs", host, port, wait)
@@ -199,7 +204,7 @@ class Cluster:
         """A second connection to broker `node_id`, owned by the caller (a fetch that must not queue
         behind another on the shared one); paced by the same reconnect backoff."""
         main = await self.connection(node_id)
-        return await self._connect(main.host, main.port, node_id)
+        return await self._connect(main.host, main.port, node_id, extra=True)
 
     async def leader_connection(self, topic: str, partition: int) -> BrokerConnection:
         leader = self.metadata.leader(topic, partition)
