@@ -284,7 +284,8 @@ class MemberRuntime:
     async def _run(self) -> None:
         if self._stop is None:
             self._stop = asyncio.Event()
-        heartbeat = asyncio.ensure_future(self._heartbeat_loop())
+        leaving = asyncio.Event()
+        heartbeat = asyncio.ensure_future(self._heartbeat_loop(leaving))
         try:
             while not self._stop.is_set():
                 generation = await self._unless_stopped(self.coordinator.join())
@@ -299,8 +300,9 @@ class MemberRuntime:
                 self._record("fatal", "member", f"{type(exc).__name__}: {exc}")
             raise
         finally:
+            leaving.set()  # the loop ends at its next turn even if a cancel is lost inside a request
             heartbeat.cancel()
-            await asyncio.gather(heartbeat, return_exceptions=True)
+            await asyncio.wait([heartbeat], timeout=self.config["request.timeout.ms"] / 1000)
             await self.coordinator.leave()
 
     async def _unless_stopped(self, coro: Awaitable[Any]) -> Any:
@@ -333,15 +335,17 @@ class MemberRuntime:
 
     # -- heartbeats, for the member's whole life -------------------------------
 
-    async def _heartbeat_loop(self) -> None:
+    async def _heartbeat_loop(self, leaving: asyncio.Event) -> None:
         """Heartbeat every `heartbeat.interval.ms` while the member holds a generation (a session
-        is open, opening or closing); tell the session when the group moved on, when the
-        coordinator has not answered for `session.timeout.ms`, or when the member is fenced."""
+        is open, opening or closing), until it leaves; tell the session when the group moved on,
+        when the coordinator has not answered for `session.timeout.ms`, or when the member is fenced."""
         interval = self.config["heartbeat.interval.ms"] / 1000
         session_timeout = self.config["session.timeout.ms"] / 1000
         last_ok = time.monotonic()
         while True:
-            await asyncio.sleep(interval)
+            await _wait_or(leaving, interval)
+            if leaving.is_set():
+                return
             end = self._end
             if end is None:  # joining: the join itself keeps the membership
                 last_ok = time.monotonic()

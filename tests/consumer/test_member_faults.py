@@ -296,3 +296,29 @@ def test_reconnecting_to_a_dead_port_waits_the_configured_backoff():
     backoff = cluster.backoffs[(-1, "127.0.0.1", port, False)]
     assert backoff.attempts == 6 and backoff.backoff == 0.4
     assert elapsed >= 0.75 * (0.1 + 0.2 + 0.4 + 0.4 + 0.4), elapsed
+
+
+def test_a_heartbeat_that_swallows_its_cancel_cannot_hold_a_stop(kit):
+    """Python 3.11's wait_for can lose a cancel that meets a response; the heartbeat loop must
+    end on the member's leaving all the same, so that a stop ends in bounded time."""
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
+        kit.mock_produce(cluster, "t", 0, [b"a"])
+        seen = Seen()
+        runtime = MemberRuntime({"bootstrap.servers": cluster.bootstrap, "group.id": "swallow", **FAST}, ["t"],
+                                seen.add)
+        beats = []
+
+        async def heartbeat():
+            beats.append(1)
+            try:
+                await asyncio.sleep(0.5)
+            except asyncio.CancelledError:  # swallowed, as a lost cancel would be
+                pass
+
+        runtime.coordinator.heartbeat = heartbeat
+        runtime.start()
+        kit.wait_for(lambda: seen.count(0) == 1 and len(beats) >= 3, timeout=30, what="consuming, heartbeating")
+        started = time.monotonic()
+        runtime.stop(30)
+        assert time.monotonic() - started < 10
+        assert runtime.fatal is None, runtime.fatal
