@@ -108,7 +108,8 @@ OUTAGE_COLUMNS = [  # (heading, figure) of the outage scenarios' fault -> outcom
     ("Consumer lost", "consumer_lost"), ("Consumer repeats", "consumer_repeats"),
     ("Consumer resumed s", "consumer_resumed_s"), ("group lost", "group_lost"),
     ("group redelivered", "group_redelivered"), ("group resumed s", "group_resumed_s"),
-    ("group generations", "group_generations"), ("caught up s", "seconds_to_catch_up"),
+    ("group generations", "group_generations"), ("producer settled s", "producer_settled_s"),
+    ("Consumer all read s", "consumer_all_read_s"), ("group all read s", "group_all_read_s"),
 ]
 
 
@@ -123,8 +124,10 @@ def _outage_table(records: list[dict]) -> list[str]:
            "A producer (~400 msg/s), a `Consumer` of 4 partitions and a `ConsumerGroup` of 3 members "
            "(session.timeout.ms=10000) while the broker is unreachable (a proxy refuses connections) or "
            "restarted (tansu on S3 storage killed, then started on the same port); *resumed*: seconds from "
-           "the broker's return to the first new message; *redelivered*: messages a member processed again "
-           "after its session expired (from its last commit).\n",
+           "the broker's return to the first new message; *settled*: until the producer's last message ended; "
+           "*all read*: until the last message delivered was first read (after the producer delivered it); "
+           "*redelivered*: messages a member processed again after its session expired (from its last "
+           "commit).\n",
            "| " + " | ".join(h for h, _ in OUTAGE_COLUMNS) + " |", "|" + "---|" * len(OUTAGE_COLUMNS)]
     for r in rows:
         cells = [f"{r.get('failed', 0):,} ({r.get('failed_but_read', 0):,})" if key is None else _fmt(r.get(key, ""))

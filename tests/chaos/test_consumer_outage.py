@@ -159,6 +159,7 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
         time.sleep(AFTER_S)  # writing goes on after the broker is back
         writer.stop()
         figures = ledger.settle(timeout=180)
+        settled = time.monotonic() - t_back
         delivered = {ledger.values[i] for i in ledger.delivered}
         kit.wait_for(lambda: delivered <= set(reader.seen) and delivered <= set(_group_seen(sink)[0]),
                      timeout=120 + outage_s, what="both consumers reading everything delivered")
@@ -198,6 +199,9 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
            failed_but_read=sum(1 for i in ledger.failed if ledger.values[i] in reader.seen),
            sample_causes=sorted({str(e).splitlines()[0][:200] for e in ledger.failed.values()})[:3],
            seconds_to_catch_up=round(caught_up, 1), seconds_down=round(t_back - t_cut, 1),
+           producer_settled_s=round(settled, 1),
+           consumer_all_read_s=round(max(reader.first_seen[v] for v in delivered) - t_back, 1),
+           group_all_read_s=round(max(group_first[v] for v in delivered) - t_back, 1),
            group_generations=sorted(s["generations"] for s in statuses), group_member_errors=[s["error"] for s in statuses],
            group_errors=[f"{e[0]}: {e[2]}"[:200] for e in group_errors][:5])
     assert reader.error is None, f"the Consumer failed: {reader.error!r}"
