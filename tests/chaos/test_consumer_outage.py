@@ -151,6 +151,9 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
     try:
         kit.wait_for(lambda: sum(bool(s["claims"]) for s in group.status()) == MEMBERS
                      and reader.seen and _group_seen(sink)[0], timeout=120, what="every member consuming")
+        written = {ledger.values[i] for i, f in enumerate(list(ledger.futures)) if f.done() and not f.exception()}
+        kit.wait_for(lambda: written <= set(reader.seen) and written <= set(_group_seen(sink)[0]), timeout=120,
+                     what="both consumers caught up with the producer")  # the outage strikes a steady state
         n_before = len(ledger.futures)
         t_cut = outage.cut()
         time.sleep(outage_s)  # the outage itself
