@@ -104,7 +104,7 @@ def _group_seen(sink: Path) -> tuple[Counter[bytes], dict[bytes, float]]:
     seen: Counter[bytes] = Counter()
     first: dict[bytes, float] = {}
     for f in sink.iterdir():
-        for line in f.read_bytes().split(b"\n"):
+        for line in f.read_bytes().split(b"\n")[:-1]:  # not the last piece: a line still being written
             if line:
                 stamp, value = line.split(b" ", 1)
                 seen[value] += 1
