@@ -196,6 +196,9 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
            consumer_repeats=sum(n - 1 for n in reader.seen.values() if n > 1),
            group_processed=len(set(group_seen)), group_lost=len(delivered - set(group_seen)),
            group_redelivered=sum(n - 1 for n in group_seen.values() if n > 1),
+           group_redelivered_first_read=dict(Counter(  # when a message processed again was first processed
+               "before the outage" if group_first[v] < t_cut else "during it" if group_first[v] < t_back
+               else "after it" for v, n in group_seen.items() if n > 1)),
            consumer_first_after_s=first_after(reader.first_seen), group_first_after_s=first_after(group_first),
            consumer_resumed_s=first_new(reader.first_seen), group_resumed_s=first_new(group_first),
            producer_resumed_s=round(min((t for t in delivered_at if t > t_back), default=t_back - 1) - t_back, 1),
