@@ -99,7 +99,8 @@ def test_a_seek_while_the_long_poll_is_out_reads_on_by_catch_up_fetches(ray_sess
         assert offsets == list(range(3, 10)), "read from the seek, long before the long poll could end"
         caught_up = [(p.partition, p.fetch_offset) for r in cluster.requests(messages.FETCH)[before_seek:]
                      if r.max_wait_ms == CATCH_UP_WAIT_MS for t in r.topics for p in t.partitions]
-        assert [(0, offset) for offset in range(3, 10)] == [tp for tp in caught_up if tp[0] == 0][:7]
+        # (a catch-up fetch of partition 0 at its old end, 10, may still come just after the seek is asked)
+        assert [(0, offset) for offset in range(3, 10)] == [tp for tp in caught_up if tp[0] == 0 and tp[1] < 10][:7]
 
 
 def test_log_bounds_ask_list_offsets_only_for_a_log_that_no_longer_starts_at_zero(kit):
