@@ -32,8 +32,8 @@ from ..wire.arrow_batches import next_offset
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.connection import BrokerConnection
-from ..wire.errors import BrokerConnectionError, KafkaError
-from ..wire.fetch import LEADER_ERRORS, fetch_body, fetch_version
+from ..wire.errors import BrokerError, KafkaError, is_fatal
+from ..wire.fetch import LEADER_ERRORS, OFFSET_OUT_OF_RANGE, fetch_body, fetch_version
 
 log = logging.getLogger("raykafka.actors.broker_consumer")
 
@@ -133,12 +133,7 @@ class BrokerConsumer:
     async def _side_connection(self) -> BrokerConnection:
         """The catch-up fetch's connection, so that it never queues behind the long poll."""
         if self._side is None or not self._side.connected:
-            main = await self.cluster.connection(self.node_id)
-            self._side = await BrokerConnection(
-                main.host, main.port, node_id=self.node_id, client_id=main.client_id,
-                request_timeout_ms=self.config["request.timeout.ms"],
-                connect_timeout_ms=self.config["socket.connection.setup.timeout.ms"],
-                ssl_context=self.cluster.ssl_context, sasl=self.cluster.sasl).connect()
+            self._side = await self.cluster.extra_connection(self.node_id)
         return self._side
 
     async def _fetch(self, asked: dict[tuple[str, int], Subscription], side: bool = False) -> None:
@@ -152,7 +147,7 @@ class BrokerConsumer:
             finally:
                 self._connection_free(side)
             if response.get("error_code", 0):
-                self._abandon(KafkaError(f"Fetch from broker {self.node_id}: error {response.error_code}"))
+                self._abandon(BrokerError(response.error_code, f"Fetch from broker {self.node_id}"))
                 return
             acks = self._hand_out(asked, response)
             for sub in asked.values():
@@ -211,7 +206,7 @@ class BrokerConsumer:
                 if code in LEADER_ERRORS:
                     log.info("consumer/broker/%d %s/%d moved (error %d): redispatching", self.node_id, *tp, code)
                     sub.consumer.redispatch.remote(sub.sub_id, sub.offset, f"broker {self.node_id} error {code}")
-                elif code == 1:
+                elif code == OFFSET_OUT_OF_RANGE:
                     sub.consumer.offset_out_of_range.remote(sub.sub_id, sub.offset)
                 else:
                     sub.consumer.fail.remote(sub.sub_id, code, f"Fetch {tp[0]}/{tp[1]} at {sub.offset}")
@@ -239,10 +234,15 @@ class BrokerConsumer:
             self._wake.set()
 
     def _abandon(self, error: BaseException) -> None:
-        """The connection failed: every partition goes back to its dispatcher to find its leader."""
-        log.warning("consumer/broker/%d abandoned: %s", self.node_id, error)
+        """The fetch failed: every partition goes back to its dispatcher to find its leader (and to
+        retry, paced by the reconnect backoff), or, for a fatal error, fails with it."""
         subs, self.subscriptions = self.subscriptions, {}
+        if is_fatal(error):
+            log.error("consumer/broker/%d failed: %s", self.node_id, error)
+            for (t, p), sub in subs.items():
+                sub.consumer.fail.remote(sub.sub_id, -1, f"Fetch {t}/{p} from broker {self.node_id}: "
+                                                         f"{type(error).__name__}: {error}")
+            return
+        log.warning("consumer/broker/%d abandoned: %s", self.node_id, error)
         for (_t, _p), sub in subs.items():
             sub.consumer.redispatch.remote(sub.sub_id, sub.offset, f"broker {self.node_id}: {error}")
-        if isinstance(error, BrokerConnectionError):
-            self.cluster.metadata.fetched_at = 0.0

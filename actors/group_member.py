@@ -6,10 +6,28 @@ Fetch per broker for all its claims), and the user's handler.
 
 A member lives through sessions, one per generation (Sarama's consumerGroupSession): join,
 read committed offsets, `handler.setup(session)`, one thread per claim running
-`handler.consume_claim(session, claim)`, and meanwhile the fetch loop, heartbeats, auto-commit
-and the partition-count check. The session ends when the group rebalances (a heartbeat says
-so), a subscribed topic grows, or the member stops; then claims close, `handler.cleanup`
-runs, marked offsets are committed with the ending generation, and the member rejoins.
+`handler.consume_claim(session, claim)`, and meanwhile the fetch loop, auto-commit and the
+partition-count check. The session ends when the group rebalances (a heartbeat says so), a
+subscribed topic grows, a handler fails, or the member stops; then claims close, the member
+waits for its handlers (all of them together at most `rebalance.timeout.ms`), runs
+`handler.cleanup`, commits what was marked with the ending generation, and rejoins.
+Heartbeats run on their own task for the member's whole life, not per session, so they go on
+while a session waits for slow handlers and while it opens.
+
+Riding out faults, as librdkafka does: a broker that cannot be reached is asked again for as
+long as the member runs, each connection attempt paced by the cluster's reconnect backoff
+(`reconnect.backoff.ms` doubling up to `reconnect.backoff.max.ms`); every other retriable
+failure is retried after `retry.backoff.ms`. Only these end a member (`fatal` in its status):
+an error `errors.is_fatal` names (authentication, authorization, FENCED_INSTANCE_ID, a config
+the broker refuses), and handler failures past the policy below. A partition whose data cannot
+be read (a corrupt batch; an offset out of range with `auto.offset.reset=none`) fails alone:
+its claim ends with a `ConsumerError` naming it and the cause (`claim.error`, and the member's
+`errors`), logged at ERROR; the member's other claims go on.
+
+Handler policy: a handler that raises (in `setup`, `consume_claim` or `cleanup`) ends its
+session; what it marked is committed and the member rejoins, so the batches it did not mark
+come again. After `max_handler_failures` failures in a row with no offset marked between them,
+the member stops with the last one as its fatal error.
 
 Order kept: per claim, batches reach the handler in offset order. A claim whose queue is full
 (its handler is slow) is left out of fetches until it takes a batch: it pauses alone.
@@ -26,8 +44,8 @@ import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -35,20 +53,45 @@ from ..wire import messages
 from ..wire.arrow_batches import records_to_arrow
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
-from ..wire.errors import KafkaError
-from ..wire.fetch import LEADER_ERRORS, fetch_body, fetch_version, resolve_offsets
-from ..wire.group_coordinator import CoordinatorLost, Generation, GroupCoordinator, RebalanceNeeded
+from ..wire.errors import BrokerError, ConsumerError, KafkaError, code_for, is_fatal
+from ..wire.fetch import (
+    LEADER_ERRORS,
+    OFFSET_OUT_OF_RANGE,
+    RESET_POLICIES,
+    fetch_body,
+    fetch_version,
+    resolve_offsets,
+)
+from ..wire.group_coordinator import Generation, GroupCoordinator, RebalanceNeeded
 from ..wire.loop import LoopThread
 from ..wire.serde import Deserializers
 
 log = logging.getLogger("raykafka.actors.group_member")
 
 CLAIM_QUEUE = 4  # Arrow batches waiting per claim before its fetching pauses
+MAX_HANDLER_FAILURES = 3
 _CLOSED = object()
 
 
+def stop_bound(config: dict[str, Any]) -> float:
+    """Seconds a member's stop may take: its handlers get `rebalance.timeout.ms`, then cleanup,
+    the last commit and LeaveGroup are a few requests each."""
+    return config["rebalance.timeout.ms"] / 1000 + 4 * config["request.timeout.ms"] / 1000 + 10
+
+
+class MemberError(NamedTuple):
+    """One error a member met. `kind`: "partition" (that claim ended), "handler" (the session
+    ended, the member rejoined) or "fatal" (the member ended); `where` names the partition
+    ("topic/partition"), the handler call, or the member."""
+
+    kind: str
+    where: str
+    cause: str
+
+
 class Claim:
-    """One partition of a session: its batches, in offset order, until the session ends."""
+    """One partition of a session: its batches, in offset order, until the session ends or the
+    partition fails (then `error` says why, after the batches fetched before it)."""
 
     def __init__(self, topic: str, partition: int, initial_offset: int,
                  deserialize: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None):
@@ -56,7 +99,8 @@ class Claim:
         self.partition = partition
         self.initial_offset = initial_offset
         self.high_watermark = -1
-        self._queue: queue.Queue = queue.Queue(CLAIM_QUEUE)
+        self.error: ConsumerError | None = None
+        self._queue: queue.Queue = queue.Queue()  # bounded by `full`, so the end marker always fits
         self._closed = threading.Event()
         self._deserialize = deserialize
 
@@ -70,10 +114,21 @@ class Claim:
 
     @property
     def full(self) -> bool:
-        return self._queue.full()
+        return self._queue.qsize() >= CLAIM_QUEUE
+
+    @property
+    def done(self) -> bool:
+        """Closed or failed: nothing more is fetched for it."""
+        return self._closed.is_set() or self.error is not None
 
     def put(self, batch: pa.RecordBatch) -> None:
         self._queue.put_nowait(batch)
+
+    def fail(self, error: ConsumerError) -> None:
+        """The partition cannot be read on: hand out what came before, then end with `error`."""
+        if not self.done:
+            self.error = error
+            self._queue.put_nowait(_CLOSED)
 
     def close(self) -> None:
         """Drop what is queued (the next owner refetches it from the committed offset) and end."""
@@ -97,6 +152,7 @@ class Session:
         self._claims = claims
         self.marked: dict[tuple[str, int], int] = {}
         self.committed: dict[tuple[str, int], int] = {}
+        self.ended = False  # committed for the last time: later marks belong to no generation
         self._lock = threading.Lock()
 
     def mark(self, topic: str, partition: int, offset: int) -> None:
@@ -104,8 +160,13 @@ class Session:
         if (topic, partition) not in self._claims:
             raise ValueError(f"{topic}/{partition} is not claimed by this session")
         with self._lock:
+            if self.ended:
+                log.warning("group/%s/%d marked after generation %d ended: not committed", topic, partition,
+                            self.generation_id)
+                return
             if offset > self.marked.get((topic, partition), -1):
                 self.marked[(topic, partition)] = offset
+                self._runtime.handler_failures = 0  # progress: the handler works again
 
     def mark_batch(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
@@ -148,25 +209,35 @@ def as_handler(handler: Any) -> Any:
 
 
 class MemberRuntime:
-    """One member's life: sessions until stopped."""
+    """One member's life: sessions until stopped, or until a fatal error."""
 
-    def __init__(self, config: dict[str, Any], topics: list[str], handler: Any):
+    def __init__(self, config: dict[str, Any], topics: list[str], handler: Any,
+                 max_handler_failures: int = MAX_HANDLER_FAILURES):
         self.config = parse_config(config)
         if not self.config["group.id"]:
             raise ValueError("group.id: required for a consumer group")
         self.topics = sorted(set(topics))
         if not self.topics:
             raise ValueError("topics: a consumer group needs at least one topic")
+        if max_handler_failures < 1:
+            raise ValueError(f"max_handler_failures: must be at least 1, got {max_handler_failures}")
         self.handler = as_handler(handler)
         self.deserialize = Deserializers.from_config(self.config)
+        self.max_handler_failures = max_handler_failures
         self.cluster = Cluster(self.config)
         self.coordinator = GroupCoordinator(self.cluster, self.config, self.topics)
         self.loop = LoopThread("raykafka-member")
         self.session: Session | None = None
         self.generations = 0
         self.fetched_batches = 0
-        self.error: str | None = None
+        self.heartbeats = 0  # answered heartbeats
+        self.handler_failures = 0  # in a row, with nothing marked between them
+        self.errors: list[MemberError] = []
+        self.error: str | None = None  # the last error met, of any kind
+        self.fatal: str | None = None  # the error that ended the member
         self.last_end_reason = ""
+        self._fatal_error: BaseException | None = None
+        self._end: Callable[[str], None] | None = None  # ends the current session
         self._stop: asyncio.Event | None = None
         self._future: Any = None
 
@@ -178,51 +249,133 @@ class MemberRuntime:
     def run_on_loop(self, coro: Any) -> Any:
         return self.loop.run(coro, self.config["request.timeout.ms"] / 1000 * 2)
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """End the session, commit, leave the group; return once done."""
+    def stop(self, timeout: float | None = None) -> None:
+        """End the session, commit, leave the group; return once done (or after `timeout`, by
+        default `stop_bound()`, with the overrun recorded as an error). A fatal error that
+        ended the member is in `fatal`, not raised here."""
         if self._future is None:
             return
+        timeout = stop_bound(self.config) if timeout is None else timeout
         self.loop.loop.call_soon_threadsafe(self._request_stop)
         try:
             self._future.result(timeout)
+        except TimeoutError:
+            self._record("fatal", "member", f"did not stop within {timeout:.0f}s")
+        except Exception as exc:  # noqa: BLE001 - the fatal error, already in self.fatal
+            log.debug("member ended with %r", exc)
         finally:
-            self.run_on_loop(self.cluster.close())
-            self.loop.stop()
+            try:
+                self.run_on_loop(self.cluster.close())
+            finally:
+                self.loop.stop()
 
     def _request_stop(self) -> None:
         if self._stop is None:
             self._stop = asyncio.Event()
         self._stop.set()
+        if self._end is not None:
+            self._end("stop")
 
     def status(self) -> dict[str, Any]:
         s = self.session
         return {"member_id": self.coordinator.member_id, "generation_id": self.coordinator.generation_id,
                 "claims": dict(s.claims) if s else {}, "generations": self.generations,
-                "fetched_batches": self.fetched_batches, "error": self.error,
+                "fetched_batches": self.fetched_batches, "heartbeats": self.heartbeats, "error": self.error,
+                "fatal": self.fatal, "errors": list(self.errors),
+                "failed_partitions": {c.topic + "/" + str(c.partition): str(c.error)
+                                      for c in (s._claims.values() if s else ()) if c.error is not None},
                 "committed": dict(s.committed) if s else {}, "last_end_reason": self.last_end_reason}
 
     async def _run(self) -> None:
         if self._stop is None:
             self._stop = asyncio.Event()
+        leaving = asyncio.Event()
+        heartbeat = asyncio.ensure_future(self._heartbeat_loop(leaving))
         try:
             while not self._stop.is_set():
-                generation = await self.coordinator.join()
+                generation = await self._unless_stopped(self.coordinator.join())
+                if generation is None:
+                    break
                 self.generations += 1
                 await self._session(generation)
+                if self._fatal_error is not None:
+                    raise self._fatal_error
         except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
-            log.exception("group member failed")
+            if self.fatal is None:
+                self._record("fatal", "member", f"{type(exc).__name__}: {exc}")
             raise
         finally:
+            leaving.set()  # the loop ends at its next turn even if a cancel is lost inside a request
+            heartbeat.cancel()
+            await asyncio.wait([heartbeat], timeout=self.config["request.timeout.ms"] / 1000)
             await self.coordinator.leave()
+
+    async def _unless_stopped(self, coro: Awaitable[Any]) -> Any:
+        """`coro`'s result, or None if the member is told to stop first (then `coro` is cancelled)."""
+        assert self._stop is not None
+        task = asyncio.ensure_future(coro)
+        stop = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait([task, stop], return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if task.done():
+            return task.result()
+        task.cancel()
+        return None
+
+    def _record(self, kind: str, where: str, cause: str) -> None:
+        self.errors.append(MemberError(kind, where, cause))
+        self.error = cause
+        if kind == "fatal" and self.fatal is None:
+            self.fatal = f"{where}: {cause}"
+            log.error("group/%s member %s failed: %s", self.coordinator.group_id, self.coordinator.member_id,
+                      self.fatal)
+
+    def _fail_member(self, error: BaseException) -> None:
+        """A fatal error: record it, end the session; `_run` ends after the session's last commit."""
+        if self._fatal_error is None:
+            self._fatal_error = error
+            self._record("fatal", "member", f"{type(error).__name__}: {error}")
+        if self._end is not None:
+            self._end(f"fatal: {error}")
+
+    # -- heartbeats, for the member's whole life -------------------------------
+
+    async def _heartbeat_loop(self, leaving: asyncio.Event) -> None:
+        """Heartbeat every `heartbeat.interval.ms` while the member holds a generation (a session
+        is open, opening or closing), until it leaves; tell the session when the group moved on,
+        when the coordinator has not answered for `session.timeout.ms`, or when the member is fenced."""
+        interval = self.config["heartbeat.interval.ms"] / 1000
+        session_timeout = self.config["session.timeout.ms"] / 1000
+        last_ok = time.monotonic()
+        while True:
+            await _wait_or(leaving, interval)
+            if leaving.is_set():
+                return
+            end = self._end
+            if end is None:  # joining: the join itself keeps the membership
+                last_ok = time.monotonic()
+                continue
+            try:
+                await self.coordinator.heartbeat()
+                self.heartbeats += 1
+                last_ok = time.monotonic()
+            except RebalanceNeeded as exc:
+                end(f"rebalance ({exc})")
+            except KafkaError as exc:
+                if is_fatal(exc):
+                    self._fail_member(exc)
+                    continue
+                silent = time.monotonic() - last_ok
+                log.info("group/%s heartbeat failed (%.1fs without an answer): %s", self.coordinator.group_id,
+                         silent, exc)
+                if silent > session_timeout:
+                    end(f"no heartbeat answered for {silent:.1f}s (session.timeout.ms): {exc}")
+            except Exception:  # never let heartbeats die silently
+                log.exception("group/%s heartbeat failed", self.coordinator.group_id)
 
     # -- one session -----------------------------------------------------------
 
     async def _session(self, generation: Generation) -> None:
-        claims = await self._open_claims(generation)
-        session = self.session = Session(self, generation, claims)
-        await asyncio.to_thread(self.handler.setup, session)
-        positions = {tp: c.initial_offset for tp, c in claims.items()}
         over = asyncio.Event()
         reason: list[str] = []
 
@@ -231,91 +384,219 @@ class MemberRuntime:
                 reason.append(why)
                 over.set()
 
-        loop = asyncio.get_running_loop()
-        threads = [threading.Thread(target=self._consume_claim, args=(session, c, loop, end), daemon=True,
-                                    name=f"claim-{c.topic}-{c.partition}") for c in claims.values()]
-        for t in threads:
-            t.start()
+        self._end = end
+        if self._stop is not None and self._stop.is_set():
+            end("stop")
+        try:
+            await self._run_session(generation, over, end)
+        finally:
+            self._end = None
+            self.last_end_reason = reason[0] if reason else ""
+            log.info("group/%s member %s generation %d ended: %s", self.coordinator.group_id,
+                     generation.member_id, generation.generation_id, self.last_end_reason)
 
-        tasks = [asyncio.ensure_future(coro) for coro in (
-            self._fetch_loop(claims, positions, over), self._heartbeat_loop(end),
-            self._auto_commit_loop(session, over), self._partition_check(end))]
-        stop_wait = asyncio.ensure_future(self._stop.wait())  # type: ignore[union-attr]
-        await asyncio.wait([asyncio.ensure_future(over.wait()), stop_wait, *tasks],
-                           return_when=asyncio.FIRST_COMPLETED)
-        end("stop" if self._stop.is_set() else "task ended")  # type: ignore[union-attr]
-        for t in tasks:
-            t.cancel()
-        stop_wait.cancel()
-        for t in tasks:
-            if t.done() and not t.cancelled() and t.exception() is not None:
-                log.error("session task failed: %r", t.exception())
-        for c in claims.values():
-            c.close()
-        for t in threads:
-            await asyncio.to_thread(t.join, self.config["rebalance.timeout.ms"] / 1000)
-        await asyncio.to_thread(self.handler.cleanup, session)
+    async def _run_session(self, generation: Generation, over: asyncio.Event, end: Callable[[str], None]) -> None:
+        """Open the claims, run the handler on them until the session ends, commit what it marked."""
+        claims = await self._open_claims(generation, over, end)
+        session = self.session = Session(self, generation, claims or {})
+        if claims is None:  # the session ended while it opened
+            return
+        bound = self.config["rebalance.timeout.ms"] / 1000  # for the handler's setup, and again to wind down
+        if await self._call_handler("setup", self.handler.setup, session, over, end, bound):
+            loop = asyncio.get_running_loop()
+            threads = [threading.Thread(target=self._consume_claim, args=(session, c, loop, end), daemon=True,
+                                        name=f"claim-{c.topic}-{c.partition}") for c in claims.values()]
+            for t in threads:
+                t.start()
+            await self._consume(session, claims, over, end)
+            await self._wind_down(session, claims, threads, loop.time() + bound, end)
         try:
             await self.commit_session(session)
         except (RebalanceNeeded, KafkaError) as exc:
+            if is_fatal(exc):
+                self._fail_member(exc)
             log.warning("commit at the end of generation %d failed: %s", session.generation_id, exc)
-        self.last_end_reason = reason[0] if reason else ""
-        log.info("group/%s member %s generation %d ended: %s", self.coordinator.group_id,
-                 session.member_id, session.generation_id, self.last_end_reason)
+        finally:
+            with session._lock:
+                session.ended = True
 
-    async def _open_claims(self, generation: Generation) -> dict[tuple[str, int], Claim]:
-        committed = await self.coordinator.fetch_offsets(generation.claims)
-        claims = {}
-        for topic, ps in generation.claims.items():
-            missing = [p for p in ps if committed.get((topic, p), -1) < 0]
-            reset = {}
-            if missing:
-                policy = self.config["auto.offset.reset"]
-                if policy not in ("earliest", "latest"):
-                    raise KafkaError(f"{topic}/{missing}: no committed offset and auto.offset.reset={policy}")
-                reset = await resolve_offsets(self.cluster, topic, missing, policy)
-            for p in ps:
-                start = reset[p] if p in reset else committed[(topic, p)]
-                claims[(topic, p)] = Claim(topic, p, start, None if self.deserialize.raw else self.deserialize)
-        return claims
+    async def _consume(self, session: Session, claims: dict[tuple[str, int], Claim], over: asyncio.Event,
+                       end: Callable[[str], None]) -> None:
+        """The session's loops (fetching, auto-commit, the partition-count check) until it ends."""
+        positions = {tp: c.initial_offset for tp, c in claims.items()}
+        tasks = [asyncio.ensure_future(coro) for coro in (
+            self._fetch_loop(claims, positions, over), self._auto_commit_loop(session, over),
+            self._partition_check(end))]
+        await asyncio.wait([asyncio.ensure_future(over.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
+        end("a session task ended")
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            if t.done() and not t.cancelled() and t.exception() is not None:
+                self._task_failed(t.exception())
+
+    async def _wind_down(self, session: Session, claims: dict[tuple[str, int], Claim], threads: list[threading.Thread],
+                         deadline: float, end: Callable[[str], None]) -> None:
+        """Close the claims, give the handlers until `deadline` (loop time) to return, run cleanup.
+        Heartbeats go on meanwhile; a handler still running at the deadline is left behind."""
+        loop = asyncio.get_running_loop()
+        for c in claims.values():
+            c.close()
+        for t in threads:
+            await asyncio.to_thread(t.join, max(0.0, deadline - loop.time()))
+        for t in threads:
+            if t.is_alive():
+                self._handler_failed(t.name.replace("claim-", "consume_claim "), TimeoutError(
+                    f"still running {self.config['rebalance.timeout.ms']} ms (rebalance.timeout.ms) after "
+                    f"generation {session.generation_id} ended; left behind"))
+        await self._call_handler("cleanup", self.handler.cleanup, session, None, end, max(1.0, deadline - loop.time()))
+
+    def _task_failed(self, error: BaseException) -> None:
+        if is_fatal(error) or not isinstance(error, KafkaError):
+            log.error("session task failed: %r", error)
+            self._fail_member(error)
+        else:
+            log.warning("session task failed: %r", error)
+
+    async def _call_handler(self, name: str, fn: Callable[[Session], Any], session: Session,
+                            over: asyncio.Event | None, end: Callable[[str], None],
+                            timeout: float | None = None) -> bool:
+        """Run `handler.setup` or `.cleanup` in a thread (bounded by `timeout`); a failure ends the
+        session and counts against the handler policy. True if it returned."""
+        if over is not None and over.is_set():
+            return False
+        try:
+            await asyncio.wait_for(asyncio.to_thread(fn, session), timeout)
+            return True
+        except Exception as exc:  # noqa: BLE001 - the handler's error: recorded, the policy decides
+            self._handler_failed(name, exc)
+            end(f"{name} raised {type(exc).__name__}: {exc}")
+            return False
+
+    def _handler_failed(self, where: str, exc: BaseException) -> None:
+        self.handler_failures += 1
+        cause = f"{where} raised {type(exc).__name__}: {exc}"
+        log.error("group/%s %s (%d in a row)", self.coordinator.group_id, cause, self.handler_failures)
+        self._record("handler", where, cause)
+        if self.handler_failures >= self.max_handler_failures:
+            self._fail_member(ConsumerError(f"the handler failed {self.handler_failures} times in a row "
+                                            f"(max_handler_failures={self.max_handler_failures}): {cause}"))
+
+    async def _retrying(self, call: Callable[[], Awaitable[Any]], what: str, over: asyncio.Event,
+                        end: Callable[[str], None]) -> Any:
+        """`call()`'s result, retried on retriable failures until the session ends (then None)."""
+        failures = 0
+        while not over.is_set():
+            try:
+                return await call()
+            except RebalanceNeeded as exc:
+                end(f"rebalance ({exc})")
+                return None
+            except KafkaError as exc:
+                if is_fatal(exc):
+                    raise
+                failures += 1
+                log.log(logging.WARNING if failures == 1 else logging.INFO, "group/%s %s failed (%d): %s",
+                        self.coordinator.group_id, what, failures, exc)
+            await _wait_or(over, self.config["retry.backoff.ms"] / 1000)
+        return None
+
+    async def _open_claims(self, generation: Generation, over: asyncio.Event,
+                           end: Callable[[str], None]) -> dict[tuple[str, int], Claim] | None:
+        """A claim per partition, at its committed offset, else where `auto.offset.reset` says; a
+        partition with neither fails alone. None if the session ended first."""
+        try:
+            committed = await self._retrying(lambda: self.coordinator.fetch_offsets(generation.claims),
+                                             "offset fetch", over, end)
+            if committed is None:
+                return None
+            policy = self.config["auto.offset.reset"]
+            claims = {}
+            for topic, ps in generation.claims.items():
+                missing = [p for p in ps if committed.get((topic, p), -1) < 0]
+                reset: dict[int, int] = {}
+                if missing and policy in RESET_POLICIES:
+                    reset = await self._retrying(lambda t=topic, m=missing: resolve_offsets(self.cluster, t, m, policy),
+                                                 f"{topic} offset reset", over, end)
+                    if reset is None:
+                        return None
+                for p in ps:
+                    start = reset.get(p, committed.get((topic, p), -1))
+                    claim = claims[(topic, p)] = Claim(topic, p, start, None if self.deserialize.raw else self.deserialize)
+                    if start < 0:
+                        self._partition_failed(claim, f"no committed offset and auto.offset.reset={policy}")
+            return claims
+        except KafkaError as exc:  # fatal (the retries took the rest)
+            self._fail_member(exc)
+            return None
+
+    def _partition_failed(self, claim: Claim, cause: str) -> None:
+        where = f"{claim.topic}/{claim.partition}"
+        error = ConsumerError(f"{where}: {cause}")
+        log.error("group/%s %s failed: %s", self.coordinator.group_id, where, cause)
+        claim.fail(error)
+        self._record("partition", where, str(error))
 
     def _consume_claim(self, session: Session, claim: Claim, loop: asyncio.AbstractEventLoop,
                        end: Callable[[str], None]) -> None:
-        """Run the handler on one claim; as in Sarama, the first claim to stop ends the session."""
+        """Run the handler on one claim; as in Sarama, the first claim to stop ends the session
+        (not one that stopped because its partition failed)."""
         why = f"consume_claim({claim.topic}/{claim.partition}) returned"
         try:
             self.handler.consume_claim(session, claim)
-        except Exception as exc:
-            log.exception("consume_claim(%s/%d) raised", claim.topic, claim.partition)
-            why = self.error = f"consume_claim({claim.topic}/{claim.partition}) raised {type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - the handler's error: recorded, the policy decides
+            _call_soon(loop, self._handler_failed, f"consume_claim({claim.topic}/{claim.partition})", exc)
+            why = f"consume_claim({claim.topic}/{claim.partition}) raised {type(exc).__name__}: {exc}"
+        else:
+            if claim.error is not None:
+                return
         if not claim._closed.is_set():
-            loop.call_soon_threadsafe(end, why)
+            _call_soon(loop, end, why)
+
+    # -- fetching --------------------------------------------------------------
 
     async def _fetch_loop(self, claims: dict[tuple[str, int], Claim], positions: dict[tuple[str, int], int],
                           over: asyncio.Event) -> None:
-        if not claims:
-            await over.wait()
-            return
-        await self.cluster.refresh_metadata(self.topics)
+        """Fetch every claim that is neither done nor full, one request per leader. A failure
+        that is not the partition's own (a broker down, a leader moved) is retried after
+        `retry.backoff.ms` with fresh metadata; reconnecting waits the reconnect backoff."""
+        stale = True
+        failures = 0
         while not over.is_set():
-            by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
-            for tp, claim in claims.items():
-                if not claim.full:
-                    by_leader[self.cluster.metadata.leader(*tp)].append(tp)
-            if not by_leader:
-                await asyncio.sleep(0.02)  # every claim is full: their handlers are behind
+            wanted = [tp for tp, claim in claims.items() if not claim.done and not claim.full]
+            if not wanted:
+                await _wait_or(over, 0.02)  # every claim is full or done: their handlers are behind
                 continue
-            results = await asyncio.gather(*(self._fetch_from(leader, tps, claims, positions)
-                                             for leader, tps in by_leader.items()), return_exceptions=True)
-            if any(r is not None for r in results):
-                for r in results:
-                    if r is not None:
-                        log.info("fetch: %s; refreshing metadata", r)
-                await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
-                await self.cluster.refresh_metadata(self.topics)
+            problems: list[Any] = []
+            try:
+                if stale:
+                    await self.cluster.refresh_metadata(self.topics)
+                    stale = False
+                by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
+                for tp in wanted:
+                    by_leader[self.cluster.metadata.leader(*tp)].append(tp)
+                results = await asyncio.gather(*(self._fetch_from(leader, tps, claims, positions)
+                                                 for leader, tps in by_leader.items()), return_exceptions=True)
+                problems = [r for r in results if r is not None]
+            except KafkaError as exc:
+                problems = [exc]
+            for problem in problems:
+                if isinstance(problem, BaseException) and (is_fatal(problem) or not isinstance(problem, KafkaError)):
+                    raise problem
+            if problems:
+                failures += 1
+                stale = True
+                log.log(logging.WARNING if failures in (1, 10, 100) else logging.INFO,
+                        "group/%s fetch failed %d time(s) in a row, retrying with fresh metadata: %s",
+                        self.coordinator.group_id, failures, "; ".join(map(str, problems)))
+                await _wait_or(over, self.config["retry.backoff.ms"] / 1000)
+            else:
+                failures = 0
 
     async def _fetch_from(self, leader: int, tps: list[tuple[str, int]], claims: dict[tuple[str, int], Claim],
                           positions: dict[tuple[str, int], int]) -> Any:
+        """One Fetch from `leader`; None if it went well, else what went wrong (to retry).
+        A partition whose own data is bad fails its claim here and is not retried."""
         if leader < 0:
             return f"no leader for {tps}"
         conn = await self.cluster.connection(leader)
@@ -325,45 +606,55 @@ class MemberRuntime:
         for t in response.responses:
             for part in t.partitions:
                 tp = (t.topic, part.partition_index)
-                if tp not in claims:
+                claim = claims.get(tp)
+                if claim is None or claim.done:
                     continue
-                if part.error_code in LEADER_ERRORS:
-                    problem = f"{tp}: error {part.error_code}"
-                    continue
-                if part.error_code == 1:
-                    reset = await resolve_offsets(self.cluster, tp[0], [tp[1]], self.config["auto.offset.reset"])
-                    positions[tp] = reset[tp[1]]
-                    continue
-                if part.error_code:
-                    problem = f"{tp}: error {part.error_code}"
-                    continue
-                claims[tp].high_watermark = part.high_watermark
-                if part.records:
-                    batch, after = records_to_arrow(part.records, tp[0], tp[1], positions[tp],
-                                                    check_crc=self.config["check.crcs"],
-                                                    max_decompressed=self.config["max.decompressed.batch.bytes"])
-                    if batch.num_rows:
-                        claims[tp].put(batch)
-                        self.fetched_batches += 1
-                    positions[tp] = after
+                code = part.error_code
+                if code == OFFSET_OUT_OF_RANGE:
+                    problem = await self._offset_out_of_range(claim, positions) or problem
+                elif code in LEADER_ERRORS or (code and code_for(code).retriable):
+                    problem = f"{tp[0]}/{tp[1]}: {code_for(code).name}"
+                elif code:
+                    self._partition_failed(claim, str(BrokerError(code, f"Fetch at offset {positions[tp]}")))
+                else:
+                    self._take(claim, part, positions)
         return problem
 
-    async def _heartbeat_loop(self, end: Callable[[str], None]) -> None:
-        interval = self.config["heartbeat.interval.ms"] / 1000
-        last_ok = time.monotonic()
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.coordinator.heartbeat()
-                last_ok = time.monotonic()
-            except RebalanceNeeded as exc:
-                end(f"rebalance ({exc})")
-                return
-            except (CoordinatorLost, KafkaError, OSError) as exc:
-                log.info("heartbeat failed: %s", exc)
-                if time.monotonic() - last_ok > self.config["session.timeout.ms"] / 1000:
-                    end("session timed out")
-                    return
+    def _take(self, claim: Claim, part: Any, positions: dict[tuple[str, int], int]) -> None:
+        """A partition's fetched records into its claim's queue, or its claim failed if they cannot be read."""
+        tp = (claim.topic, claim.partition)
+        claim.high_watermark = part.high_watermark
+        if not part.records:
+            return
+        try:
+            batch, after = records_to_arrow(part.records, claim.topic, claim.partition, positions[tp],
+                                            check_crc=self.config["check.crcs"],
+                                            max_decompressed=self.config["max.decompressed.batch.bytes"])
+        except Exception as exc:  # noqa: BLE001 - corrupt or undecodable: this partition fails, visibly, alone
+            self._partition_failed(claim, f"bad data fetched at offset {positions[tp]}: {type(exc).__name__}: {exc}")
+            return
+        if batch.num_rows:
+            claim.put(batch)
+            self.fetched_batches += 1
+        positions[tp] = after
+
+    async def _offset_out_of_range(self, claim: Claim, positions: dict[tuple[str, int], int]) -> str | None:
+        """Reset as `auto.offset.reset` says, or fail the claim if it says none."""
+        tp = (claim.topic, claim.partition)
+        policy = self.config["auto.offset.reset"]
+        if policy not in RESET_POLICIES:
+            self._partition_failed(claim, f"offset {positions[tp]} is out of range and auto.offset.reset={policy}")
+            return None
+        try:
+            reset = await resolve_offsets(self.cluster, claim.topic, [claim.partition], policy)
+        except KafkaError as exc:
+            return f"{tp[0]}/{tp[1]}: offset reset failed: {exc}"
+        log.warning("group/%s %s/%d offset %d out of range: reset to %s (%d)", self.coordinator.group_id, *tp,
+                    positions[tp], policy, reset[claim.partition])
+        positions[tp] = reset[claim.partition]
+        return None
+
+    # -- the session's other loops ----------------------------------------------
 
     async def _auto_commit_loop(self, session: Session, over: asyncio.Event) -> None:
         if not self.config["enable.auto.commit"]:
@@ -371,12 +662,14 @@ class MemberRuntime:
             return
         interval = self.config["auto.commit.interval.ms"] / 1000
         while not over.is_set():
-            await asyncio.sleep(interval)
+            await _wait_or(over, interval)
             try:
                 await self.commit_session(session)
             except RebalanceNeeded:
-                return  # the heartbeat loop ends the session
+                return  # the heartbeat ends the session
             except KafkaError as exc:
+                if is_fatal(exc):
+                    raise
                 log.warning("auto-commit failed: %s", exc)
 
     async def _partition_check(self, end: Callable[[str], None]) -> None:
@@ -387,7 +680,9 @@ class MemberRuntime:
             await asyncio.sleep(interval)
             try:
                 metadata = await self.cluster.refresh_metadata(self.topics)
-            except KafkaError:
+            except KafkaError as exc:
+                if is_fatal(exc):
+                    raise
                 continue
             now = {t: len(metadata.partitions(t)) for t in self.topics}
             if any(now[t] != counts.get(t, 0) for t in self.topics if now[t]):
@@ -404,11 +699,28 @@ class MemberRuntime:
             session.committed.update(offsets)
 
 
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
+    """`fn(*args)` on the member's loop, from a handler thread (one left behind may outlive it)."""
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:  # the loop is closed: the member has stopped
+        log.warning("a handler thread ended after its member stopped: %s%r not run", fn.__name__, args)
+
+
+async def _wait_or(event: asyncio.Event, seconds: float) -> None:
+    """Sleep `seconds`, or less if `event` is set meanwhile."""
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except TimeoutError:
+        pass
+
+
 class GroupMember:
     """The Ray actor around `MemberRuntime`."""
 
-    def __init__(self, config: dict[str, Any], topics: list[str], handler: Any):
-        self.runtime = MemberRuntime(config, topics, handler)
+    def __init__(self, config: dict[str, Any], topics: list[str], handler: Any,
+                 max_handler_failures: int = MAX_HANDLER_FAILURES):
+        self.runtime = MemberRuntime(config, topics, handler, max_handler_failures)
         self.runtime.start()
 
     def ping(self) -> bool:
@@ -417,6 +729,6 @@ class GroupMember:
     def status(self) -> dict[str, Any]:
         return self.runtime.status()
 
-    def stop(self) -> dict[str, Any]:
-        self.runtime.stop()
+    def stop(self, timeout: float | None = None) -> dict[str, Any]:
+        self.runtime.stop(timeout)
         return self.runtime.status()

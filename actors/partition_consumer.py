@@ -6,9 +6,14 @@ the `BrokerConsumer` of its partition's leader (`feed`, `redispatch`, `offset_ou
 it finds or creates by name, one per broker per consumer.
 
 The dispatcher finds the leader and subscribes to that broker's consumer at the next offset;
-when the broker says the partition moved, it looks the leader up again (after
-`retry.backoff.ms`) and resubscribes there, from the same offset, so nothing is lost or
-repeated. The feeder turns each fetched chunk into one Arrow batch, keeps at most
+when the broker says the partition moved, or its broker cannot be reached, it looks the leader
+up again (after `retry.backoff.ms`) and resubscribes there, from the same offset, so nothing is
+lost or repeated. It keeps trying for as long as it runs, as librdkafka does: through a broker
+outage each connection attempt waits the cluster's reconnect backoff (`reconnect.backoff.ms`
+doubling up to `reconnect.backoff.max.ms`). Only a fatal error (`errors.is_fatal`:
+authentication, authorization) fails the partition; so does data it cannot read (a corrupt
+batch) and an offset out of range with `auto.offset.reset` none: the driver raises each as a
+`ConsumerError` naming the partition. The feeder turns each fetched chunk into one Arrow batch, keeps at most
 `MAX_BUFFERED` of them, and acks the broker consumer only once the buffer has room for the
 batch (then reads it while the next fetch is on its way): a partition nobody polls stops
 being fetched. Every subscription has an id; data or errors from
@@ -28,8 +33,8 @@ import ray
 from ..wire.arrow_batches import records_to_arrow
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
-from ..wire.errors import BrokerError, KafkaError
-from ..wire.fetch import resolve_offsets
+from ..wire.errors import BrokerError, KafkaError, is_fatal
+from ..wire.fetch import OFFSET_OUT_OF_RANGE, RESET_POLICIES, resolve_offsets
 from ..wire.serde import Deserializers
 
 log = logging.getLogger("raykafka.actors.partition_consumer")
@@ -134,28 +139,47 @@ class PartitionConsumer:
         log.info("consumer/%s/%d redispatching at %d (%s; broker consumer was at %d)", self.topic,
                  self.partition, self.offset, reason, offset)
         self.sub_id += 1  # nothing more from the old subscription counts
-        for attempt in range(1, 1000):
-            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000 * min(attempt, 10))
-            if self.closed or self.paused:
+        await self._retry(self.dispatch, "dispatch")
+
+    async def _retry(self, step: Any, what: str) -> None:
+        """`step()` after `retry.backoff.ms`, again and again until it succeeds, the partition is
+        closed or paused, or a fatal error fails it. Reconnecting waits the reconnect backoff."""
+        expected = self.sub_id  # a seek, pause or close meanwhile changes it: this retry then stops
+        failures = 0
+        while True:
+            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+            if self.closed or self.paused or self.sub_id != expected:
                 return
             try:
-                await self.dispatch()
+                await step()
                 return
             except (KafkaError, OSError) as exc:
-                log.info("consumer/%s/%d dispatch attempt %d failed: %s", self.topic, self.partition, attempt, exc)
-        await self.fail(self.sub_id, -1, "could not find a leader")
+                expected = self.sub_id  # dispatch took a new subscription id before it failed
+                if is_fatal(exc):
+                    await self.fail(self.sub_id, -1, f"{what} failed: {type(exc).__name__}: {exc}")
+                    return
+                failures += 1
+                log.log(logging.WARNING if failures in (1, 10, 100) else logging.INFO,
+                        "consumer/%s/%d %s failed %d time(s), retrying: %s", self.topic, self.partition, what,
+                        failures, exc)
 
     async def offset_out_of_range(self, sub_id: int, offset: int) -> None:
         if sub_id != self.sub_id:
             return
         reset = self.config["auto.offset.reset"]
-        if reset not in ("earliest", "latest"):
-            await self.fail(sub_id, 1, f"{self.topic}/{self.partition} offset {offset} is out of range")
+        if reset not in RESET_POLICIES:
+            await self.fail(sub_id, OFFSET_OUT_OF_RANGE,
+                            f"{self.topic}/{self.partition} offset {offset} (auto.offset.reset={reset})")
             return
         log.warning("consumer/%s/%d offset %d out of range: resetting to %s", self.topic, self.partition,
                     offset, reset)
-        self.offset = (await resolve_offsets(self.cluster, self.topic, [self.partition], reset))[self.partition]
-        await self.dispatch()
+        self.sub_id += 1
+
+        async def reset_and_dispatch() -> None:
+            self.offset = (await resolve_offsets(self.cluster, self.topic, [self.partition], reset))[self.partition]
+            await self.dispatch()
+
+        await self._retry(reset_and_dispatch, "offset reset")
 
     async def fail(self, sub_id: int, code: int, context: str) -> None:
         if sub_id != self.sub_id:

@@ -221,7 +221,7 @@ def _consume_assigned(args: argparse.Namespace, config: dict[str, Any], printer:
 def _consume_group(args: argparse.Namespace, config: dict[str, Any], printer: _Printer,
                    interrupts: _Interrupts) -> None:
     from ..actors.group_member import MemberRuntime
-    from ..wire.errors import KafkaError
+    from ..wire.errors import ConsumerError
 
     start = _start(args.offset)
     if isinstance(start, int):
@@ -245,10 +245,14 @@ def _consume_group(args: argparse.Namespace, config: dict[str, Any], printer: _P
 
     runtime = MemberRuntime(config, [args.topic], PrintingHandler())
     runtime.start()
+    reported = 0
     try:  # the signal handler only sets `stopping` here: the wait below ends on it
         while not printer.done.is_set() and not interrupts.stopping.wait(0.1):
-            if runtime.error:
-                raise KafkaError(f"group member failed: {runtime.error}")
+            if runtime.fatal:  # only a fatal error ends the member: it rides out broker outages
+                raise ConsumerError(runtime.fatal)
+            for error in runtime.errors[reported:]:  # a failed partition or handler: said, and it goes on
+                print(f"raykafka: {error.kind} error: {error.cause}", file=sys.stderr)
+                reported += 1
             if args.exit_at_end and _group_at_end(runtime):
                 break
     finally:
@@ -270,6 +274,8 @@ def _group_at_end(runtime: Any) -> bool:
     if session is None or not session._claims:
         return False
     for tp, claim in session._claims.items():
+        if claim.error is not None:
+            continue  # failed, and said so: no end to reach
         position = session.marked.get(tp, claim.initial_offset)
         if claim.high_watermark < 0 or position < claim.high_watermark:
             return False

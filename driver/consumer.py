@@ -9,10 +9,19 @@
 One `PartitionConsumer` actor per assigned partition, one `BrokerConsumer` actor per broker
 (created by the partition consumers, by name); this object polls the partition consumers
 and hands their batches out in the order each partition produced them.
+
+Broker outages are ridden out: the actors reconnect (`reconnect.backoff.ms` growing to
+`reconnect.backoff.max.ms`) for as long as the consumer runs, and resume where they were. A
+partition that cannot go on (its data is corrupt, its offset is out of range with
+`auto.offset.reset` none, authentication failed, its actor died) is raised once from `batches`
+as a `ConsumerError` naming it and the cause, and left out from then on (`failed` keeps why);
+the other partitions go on at the next `batches` call. `close()` stops every actor, dead or
+alive, within `CLOSE_TIMEOUT` s.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections import deque
@@ -25,16 +34,17 @@ import ray
 from ..actors.partition_consumer import PartitionConsumer, new_broker_consumer
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
-from ..wire.errors import KafkaError
+from ..wire.errors import ConsumerError
 from ..wire.fetch import high_watermarks
 from ..wire.loop import LoopThread
 from .ray_runtime import ensure_ray
 
+log = logging.getLogger("raykafka.driver.consumer")
+
 POLL_WAIT = 0.2  # seconds a poll waits on one partition consumer
+CLOSE_TIMEOUT = 30.0  # seconds the partition consumers get to close
 
-
-class ConsumerError(KafkaError):
-    """A partition consumer failed; the message names the partition and the cause."""
+__all__ = ["Consumer", "ConsumerError"]
 
 
 class Consumer:
@@ -48,6 +58,8 @@ class Consumer:
         self._loop: LoopThread | None = None
         self._cluster: Cluster | None = None
         self._children: dict[tuple[str, int], Any] = {}
+        self._ended: dict[tuple[str, int], Any] = {}  # partition consumers that failed or died: closed at close
+        self.failed: dict[tuple[str, int], str] = {}  # why each of those ended
         self.positions: dict[tuple[str, int], int] = {}
         self.ends: dict[tuple[str, int], int] = {}
         self._polls: dict[Any, tuple[str, int]] = {}
@@ -154,11 +166,11 @@ class Consumer:
                 try:
                     result = ray.get(ref)
                 except ray.exceptions.RayActorError as exc:
-                    raise ConsumerError(f"{key[0]}/{key[1]}: partition consumer died: {exc}") from exc
+                    raise self._end(key, f"partition consumer died: {exc}") from exc
                 if result["seeks"] < self._seeks.get(key, 0):
                     continue  # answered before a seek: its batches are from the old position
                 if result["error"]:
-                    raise ConsumerError(f"{key[0]}/{key[1]}: {result['error']}")
+                    raise self._end(key, result["error"])
                 if not until_end:
                     self.ends[key] = max(self.ends.get(key, -1), result["high_watermark"])
                 batches = result["batches"]
@@ -171,6 +183,12 @@ class Consumer:
                 last_data = time.monotonic()
             elif timeout is not None and time.monotonic() - last_data > timeout:
                 return
+
+    def _end(self, key: tuple[str, int], cause: str) -> ConsumerError:
+        """The partition cannot go on: left out from now on (the next call goes on with the rest)."""
+        self._ended[key] = self._children.pop(key)
+        self.failed[key] = cause
+        return ConsumerError(f"{key[0]}/{key[1]}: {cause}")
 
     def at_end(self) -> bool:
         """Every partition has reached the end last seen (by a poll, or when `batches` began)."""
@@ -206,9 +224,17 @@ class Consumer:
         return offset
 
     def unassign(self, topic: str, partition: int) -> None:
-        child = self._children.pop((topic, partition))
-        ray.get(child.close.remote())
-        ray.kill(child)
+        """Stop consuming `topic`/`partition` (also one that failed); its actor is killed even if it
+        is dead or does not answer."""
+        key = (topic, partition)
+        child = self._children.pop(key) if key in self._children else self._ended.pop(key)
+        try:
+            ray.get(child.close.remote(), timeout=CLOSE_TIMEOUT)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+            log.warning("consumer %s: %s/%d did not close: %s", self.id, topic, partition,
+                        str(exc).strip().splitlines()[-1][:300])
+        finally:
+            ray.kill(child)
 
     def _ensure_broker_consumers(self) -> None:
         """One broker consumer per broker, owned by this driver so they outlive any partition."""
@@ -222,25 +248,45 @@ class Consumer:
     def broker_consumer_stats(self) -> dict[int, Any]:
         return {node: ray.get(handle.stats.remote()) for node, handle in self._brokers.items()}
 
-    def close(self) -> None:
-        """Stop every partition consumer and broker consumer of this consumer."""
+    def close(self) -> dict[str, str]:
+        """Stop every partition consumer and broker consumer of this consumer, dead or alive,
+        within `CLOSE_TIMEOUT` s; return the partitions that could not close cleanly, with why
+        (a dead actor, a close that did not answer in time)."""
         if self._closed:
-            return
+            return {}
         self._closed = True
-        children, self._children = self._children, {}
+        children = {**self._ended, **self._children}
+        self._children, self._ended = {}, {}
         self._polls.clear()
-        if children:
-            ray.get([c.close.remote() for c in children.values()], timeout=30)
-            for c in children.values():
-                ray.kill(c)
+        unclean: dict[str, str] = {}
+        refs = {c.close.remote(): key for key, c in children.items()}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=CLOSE_TIMEOUT) if refs else ([], [])
+        for ref, (topic, partition) in refs.items():
+            name = f"{topic}/{partition}"
+            if ref not in ready:
+                unclean[name] = f"close did not answer within {CLOSE_TIMEOUT:.0f}s"
+                continue
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError as exc:
+                unclean[name] = f"partition consumer died: {str(exc).strip().splitlines()[-1][:300]}"
+            except Exception as exc:  # noqa: BLE001 - reported: close goes on with the rest
+                unclean[name] = f"close failed: {type(exc).__name__}: {exc}"
+        for c in children.values():
+            ray.kill(c)
         brokers, self._brokers = self._brokers, {}
         for handle in brokers.values():
             ray.kill(handle)
         if self._loop is not None:
             assert self._cluster is not None
-            self._loop.run(self._cluster.close(), 10)
-            self._loop.stop()
-            self._loop = None
+            try:
+                self._loop.run(self._cluster.close(), 10)
+            finally:
+                self._loop.stop()
+                self._loop = None
+        for name, why in unclean.items():
+            log.warning("consumer %s: %s: %s", self.id, name, why)
+        return unclean
 
     def _check_open(self) -> None:
         if self._closed:

@@ -4,6 +4,7 @@
         ...
     group = ConsumerGroup({"bootstrap.servers": ..., "group.id": "g"}, ["events"], handle, members=3)
     group.scale(5)                # grow or shrink while running
+    group.check()                 # raises ConsumerError if a member ended or a partition failed
     group.close()                 # every member commits, leaves; no actor stays
 
 The handler is a function of a batch (marked when it returns), or an object with
@@ -11,22 +12,40 @@ The handler is a function of a batch (marked when it returns), or an object with
 `session.mark(topic, partition, next_offset)` / `session.commit()`), and `cleanup(session)`,
 as in Sarama. Offsets are committed every `auto.commit.interval.ms` when
 `enable.auto.commit` (the default) and at the end of every session.
+
+Members ride out broker outages: they reconnect (`reconnect.backoff.ms` growing to
+`reconnect.backoff.max.ms`) and rejoin for as long as the group runs; a member whose session
+expired meanwhile resumes from its last commit, so what it processed after that comes again.
+A member ends only on a fatal error (authentication, authorization, FENCED_INSTANCE_ID, a config
+the broker refuses) or when its handler failed `max_handler_failures` times in a row (each
+failure ends the session and the unmarked batches come again). A partition whose data cannot be
+read (a corrupt batch, an offset out of range with `auto.offset.reset=none`) ends alone: the
+member's other partitions go on. `errors()` lists all of these, `check()` raises them.
+`close()` stops every member within a bound (a member's `rebalance.timeout.ms` for its handlers
+plus a few requests), kills what did not stop or is dead, and reports each member's end.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import ray
 
-from ..actors.group_member import GroupMember
+from ..actors.group_member import MAX_HANDLER_FAILURES, GroupMember, MemberError, stop_bound
 from ..wire.config import parse_config
+from ..wire.errors import ConsumerError
 from .ray_runtime import ensure_ray
+
+log = logging.getLogger("raykafka.driver.consumer_group")
+
+STATUS_TIMEOUT = 30.0  # seconds a member may take to answer `status`
 
 
 class ConsumerGroup:
-    def __init__(self, config: Mapping[str, Any], topics: list[str] | str, handler: Any, members: int = 1):
+    def __init__(self, config: Mapping[str, Any], topics: list[str] | str, handler: Any, members: int = 1,
+                 max_handler_failures: int = MAX_HANDLER_FAILURES):
         self.raw_config = dict(config)
         self.config = parse_config(config)
         if not self.config["group.id"]:
@@ -38,10 +57,15 @@ class ConsumerGroup:
             raise TypeError(f"handler: expected a function of a batch or an object with consume_claim, got {handler!r}")
         if members < 0:
             raise ValueError(f"members: must be at least 0, got {members}")
+        if max_handler_failures < 1:
+            raise ValueError(f"max_handler_failures: must be at least 1, got {max_handler_failures}")
         self.handler = handler
+        self.max_handler_failures = max_handler_failures
         ensure_ray()
         self._members: list[Any] = []
+        self._slot: dict[Any, int] = {}  # member handle -> its slot number, for naming it in errors
         self._next_index = 0
+        self.ended: dict[int, dict[str, Any]] = {}  # slot -> the final status of a member stopped or dead
         self.scale(members)
 
     def _member_config(self) -> dict[str, Any]:
@@ -49,7 +73,6 @@ class ConsumerGroup:
         instance = self.config["group.instance.id"]
         if instance is not None:  # static membership: one stable instance id per member slot
             config["group.instance.id"] = f"{instance}-{self._next_index}"
-        self._next_index += 1
         return config
 
     @property
@@ -60,38 +83,99 @@ class ConsumerGroup:
         """Grow or shrink to `n` members; a leaving member commits and leaves the group first."""
         if n < 0:
             raise ValueError(f"members: must be at least 0, got {n}")
+        new = []
         while len(self._members) < n:
             member = ray.remote(GroupMember).options(num_cpus=0, max_concurrency=4).remote(
-                self._member_config(), self.topics, self.handler)
+                self._member_config(), self.topics, self.handler, self.max_handler_failures)
+            self._slot[member] = self._next_index
+            self._next_index += 1
             self._members.append(member)
-        ray.get([m.ping.remote() for m in self._members])
+            new.append(member)
+        if new:
+            ray.get([m.ping.remote() for m in new])
         leaving = self._members[n:]
         self._members = self._members[:n]
         self._stop(leaving)
 
+    def _name(self, member: Any) -> str:
+        return f"member {self._slot.get(member, '?')}"
+
     def _stop(self, members: list[Any]) -> list[dict[str, Any]]:
-        results = ray.get([m.stop.remote() for m in members], timeout=120) if members else []
-        for m in members:
-            ray.kill(m)
+        """Stop `members` together, each within its bound; then kill every one of them (stopped,
+        dead or overdue) and return how each ended."""
+        if not members:
+            return []
+        bound = stop_bound(self.config) + 10
+        refs = {m.stop.remote(): m for m in members}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=bound)
+        results = []
+        for ref, member in refs.items():
+            if ref in ready:
+                result = self._answer(member, ref)
+            else:
+                result = _ended(self._name(member), f"did not stop within {bound:.0f}s: killed")
+                log.warning("consumer group %s %s", self.config["group.id"], result["fatal"])
+            ray.kill(member)
+            self.ended[self._slot.get(member, -1)] = result
+            results.append(result)
         return results
 
+    def _answer(self, member: Any, ref: Any) -> dict[str, Any]:
+        """A member's answer, or what is known of it when it is dead."""
+        try:
+            return ray.get(ref, timeout=STATUS_TIMEOUT)
+        except ray.exceptions.RayActorError as exc:
+            cause = str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else type(exc).__name__
+            log.warning("consumer group %s %s is dead: %s", self.config["group.id"], self._name(member), cause)
+            return _ended(self._name(member), f"died: {cause}")
+        except ray.exceptions.GetTimeoutError:
+            return _ended(self._name(member), f"did not answer within {STATUS_TIMEOUT:.0f}s", fatal=False)
+
     def status(self) -> list[dict[str, Any]]:
-        return ray.get([m.status.remote() for m in self._members])
+        """Each running member's status; a dead one says so in `fatal` (and has no claims)."""
+        refs = [(m, m.status.remote()) for m in self._members]
+        return [self._answer(m, ref) for m, ref in refs]
 
     def assignment(self) -> dict[str, dict[str, list[int]]]:
         """Each member's claims in its current generation, by member id."""
-        return {s["member_id"]: s["claims"] for s in self.status()}
+        return {s["member_id"]: s["claims"] for s in self.status() if s["member_id"]}
+
+    def errors(self) -> list[MemberError]:
+        """Every error a member met, running or ended: failed partitions, handler failures, and
+        what ended a member (a fatal error, its death), each naming where and why."""
+        out = []
+        running = [(self._slot.get(m, -1), s) for m, s in zip(self._members, self.status(), strict=True)]
+        for slot, s in [*self.ended.items(), *running]:
+            for e in map(MemberError._make, s.get("errors", [])):
+                out.append(e._replace(where=f"member {slot}" + ("" if e.where == "member" else f" {e.where}")))
+        return out
+
+    def check(self) -> None:
+        """Raise `ConsumerError` naming every member that ended and every partition that failed."""
+        bad = [e for e in self.errors() if e.kind in ("fatal", "partition")]
+        if bad:
+            raise ConsumerError("; ".join(f"{e.where}: {e.cause}" for e in bad))
 
     def forget(self, member: Any) -> None:
-        """Drop a member that died (e.g. killed) from the group's list."""
+        """Drop a member from the group's list without stopping it."""
         self._members = [m for m in self._members if m != member]
 
-    def close(self) -> None:
+    def close(self) -> list[dict[str, Any]]:
+        """Stop every member (commit, leave), kill every member actor, dead or alive; return each
+        member's final status (`fatal` says why one ended otherwise, e.g. that it had died)."""
         members, self._members = self._members, []
-        self._stop(members)
+        return self._stop(members)
 
     def __enter__(self) -> ConsumerGroup:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _ended(name: str, cause: str, fatal: bool = True) -> dict[str, Any]:
+    """The status of a member that cannot give its own."""
+    return {"member_id": "", "generation_id": -1, "claims": {}, "generations": 0, "fetched_batches": 0,
+            "heartbeats": 0, "error": f"{name} {cause}", "fatal": f"{name} {cause}" if fatal else None,
+            "errors": [MemberError("fatal" if fatal else "unanswered", "member", cause)], "failed_partitions": {},
+            "committed": {}, "last_end_reason": cause}

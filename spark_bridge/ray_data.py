@@ -24,7 +24,7 @@ from ..wire import messages
 from ..wire.arrow_batches import SCHEMA, next_offset, records_to_arrow
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
-from ..wire.errors import BrokerError, KafkaError
+from ..wire.errors import BrokerError, KafkaError, is_fatal
 from ..wire.fetch import LEADER_ERRORS, fetch_body, fetch_version
 from ..wire.serde import require_raw
 from .offsets import PartitionRange, resolve_ranges
@@ -91,12 +91,18 @@ async def _read_range(config: Any, part: PartitionRange) -> list[pa.RecordBatch]
 
 
 async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, offset: int) -> Any:
-    """One partition's Fetch response at `offset`, through leader moves and retriable errors."""
+    """One partition's Fetch response at `offset`, through leader moves, retriable errors and a
+    broker outage: up to `READ_ATTEMPTS` tries, each after `retry.backoff.ms` and with fresh
+    metadata, reconnecting as the cluster's reconnect backoff allows (`reconnect.backoff.ms`
+    doubling up to `reconnect.backoff.max.ms`: about two minutes at the defaults); then the
+    last error, which names its cause."""
     failures = 0
     # the range's size is known: ask for all of it at once, up to fetch.max.bytes
     want = max(config["max.partition.fetch.bytes"], min(config["fetch.max.bytes"], (part.end - offset) * 256))
     while True:
         try:
+            if failures:
+                await cluster.refresh_metadata([part.topic])
             conn = await cluster.leader_connection(part.topic, part.partition)
             body = fetch_body(config, [(part.topic, part.partition, offset)], partition_max_bytes=want)
             response = await conn.request(messages.FETCH, body, fetch_version(conn))
@@ -106,11 +112,10 @@ async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, offset: in
             return data
         except KafkaError as exc:
             failures += 1
-            retriable = exc.retriable or getattr(exc, "code", None) in LEADER_ERRORS
+            retriable = not is_fatal(exc) and (exc.retriable or getattr(exc, "code", None) in LEADER_ERRORS)
             if not retriable or failures >= READ_ATTEMPTS:
                 raise
             await asyncio.sleep(config["retry.backoff.ms"] / 1000)
-            await cluster.refresh_metadata([part.topic])
 
 
 def _rows_before(batch: pa.RecordBatch, end: int) -> int:

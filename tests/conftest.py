@@ -1,15 +1,36 @@
-"""Shared fixtures: one real tansu broker per test session, on a free loopback port; Ray per test
-module; waiting on a condition; a producer's live actors."""
+"""Shared fixtures: one real tansu broker per test session, on a free loopback port; a tansu
+that keeps its log across a restart (S3 storage on a local moto_server); Ray per test module;
+waiting on a condition; a producer's live actors. Tests marked `slow` run only with
+`--run-slow` or `RAYKAFKA_SLOW=1` (CI's default run stays short)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from raykafka.driver.embedded_broker import EmbeddedBroker
+from raykafka.driver.embedded_broker import EmbeddedBroker, free_port
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow") or os.environ.get("RAYKAFKA_SLOW", "") not in ("", "0"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow or RAYKAFKA_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
@@ -69,6 +90,23 @@ def _live_actors(prefix: str) -> list[str]:
     return sorted(set(named) | set(table))
 
 
+CONSUMER_ACTORS = ("GroupMember", "PartitionConsumer", "BrokerConsumer")
+
+
+def _live_actors_of(classes: tuple[str, ...] = CONSUMER_ACTORS) -> list[str]:
+    """Class names of the actors of these classes that are not dead (by default the consumers')."""
+    import ray._private.state
+
+    return sorted(a["ActorClassName"] for a in ray._private.state.actors().values()
+                  if a.get("ActorClassName") in classes and a["State"] != "DEAD")
+
+
+@pytest.fixture()
+def live_actors_of() -> Callable[..., list[str]]:
+    """live_actors_of(classes=the consumer actors): class names of the live actors of those classes."""
+    return _live_actors_of
+
+
 @pytest.fixture()
 def wait_for() -> Callable[..., None]:
     """wait_for(predicate, timeout=30): poll until true, else fail the test."""
@@ -79,3 +117,106 @@ def wait_for() -> Callable[..., None]:
 def live_actors() -> Callable[[str], list[str]]:
     """live_actors(prefix): names of the actors with that prefix that are not dead."""
     return _live_actors
+
+
+def _wait_listening(host: str, port: int, what: str, process: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {process.returncode} before listening on {host}:{port}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} did not listen on {host}:{port} within {timeout}s") from None
+            time.sleep(0.05)  # polling a port: there is no event to wait on
+
+
+class S3Storage:
+    """A local S3 API (moto_server from `moto[server]`) holding the bucket `tansu`."""
+
+    BUCKET = "tansu"
+
+    def __init__(self, log_path: Path):
+        self.port = free_port()
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        return {"AWS_ENDPOINT": self.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "x",
+                "AWS_SECRET_ACCESS_KEY": "y", "AWS_DEFAULT_REGION": "us-east-1"}
+
+    def start(self) -> S3Storage:
+        import boto3
+
+        server = shutil.which("moto_server", path=os.path.dirname(sys.executable)) or shutil.which("moto_server")
+        if server is None:
+            raise RuntimeError("moto_server not found: install the test extra (moto[server])")
+        self.process = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(self.port)],
+                                        stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,  # noqa: SIM115
+                                        stdin=subprocess.DEVNULL)
+        _wait_listening("127.0.0.1", self.port, "moto_server", self.process)
+        boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="x", aws_secret_access_key="y",
+                     region_name="us-east-1").create_bucket(Bucket=self.BUCKET)
+        return self
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+class RestartableBroker(EmbeddedBroker):
+    """tansu on S3 storage: `kill()` it (SIGKILL, as a crash) and `start()` it again on the same
+    port, and it serves the log, the committed offsets and the groups it had, as a real broker
+    does. (With memory storage a restarted tansu is empty.)"""
+
+    def __init__(self, storage: S3Storage, **kw):
+        super().__init__(**kw)
+        self.storage = storage
+        self.starts = 0
+
+    def command(self) -> list[str]:
+        command = super().command()
+        command[command.index("--storage-engine") + 1] = f"s3://{self.storage.BUCKET}/"
+        # `env` runs tansu with the storage's variables (and execs it: signals reach tansu itself)
+        return ["env", *(f"{k}={v}" for k, v in self.storage.env().items()), *command]
+
+    def start(self, timeout: float = 30.0) -> RestartableBroker:
+        super().start(timeout)
+        self.starts += 1
+        return self
+
+    def kill(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture()
+def restartable_broker(tmp_path: Path) -> Iterator[Callable[..., RestartableBroker]]:
+    """restartable_broker(**EmbeddedBroker options): a started tansu on S3 storage of its own;
+    stopped, with its storage, when the test ends."""
+    made: list[tuple[RestartableBroker, S3Storage]] = []
+
+    def make(**kw) -> RestartableBroker:
+        storage = S3Storage(tmp_path / f"moto-{len(made)}.log").start()
+        broker = RestartableBroker(storage, log_path=tmp_path / f"tansu-{len(made)}.log", **kw)
+        made.append((broker, storage))
+        return broker.start()
+
+    yield make
+    for broker, storage in made:
+        broker.stop()
+        storage.stop()

@@ -3,12 +3,22 @@
 `Cluster` owns every `BrokerConnection` of one client. Metadata is refreshed on demand (a
 leader moved, a topic is new) and at least every `metadata.max.age.ms`; concurrent callers
 asking for a refresh share one Metadata request.
+
+Connecting is paced per connection as librdkafka paces its broker connections
+(`ReconnectBackoff`): an attempt starts at least `reconnect.backoff.ms` after the one before,
+that wait doubles with every attempt up to `reconnect.backoff.max.ms`, and it starts again from
+the bottom once the connection has been left alone for that long. So a caller's retry loop (a
+consumer riding out a broker outage) can simply ask again: the connection attempt itself waits
+its turn. The bootstrap connection, each broker's connection and each broker's extra
+connection are paced apart (one client first connects to a bootstrap server, then to the
+broker at that same address: the second is no reconnect).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -71,6 +81,36 @@ class Metadata:
         return sorted(info.partitions) if info else []
 
 
+class ReconnectBackoff:
+    """When the next connection attempt to one broker address may start (librdkafka's rule).
+
+    Each attempt is scheduled `backoff` after it starts, with -25%..+50% jitter, capped at
+    `max_backoff`; `backoff` then doubles up to `max_backoff`. An attempt that comes more than
+    `max_backoff` after the last one scheduled starts from `initial` again."""
+
+    def __init__(self, initial_ms: int, max_ms: int, jitter: random.Random | None = None):
+        self.initial = initial_ms / 1000
+        self.max = max(max_ms, initial_ms) / 1000
+        self.backoff = self.initial
+        self.next_at = float("-inf")
+        self.attempts = 0
+        self._random = jitter or random.Random()
+
+    def wait(self, now: float) -> float:
+        """Seconds until an attempt may start."""
+        return max(0.0, self.next_at - now)
+
+    def attempt(self, now: float) -> float:
+        """An attempt starts at `now`: schedule the earliest next one; return its wait."""
+        if now - self.next_at > self.max:
+            self.backoff = self.initial
+        wait = min(self.max, self.backoff * self._random.uniform(0.75, 1.5))
+        self.next_at = now + wait
+        self.backoff = min(self.max, self.backoff * 2)
+        self.attempts += 1
+        return wait
+
+
 class Cluster:
     """Connections and metadata for one client; all methods run on one asyncio loop."""
 
@@ -85,14 +125,27 @@ class Cluster:
         self._refreshing: asyncio.Future[Metadata] | None = None
         self._coordinators: dict[tuple[int, str], int] = {}
         self._known_topics: set[str] = set()
+        self.backoffs: dict[tuple[int, str, int, bool], ReconnectBackoff] = {}  # (node, host, port, extra)
 
     # -- connections -------------------------------------------------------
 
-    def _new_connection(self, host: str, port: int, node_id: int) -> BrokerConnection:
-        return BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
-                                request_timeout_ms=self.config["request.timeout.ms"],
-                                connect_timeout_ms=self.config["socket.connection.setup.timeout.ms"],
-                                ssl_context=self.ssl_context, sasl=self.sasl)
+    async def _connect(self, host: str, port: int, node_id: int, extra: bool = False) -> BrokerConnection:
+        """A new connection to `host:port` (broker `node_id`, -1 for a bootstrap server), once its
+        reconnect backoff allows it."""
+        key = (node_id, host, port, extra)
+        backoff = self.backoffs.get(key)
+        if backoff is None:
+            backoff = self.backoffs[key] = ReconnectBackoff(self.config["reconnect.backoff.ms"],
+                                                            self.config["reconnect.backoff.max.ms"])
+        wait = backoff.wait(time.monotonic())
+        if wait > 0:
+            log.debug("cluster/%s:%d reconnect backoff %.2fs", host, port, wait)
+            await asyncio.sleep(wait)
+        backoff.attempt(time.monotonic())
+        return await BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
+                                      request_timeout_ms=self.config["request.timeout.ms"],
+                                      connect_timeout_ms=self.config["socket.connection.setup.timeout.ms"],
+                                      ssl_context=self.ssl_context, sasl=self.sasl).connect()
 
     async def any_connection(self) -> BrokerConnection:
         """A live connection to some broker: a known one, else a bootstrap server."""
@@ -101,15 +154,19 @@ class Cluster:
                 return conn
         if self._bootstrap is not None and self._bootstrap.connected:
             return self._bootstrap
-        for node_id in list(self.metadata.brokers):
+        errors = []
+        tried = set()
+        for node_id, broker in list(self.metadata.brokers.items()):
+            tried.add((broker.host, broker.port))
             try:
                 return await self.connection(node_id)
-            except BrokerConnectionError:
-                continue
-        errors = []
+            except BrokerConnectionError as exc:
+                errors.append(str(exc))
         for host, port in self.config["bootstrap.servers"]:
+            if (host, port) in tried:
+                continue  # just tried as a known broker: its backoff would only double
             try:
-                self._bootstrap = await self._new_connection(host, port, -1).connect()
+                self._bootstrap = await self._connect(host, port, -1)
                 return self._bootstrap
             except BrokerConnectionError as exc:
                 errors.append(str(exc))
@@ -132,7 +189,7 @@ class Cluster:
         future: asyncio.Future[BrokerConnection] = asyncio.get_running_loop().create_future()
         self._connecting[node_id] = future
         try:
-            conn = await self._new_connection(broker.host, broker.port, node_id).connect()
+            conn = await self._connect(broker.host, broker.port, node_id)
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # retrieved: waiters see it through shield
@@ -142,6 +199,12 @@ class Cluster:
         self._connections[node_id] = conn
         future.set_result(conn)
         return conn
+
+    async def extra_connection(self, node_id: int) -> BrokerConnection:
+        """A second connection to broker `node_id`, owned by the caller (a fetch that must not queue
+        behind another on the shared one); paced by the same reconnect backoff."""
+        main = await self.connection(node_id)
+        return await self._connect(main.host, main.port, node_id, extra=True)
 
     async def leader_connection(self, topic: str, partition: int) -> BrokerConnection:
         leader = self.metadata.leader(topic, partition)

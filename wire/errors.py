@@ -273,3 +273,23 @@ class ConfigError(KafkaError, ValueError):
 def raise_for_code(code: int, context: str = "", message: str | None = None) -> None:
     if code:
         raise BrokerError(code, context, message)
+
+
+class ConsumerError(KafkaError):
+    """A partition (or a group member) stopped consuming; the message names it and the cause."""
+
+
+# Codes no retry can fix: a consumer or group member that gets one stops and says so.
+FATAL_CODES = frozenset(BY_NAME[name].code for name in (
+    "TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+    "SASL_AUTHENTICATION_FAILED", "UNSUPPORTED_SASL_MECHANISM", "INCONSISTENT_GROUP_PROTOCOL", "INVALID_GROUP_ID",
+    "INVALID_SESSION_TIMEOUT", "GROUP_MAX_SIZE_REACHED", "FENCED_INSTANCE_ID", "UNSUPPORTED_VERSION"))
+
+
+def is_fatal(error: BaseException) -> bool:
+    """True for an error that reconnecting and retrying cannot fix: authentication, authorization,
+    a fenced static member, a config the broker refuses. Connection failures, timeouts and every
+    other broker answer are retried (as librdkafka does, for as long as the client runs)."""
+    if isinstance(error, (AuthenticationError, ConfigError, UnsupportedVersionError)):
+        return True
+    return isinstance(error, BrokerError) and error.code in FATAL_CODES

@@ -18,15 +18,19 @@ from typing import Any
 
 from . import messages
 from .config import Config
-from .errors import BrokerError
+from .errors import BY_NAME, BrokerError
 from .records import read_batch_header
 
 FETCH_MAX_VERSION = 12
 EARLIEST, LATEST = -2, -1
-OFFSET_OUT_OF_RANGE = 1
+OFFSET_OUT_OF_RANGE = BY_NAME["OFFSET_OUT_OF_RANGE"].code
 _LENGTH_OFFSET = 12  # a batch's length field counts the bytes after the base offset and itself
 # errors after which a partition's leader must be looked up again
-LEADER_ERRORS = frozenset({3, 5, 6, 9, 74, 75, 103})
+LEADER_ERRORS = frozenset(BY_NAME[name].code for name in (
+    "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER", "REPLICA_NOT_AVAILABLE",
+    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "INCONSISTENT_TOPIC_ID"))
+# the `auto.offset.reset` values that reset a position; any other (none, error) fails the partition
+RESET_POLICIES = ("earliest", "latest")
 
 
 def fetch_version(conn: Any) -> int:
@@ -174,7 +178,7 @@ async def _probe(cluster: Any, topic: str, offsets: dict[int, int]) -> dict[int,
         response = await conn.request(messages.FETCH, body, fetch_version(conn))
         for t in response.responses:
             for p in t.partitions:
-                if p.error_code == 1:  # OFFSET_OUT_OF_RANGE
+                if p.error_code == OFFSET_OUT_OF_RANGE:
                     out[p.partition_index] = (-1, -1)
                 elif p.error_code:
                     raise BrokerError(p.error_code, f"Fetch {topic}/{p.partition_index}")

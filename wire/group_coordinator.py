@@ -13,7 +13,12 @@ Error handling, as the seed lists it:
                             -> rediscover the coordinator after backoff
   COORDINATOR_LOAD_IN_PROGRESS -> retry after backoff
   MEMBER_ID_REQUIRED        -> retry at once with the member id the broker gave
-Backoff is `retry.backoff.ms`; a join gives up after `max_retries` retriable failures.
+  a fatal error (`errors.is_fatal`: authentication, authorization, FENCED_INSTANCE_ID, a
+  session timeout or protocol the broker refuses) -> raised at once: the member ends
+Any other failure is retried after `retry.backoff.ms`, for as long as the member runs (or
+`max_retries` times, where a caller gives a bound); reconnecting to a broker that is down waits
+the cluster's reconnect backoff (`reconnect.backoff.ms` growing to `reconnect.backoff.max.ms`),
+so a join rides out a broker outage of any length.
 Outside `join`, a code that means "rejoin" raises `RebalanceNeeded`.
 """
 
@@ -35,19 +40,20 @@ from .assignors import (
     encode_subscription,
     get_assignor,
 )
-from .errors import BrokerConnectionError, BrokerError, KafkaError, RequestTimedOutError
+from .errors import BY_NAME, BrokerConnectionError, BrokerError, KafkaError, RequestTimedOutError, is_fatal
 
 log = logging.getLogger("raykafka.wire.group")
 
-NONE = 0
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-ILLEGAL_GENERATION = 22
-UNKNOWN_MEMBER_ID = 25
-REBALANCE_IN_PROGRESS = 27
-MEMBER_ID_REQUIRED = 79
-FENCED_INSTANCE_ID = 82
+NONE = BY_NAME["NONE"].code
+COORDINATOR_LOAD_IN_PROGRESS = BY_NAME["COORDINATOR_LOAD_IN_PROGRESS"].code
+COORDINATOR_NOT_AVAILABLE = BY_NAME["COORDINATOR_NOT_AVAILABLE"].code
+NOT_COORDINATOR = BY_NAME["NOT_COORDINATOR"].code
+ILLEGAL_GENERATION = BY_NAME["ILLEGAL_GENERATION"].code
+UNKNOWN_MEMBER_ID = BY_NAME["UNKNOWN_MEMBER_ID"].code
+REBALANCE_IN_PROGRESS = BY_NAME["REBALANCE_IN_PROGRESS"].code
+MEMBER_ID_REQUIRED = BY_NAME["MEMBER_ID_REQUIRED"].code
+FENCED_INSTANCE_ID = BY_NAME["FENCED_INSTANCE_ID"].code
+UNSTABLE_OFFSET_COMMIT = BY_NAME["UNSTABLE_OFFSET_COMMIT"].code
 
 REJOIN_CODES = frozenset({ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS})
 COORDINATOR_CODES = frozenset({COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR})
@@ -85,7 +91,7 @@ class GroupCoordinator:
     """Membership state of one member: member id, generation, claims."""
 
     def __init__(self, cluster: Any, config: Mapping[str, Any], topics: Iterable[str], *,
-                 max_retries: int = 8, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
+                 max_retries: int | None = None, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
         self.cluster = cluster
         self.group_id: str = config["group.id"]
         if not self.group_id:
@@ -110,8 +116,11 @@ class GroupCoordinator:
     # -- join: Sarama's newSession ----------------------------------------
 
     async def join(self) -> Generation:
-        """Join (or rejoin) the group and return this member's claims for the new generation."""
+        """Join (or rejoin) the group and return this member's claims for the new generation.
+
+        Retries until it succeeds (or `max_retries` failures, if set); raises a fatal error at once."""
         retries = self.max_retries
+        failures = 0
         while True:
             try:
                 join = await self._join_group()
@@ -139,22 +148,25 @@ class GroupCoordinator:
                 elif code in COORDINATOR_CODES:
                     self.cluster.forget_coordinator(self.group_id)
                     immediate = False
-                elif code in (REBALANCE_IN_PROGRESS, COORDINATOR_LOAD_IN_PROGRESS):
-                    immediate = False
                 else:
-                    raise BrokerError(code, f"group {self.group_id!r} join")
+                    immediate = False
                 error: Exception = BrokerError(code, f"group {self.group_id!r} join")
+                if is_fatal(error):
+                    raise error
             except (BrokerConnectionError, RequestTimedOutError, CoordinatorLost) as exc:
                 self.cluster.forget_coordinator(self.group_id)
                 error, immediate = exc, False
-            except BrokerError as exc:
-                if not exc.retriable:
+            except KafkaError as exc:
+                if is_fatal(exc):
                     raise
                 error, immediate = exc, False
-            if retries <= 0:
-                raise error
-            retries -= 1
-            log.info("group/%s join retry (%s)", self.group_id, error)
+            if retries is not None:
+                if retries <= 0:
+                    raise error
+                retries -= 1
+            failures += 1
+            log.log(logging.WARNING if failures in (1, 10, 100) else logging.INFO,
+                    "group/%s join failed %d time(s), retrying: %s", self.group_id, failures, error)
             if not immediate:
                 await self._sleep(self.backoff)
 
@@ -309,7 +321,7 @@ class GroupCoordinator:
                 retries -= 1
                 await self._sleep(self.backoff)
             except BrokerError as exc:
-                if exc.code not in (COORDINATOR_LOAD_IN_PROGRESS, 108) or retries <= 0:  # 108: UNSTABLE_OFFSET_COMMIT
+                if exc.code not in (COORDINATOR_LOAD_IN_PROGRESS, UNSTABLE_OFFSET_COMMIT) or retries <= 0:
                     raise
                 retries -= 1
                 await self._sleep(self.backoff)

@@ -41,6 +41,7 @@ SCENARIOS = {
     "test_actor_failure": "3. Actor failure mid-stream (ray.kill)",
     "test_broker_restart": "4. Broker restart mid-stream (tansu stopped and started on the same port)",
     "test_corrupt_batch": "5. A corrupted batch on consume",
+    "test_consumer_outage": "6. Consumers through a broker outage (unreachable, or restarted with its log)",
 }
 
 MAIN = ["sent", "delivered", "failed", "unresolved", "lost", "reordered", "duplicated", "failed_but_written",
@@ -88,6 +89,7 @@ def render(records: list[dict]) -> str:
     out.append("Faults injected, all scenarios, by kind: " + _fmt(faults) + ".\n")
     killed = [a for r in records for a in r.get("actors_killed", [])]
     out.append(f"Actors killed: {len(killed)}.\n")
+    out.extend(_outage_table(records))
     for module, title in SCENARIOS.items():
         mine = [r for r in records if r.get("module") == module]
         if not mine:
@@ -107,6 +109,40 @@ def render(records: list[dict]) -> str:
                 out.append(f"- {k.replace('_', ' ')}: {_fmt(r[k])}")
             out.append("")
     return "\n".join(out) + "\n"
+
+
+OUTAGE_COLUMNS = [  # (heading, figure) of the outage scenarios' fault -> outcome table
+    ("broker", "mode"), ("down s", "seconds_down"), ("producer delivered", "delivered"),
+    ("producer failed (of them written)", None), ("producer resumed s", "producer_resumed_s"),
+    ("Consumer lost", "consumer_lost"), ("Consumer repeats", "consumer_repeats"),
+    ("Consumer resumed s", "consumer_resumed_s"), ("group lost", "group_lost"),
+    ("group redelivered", "group_redelivered"), ("group resumed s", "group_resumed_s"),
+    ("group generations", "group_generations"), ("producer settled s", "producer_settled_s"),
+    ("Consumer all read s", "consumer_all_read_s"), ("group all read s", "group_all_read_s"),
+]
+
+
+def _outage_table(records: list[dict]) -> list[str]:
+    """Fault -> outcome, one row per outage scenario record (a Consumer, a ConsumerGroup of 3 and a
+    producer through the outage)."""
+    rows = sorted((r for r in records if r.get("module") == "test_consumer_outage" and "mode" in r),
+                  key=lambda r: (r["mode"], r.get("outage_s", 0)))
+    if not rows:
+        return []
+    out = ["## Broker outages: fault → outcome\n",
+           "A producer (~400 msg/s), a `Consumer` of 4 partitions and a `ConsumerGroup` of 3 members "
+           "(session.timeout.ms=10000) while the broker is unreachable (a proxy refuses connections) or "
+           "restarted (tansu on S3 storage killed, then started on the same port); *resumed*: seconds from "
+           "the broker's return to the first new message; *settled*: until the producer's last message ended; "
+           "*all read*: until the last message delivered was first read (after the producer delivered it); "
+           "*redelivered*: messages a member processed again after its session expired (from its last "
+           "commit).\n",
+           "| " + " | ".join(h for h, _ in OUTAGE_COLUMNS) + " |", "|" + "---|" * len(OUTAGE_COLUMNS)]
+    for r in rows:
+        cells = [f"{r.get('failed', 0):,} ({r.get('failed_but_read', 0):,})" if key is None else _fmt(r.get(key, ""))
+                 for _, key in OUTAGE_COLUMNS]
+        out.append("| " + " | ".join(cells) + " |")
+    return [*out, ""]
 
 
 def main() -> None:

@@ -7,7 +7,6 @@ to the living members and every message is processed at least once."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -66,7 +65,8 @@ def test_killed_producer_actor_never_hangs_or_drops_silently(ray_session, bootst
     assert checks["reordered"] == 0
 
 
-def test_killed_partition_consumer_is_reported_for_its_partition(ray_session, bootstrap, topic_name, kit, record):
+def test_killed_partition_consumer_is_reported_for_its_partition(ray_session, bootstrap, topic_name, kit, record,
+                                                                live_actors_of):
     """Consumer with 3 assigned partitions; one PartitionConsumer actor is killed mid-stream."""
     from raykafka.driver.consumer import Consumer, ConsumerError
 
@@ -86,31 +86,31 @@ def test_killed_partition_consumer_is_reported_for_its_partition(ray_session, bo
         try:
             for batch in consumer.batches(timeout=20):
                 read += kit.rows(batch)
-        except ConsumerError as exc:
-            error = exc
-        except Exception as exc:  # noqa: BLE001 - recorded: not the clear error asked for
+        except Exception as exc:  # noqa: BLE001 - recorded, then asserted to be the clear error asked for
             error = exc
         detect_s = time.monotonic() - t0
-        # the other partitions go on once the dead one is let go
-        consumer._children.pop((topic, 1), None)
+        # the other partitions go on: the dead one was let go when its death was reported
         for batch in consumer.batches(timeout=5, until_end=True):
             read += kit.rows(batch)
     finally:
-        try:
-            consumer.close()
-        except Exception:  # noqa: BLE001 - the killed child cannot close
-            pass
+        closing = time.monotonic()
+        unclean = consumer.close()
+        close_s = time.monotonic() - closing
     live = [b"m%05d" % i for i in range(3000) if i % 3 != 1]  # partition 1's are reported by the error
     record(sent=3000, delivered=len(read), failed=None, **kit.consumed_figures(read, live), faults={},
            actors_killed=["partition_consumer " + topic + "/1"], error_type=type(error).__name__,
-           error=str(error).splitlines()[0][:300] if error else None, seconds_to_detect=round(detect_s, 1))
+           error=str(error).splitlines()[0][:300] if error else None, seconds_to_detect=round(detect_s, 1),
+           close_reported=unclean, close_seconds=round(close_s, 1))
     assert error is not None, "the death is reported"
     assert set(live) <= {v for _, v in read}  # partitions 0 and 2 are read to the end once the dead one is let go
     assert isinstance(error, ConsumerError), f"reported as {type(error).__name__}, not as a ConsumerError"
     assert f"{topic}/1" in str(error)
+    assert list(unclean) == [f"{topic}/1"] and "died" in unclean[f"{topic}/1"], unclean
+    assert live_actors_of() == [], "close leaves no consumer actor, dead or alive"
 
 
-def test_killed_group_member_partitions_go_to_the_living(ray_session, bootstrap, topic_name, kit, record, tmp_path):
+def test_killed_group_member_partitions_go_to_the_living(ray_session, bootstrap, topic_name, kit, record, tmp_path,
+                                                         live_actors_of):
     """ConsumerGroup of 3 members on 6 partitions; one member is killed mid-stream; with
     session.timeout.ms=6000 the group rebalances and every message is processed at least once."""
     from raykafka.driver.consumer_group import ConsumerGroup
@@ -148,14 +148,14 @@ def test_killed_group_member_partitions_go_to_the_living(ray_session, bootstrap,
         kit.wait_for(lambda: len(seen()) > 0, timeout=60, what="first messages processed")
         victim = group.members[0]
         ray.kill(victim, no_restart=True)
-        group.forget(victim)
         t_kill = time.monotonic()
         kit.wait_for(lambda: len(seen()) >= n, timeout=90, what="every message processed")
         recovered = time.monotonic() - t_kill
+        errors = group.errors()
     finally:
-        stopper = threading.Thread(target=group.close, daemon=True)
-        stopper.start()
-        stopper.join(120)
+        closing = time.monotonic()
+        ended = group.close()
+        close_s = time.monotonic() - closing
     got = seen()
     sent = {b"g%05d" % i for i in range(n)}
     processed = sum(len([v for v in f.read_bytes().split(b"\n") if v]) for f in sink.iterdir())
@@ -163,5 +163,9 @@ def test_killed_group_member_partitions_go_to_the_living(ray_session, bootstrap,
     # is handled twice is a figure of its own; the handler sees no log order to judge
     record(sent=n, delivered=len(got & sent), failed=None, lost=len(sent - got), reordered=None, duplicated=None,
            processed_more_than_once=processed - len(got), faults={}, actors_killed=["group member 0 of 3"],
-           seconds_to_recover=round(recovered, 1))
+           seconds_to_recover=round(recovered, 1), close_seconds=round(close_s, 1),
+           close_reported=[e["fatal"] for e in ended])
     assert sent <= got
+    assert [e.where for e in errors if e.kind == "fatal"] == ["member 0"], errors
+    assert "died" in ended[0]["fatal"] and [e["fatal"] for e in ended[1:]] == [None, None], ended
+    assert live_actors_of() == [], "close leaves no member actor, dead or alive"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -54,7 +56,31 @@ def produce(bootstrap: str, topic: str, messages: list[dict], **config) -> list[
     return results
 
 
+def mock_produce(cluster: Any, topic: str, partition: int, values: list[bytes], per_batch: int = 0) -> None:
+    """Wire-level Produce (acks=1) to a mock cluster's current leader of the partition; one batch
+    per `per_batch` values (all in one if 0)."""
+    from raykafka.wire import messages
+    from raykafka.wire.connection import BrokerConnection
+    from raykafka.wire.records import encode_record_batch
+
+    host, port = cluster.brokers[cluster.leader(topic, partition)].address.rsplit(":", 1)
+    chunks = [values[i:i + per_batch] for i in range(0, len(values), per_batch)] if per_batch else [values]
+
+    async def go():
+        conn = await BrokerConnection(host, int(port)).connect()
+        try:
+            for chunk in chunks:
+                body = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [
+                    {"index": partition, "records": encode_record_batch(chunk)}]}]}
+                response = await conn.request(messages.PRODUCE, body)
+                assert response.responses[0].partition_responses[0].error_code == 0
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
+
+
 @pytest.fixture(scope="session")
 def kit():
     """The helpers above, for test modules (importlib mode cannot import conftest by name)."""
-    return SimpleNamespace(wait_for=wait_for, create_topic=create_topic, produce=produce)
+    return SimpleNamespace(wait_for=wait_for, create_topic=create_topic, produce=produce, mock_produce=mock_produce)

@@ -166,3 +166,34 @@ def test_deserialized_values_print_as_json_options_before_the_command(bootstrap,
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert [(row["key"], row["value"]) for row in rows] == [("k0", {"n": 0}), ("k1", {"n": 1}), ("k2", {"n": 2})]
+
+
+def test_group_exits_non_zero_naming_a_fatal_error(kit, tmp_path):
+    """Only a fatal error ends `consume -g`: here the coordinator fences the static member."""
+    import time
+
+    from raykafka.wire import messages
+    from raykafka.wire.group_coordinator import FENCED_INSTANCE_ID
+    from raykafka.wire.mock_broker import MockCluster
+
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
+        kit.mock_produce(cluster, "t", 0, [b"one"])
+        with open(tmp_path / "err", "w") as err:
+            proc = subprocess.Popen(cli("-b", cluster.bootstrap, "-t", "t", "-g", "fenced", "-X", "group.instance.id=i-1",
+                                        "-X", "heartbeat.interval.ms=100", "-X", "session.timeout.ms=6000"),
+                                    stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            assert proc.stdout.readline().strip() == "one"
+            cluster.set_handler(messages.HEARTBEAT, lambda v, body, b: {"throttle_time_ms": 0,
+                                                                        "error_code": FENCED_INSTANCE_ID})
+            started = time.monotonic()
+            proc.wait(60)
+            ended_in = time.monotonic() - started
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    stderr = (tmp_path / "err").read_text()
+    assert proc.returncode == 1, stderr
+    said = [line for line in stderr.splitlines() if line.startswith("raykafka: ")]
+    assert len(said) == 1 and "FENCED_INSTANCE_ID" in said[0], stderr
+    assert ended_in < 30
