@@ -21,6 +21,12 @@ batches there are retried, not sent. So without idempotence, with one request in
 connection, a retry sent to the new leader never passes a batch of its partition still in
 flight to the old one: one batch of a partition is in flight at a time, across brokers too.
 
+A partition whose leader cannot be found (the broker unreachable, or restarting) holds its
+batches, in the order they came and whatever their retry level, behind nothing else: the actor's
+timer calls `retry_held` on itself after `HoldBackoff`'s wait, and once a refresh finds the leader
+they go through `dispatch` again in that order; those still held when their delivery.timeout.ms
+runs out fail with `DeliveryTimeoutError` naming the refresh's error.
+
 Calls: the Aggregator of the leader's broker (get/ref on selection, unref on abandon), the
 ProducerResults (messages that cannot be routed, and the batch of a call to the
 Aggregator that failed, with its cause). With idempotence, assigns each new batch its
