@@ -21,6 +21,12 @@ batches there are retried, not sent. So without idempotence, with one request in
 connection, a retry sent to the new leader never passes a batch of its partition still in
 flight to the old one: one batch of a partition is in flight at a time, across brokers too.
 
+A partition whose leader cannot be found (the broker unreachable, or restarting) holds its
+batches, in the order they came and whatever their retry level, behind nothing else: the actor's
+timer calls `retry_held` on itself after `HoldBackoff`'s wait, and once a refresh finds the leader
+they go through `dispatch` again in that order; those still held when their delivery.timeout.ms
+runs out fail with `DeliveryTimeoutError` naming the refresh's error.
+
 Calls: the Aggregator of the leader's broker (get/ref on selection, unref on abandon), the
 ProducerResults (messages that cannot be routed, and the batch of a call to the
 Aggregator that failed, with its cause). With idempotence, assigns each new batch its
@@ -33,7 +39,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..wire.errors import BrokerError, KafkaError
+from ..wire.errors import BrokerError, DeliveryTimeoutError, KafkaError
 from .batch import FIN, RESET, SYN, MessageBatch
 
 log = logging.getLogger("raykafka.producer.leader")
@@ -74,7 +80,7 @@ class LeaderDispatcherState:
     """
 
     def __init__(self, topic: str, partition: int, backend: LeaderBackend, *,
-                 producer_id: int = -1, producer_epoch: int = -1):
+                 producer_id: int = -1, producer_epoch: int = -1, delivery_timeout_ms: int | None = None):
         self.topic = topic
         self.partition = partition
         self.backend = backend
@@ -88,6 +94,11 @@ class LeaderDispatcherState:
         # producer id and epoch again, so the id alone cannot tell an old numbering from the new
         self.numbering = 0
         self.path = f"producer/leader/{topic}/{partition}"
+        # batches waiting for a reachable leader, in the order they came (the Java producer's
+        # batch waiting for metadata): sent by `retry_held` once a refresh finds the leader, or
+        # failed when their delivery.timeout.ms runs out
+        self.held: list[MessageBatch] = []
+        self.delivery_timeout_ms = delivery_timeout_ms
 
     def level(self, retries: int) -> _Level:
         found = self.levels.get(retries)
@@ -98,6 +109,9 @@ class LeaderDispatcherState:
     # -- the entry point ------------------------------------------------------
 
     def dispatch(self, batch: MessageBatch) -> None:
+        if self.held:  # behind those already waiting for a leader, whatever its retry level
+            self.held.append(batch)
+            return
         if batch.flags & RESET:
             self.reset_producer_id(batch.producer_id, batch.numbering, batch.base_sequence)
             return
@@ -107,7 +121,7 @@ class LeaderDispatcherState:
                             batch.retries, self.high_watermark)
                 return
             if not self.new_high_watermark(batch.retries):
-                self.backend.return_errors([batch], self._last_error)
+                self._hold([batch])
                 return
         elif self.high_watermark > 0:
             if batch.retries < self.high_watermark:
@@ -148,7 +162,7 @@ class LeaderDispatcherState:
             below = self.level(self.high_watermark)
             if below.buf:
                 if not self.selected and not self._select():
-                    self.backend.return_errors(below.buf, self._last_error)
+                    self._hold(below.buf)
                 else:
                     for batch in below.buf:
                         self._send_selected(batch)
@@ -188,6 +202,39 @@ class LeaderDispatcherState:
         self.numbering += 1
         log.info("%s state change to [producer id %d]", self.path, self.producer_id)
 
+    # -- waiting for a leader ---------------------------------------------------
+
+    def retry_held(self, now_ms: float) -> bool:
+        """Refresh the leader for the held batches: if found, dispatch them again in the order they
+        came; if not, fail those past delivery.timeout.ms with the refresh's error. True if some
+        still wait."""
+        if not self.held:
+            return False
+        if not self.selected and not self._select():
+            self._expire_held(now_ms)
+            return bool(self.held)
+        log.info("%s leader found again: releasing %d held batches", self.path, len(self.held))
+        held, self.held = self.held, []
+        for batch in held:
+            self.dispatch(batch)
+        return bool(self.held)
+
+    def _hold(self, batches: list[MessageBatch]) -> None:
+        if not self.held:
+            log.info("%s no leader (%s): holding batches until metadata is back", self.path, self._last_error)
+        self.held.extend(batches)
+
+    def _expire_held(self, now_ms: float) -> None:
+        if self.delivery_timeout_ms is None:
+            return
+        expired = [b for b in self.held if not b.is_control and b.created_ms
+                   and now_ms - b.created_ms > self.delivery_timeout_ms]
+        if expired:
+            self.held = [b for b in self.held if not any(b is e for e in expired)]
+            self.backend.return_errors(expired, DeliveryTimeoutError(
+                f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms}: no leader for "
+                f"{self.topic}/{self.partition}; last error: {self._last_error}"))
+
     # -- utilities -------------------------------------------------------------
 
     _last_error: Exception = KafkaError("no leader")
@@ -204,7 +251,7 @@ class LeaderDispatcherState:
 
     def _send(self, batch: MessageBatch) -> None:
         if not self.selected and not self._select():
-            self.backend.return_errors([batch], self._last_error)
+            self._hold([batch])
             return
         self._send_selected(batch)
 
@@ -218,6 +265,26 @@ class LeaderDispatcherState:
             self.next_sequence = (self.next_sequence + len(batch)) & 0x7FFFFFFF
         batch.partition = self.partition
         self.backend.send(batch)
+
+
+class HoldBackoff:
+    """The wait between metadata refreshes while batches are held: `retry.backoff.ms`, doubling
+    up to `CAP_MS` (or `retry.backoff.ms` if larger); back to the start once nothing is held."""
+
+    CAP_MS = 1000
+
+    def __init__(self, base_ms: int):
+        self.base_ms = base_ms
+        self.attempts = 0
+
+    def next(self) -> float:
+        """Seconds to wait before the next refresh."""
+        wait = min(self.base_ms * 2 ** min(self.attempts, 16), max(self.CAP_MS, self.base_ms))
+        self.attempts += 1
+        return wait / 1000
+
+    def reset(self) -> None:
+        self.attempts = 0
 
 
 # ---------------------------------------------------------------------------- the Ray actor
@@ -241,6 +308,8 @@ class LeaderDispatcher:
         self.loop = LoopThread(f"leader-{topic}")
         self.cluster = Cluster(ctx.config)
         self.partitions: dict[int, LeaderDispatcherState] = {}
+        self.backoff = HoldBackoff(ctx.config["retry.backoff.ms"])
+        self.timer: Any = None
 
     def ping(self) -> bool:
         return True
@@ -251,17 +320,49 @@ class LeaderDispatcher:
             if state is None:
                 state = self.partitions[batch.partition] = LeaderDispatcherState(
                     self.topic, batch.partition, PartitionRoute(self, batch.partition),
-                    producer_id=self.ctx.producer_id, producer_epoch=self.ctx.producer_epoch)
+                    producer_id=self.ctx.producer_id, producer_epoch=self.ctx.producer_epoch,
+                    delivery_timeout_ms=self.ctx.config["delivery.timeout.ms"])
             state.dispatch(batch)
+        self._arm_timer()
+
+    def retry_held(self) -> None:
+        """Called by this actor's own timer: try the leaders of the partitions holding batches."""
+        import time
+
+        self.timer = None
+        now_ms = time.time() * 1000
+        waiting = False
+        for state in self.partitions.values():
+            waiting = state.retry_held(now_ms) or waiting
+        if not waiting:
+            self.backoff.reset()
+        self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        """While a partition holds batches, call `retry_held` again after the next backoff."""
+        if self.timer is not None or not any(state.held for state in self.partitions.values()):
+            return
+        import threading
+
+        import ray
+
+        me = ray.get_runtime_context().current_actor
+        self.timer = threading.Timer(self.backoff.next(), lambda: me.retry_held.remote())
+        self.timer.daemon = True
+        self.timer.start()
 
     def shutdown(self) -> None:
         """Release the brokers (a leader's Aggregator closes when its last writer has)."""
         from ..wire.errors import ProducerClosedError
 
         closed = ProducerClosedError("producer closed while the message waited for a retry")
+        if self.timer is not None:
+            self.timer.cancel()
         try:
             for state in self.partitions.values():
                 pending = [b for level in state.levels.values() for b in level.buf]
+                pending += [b for b in state.held if not b.is_control]
+                state.held = []
                 if pending:
                     state.backend.return_errors(pending, closed)
                 if state.selected:

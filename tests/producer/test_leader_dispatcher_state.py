@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from raykafka.actors.batch import FIN, RESET, SYN, MessageBatch
-from raykafka.actors.leader_dispatcher import LeaderDispatcherState
-from raykafka.wire.errors import BrokerError
+from raykafka.actors.leader_dispatcher import HoldBackoff, LeaderDispatcherState
+from raykafka.wire.errors import BrokerError, DeliveryTimeoutError
 
 
 class FakeBackend:
@@ -127,14 +127,57 @@ def test_a_late_chaser_at_high_watermark_zero_is_dropped():
     assert backend.data() == ["a"] and state.high_watermark == 0
 
 
-def test_no_leader_fails_exactly_that_message_and_the_next_one_tries_again():
-    backend = FakeBackend(fail_leader=1)
-    state = LeaderDispatcherState("t", 0, backend)
+def test_no_leader_holds_the_messages_in_order_until_a_refresh_finds_it():
+    backend = FakeBackend(fail_leader=2)
+    state = LeaderDispatcherState("t", 0, backend, delivery_timeout_ms=120_000)
+    state.dispatch(msg("a"))  # the refresh fails: "a" waits
+    state.dispatch(msg("b"))  # behind "a", without a refresh of its own
+    assert backend.errors == [] and backend.sent == []
+    assert state.retry_held(now_ms=0)  # the second refresh fails too: still waiting
+    state.dispatch(msg("c"))
+    assert not state.retry_held(now_ms=0)  # the leader is back
+    assert backend.sent == [(1, "syn"), (1, "a"), (1, "b"), (1, "c")]
+    state.dispatch(msg("d"))
+    assert backend.data() == ["a", "b", "c", "d"] and backend.errors == []
+
+
+def test_held_retries_and_chasers_keep_their_order_behind_the_retry_levels():
+    backend = FakeBackend()
+    state = LeaderDispatcherState("t", 0, backend, delivery_timeout_ms=120_000)
     state.dispatch(msg("a"))
+    backend.fail_leader = 1
+    state.dispatch(msg("a", retries=1))  # a new retry level, but no leader: held
     state.dispatch(msg("b"))
-    assert [names for names, _ in backend.errors] == [[b"a"]]
-    assert "LEADER_NOT_AVAILABLE" in str(backend.errors[0][1])
-    assert backend.data() == ["b"]
+    state.dispatch(chaser(0))  # the old path's chaser comes back while the retry is held
+    assert backend.data() == ["a"] and not state.retry_held(now_ms=0)
+    # released in the order they came: the retry opens level 1, "b" waits there for the chaser
+    assert backend.data() == ["a", "a"] and state.high_watermark == 1
+    state.dispatch(chaser(1))
+    assert backend.data() == ["a", "a", "b"] and state.high_watermark == 0
+
+
+def test_held_messages_fail_naming_the_cause_once_delivery_timeout_runs_out():
+    backend = FakeBackend(fail_leader=10)
+    state = LeaderDispatcherState("t", 0, backend, delivery_timeout_ms=1000)
+    old, new = msg("old"), msg("new")
+    old.created_ms, new.created_ms = 1000, 1900
+    state.dispatch(old)
+    state.dispatch(new)
+    assert state.retry_held(now_ms=2500)  # "old" is past its 1000 ms, "new" is not
+    assert [names for names, _ in backend.errors] == [[b"old"]]
+    error = backend.errors[0][1]
+    assert isinstance(error, DeliveryTimeoutError)
+    assert "delivery.timeout.ms=1000" in str(error) and "LEADER_NOT_AVAILABLE" in str(error)
+    backend.fail_leader = 0
+    assert not state.retry_held(now_ms=2600)
+    assert backend.data() == ["new"]
+
+
+def test_hold_backoff_doubles_up_to_its_cap_and_resets():
+    backoff = HoldBackoff(100)
+    assert [backoff.next() for _ in range(6)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    backoff.reset()
+    assert backoff.next() == 0.1
 
 
 def test_idempotent_sequences_are_assigned_once_and_kept_on_retry():
