@@ -133,6 +133,11 @@ class RecordBatch:
         return self.is_control and bool(self.records) and control_type(self.records[0].key) == CONTROL_ABORT
 
     @property
+    def is_commit_marker(self) -> bool:
+        """A control batch saying its producer's transaction committed."""
+        return self.is_control and bool(self.records) and control_type(self.records[0].key) == CONTROL_COMMIT
+
+    @property
     def last_offset(self) -> int:
         return self.base_offset + self.last_offset_delta
 

@@ -432,9 +432,12 @@ class TransactionCoordinator:
                 raise self.manager.fail(TransactionFatalError(f"{context}: {exc}", BY_NAME["UNSUPPORTED_VERSION"].code)) from exc
             except BrokerError as exc:  # FindCoordinator's answer
                 failed = [exc.code]
-            except (BrokerConnectionError, RequestTimedOutError, TimeoutError) as exc:
+            except (BrokerConnectionError, RequestTimedOutError) as exc:
                 self.cluster.forget_coordinator(key, key_type)
                 failed, last = [], f"{type(exc).__name__}: {exc}"
+            except TimeoutError:  # the time ran out while connecting to the coordinator
+                self.cluster.forget_coordinator(key, key_type)
+                failed, last = [], f"{last}; then no connection to the coordinator in the time left"
             else:
                 if not failed:
                     return response

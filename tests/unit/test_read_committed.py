@@ -1,5 +1,6 @@
 """read_committed on batches built by our encoder: interleaved committed and aborted
-transactions of two producers, as one partition's log holds them."""
+transactions of two producers, as one partition's log holds them; by Java's rule (the Fetch
+response's aborted transactions) and by markers (no list, as tansu 0.6.0 answers)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import pytest
 
 from raykafka.wire.errors import CorruptRecordError
 from raykafka.wire.protocol import Struct
-from raykafka.wire.read_committed import AbortedTransaction, CommittedFilter, committed_batches
+from raykafka.wire.read_committed import (
+    AbortedTransaction,
+    CommittedFilter,
+    CommittedReader,
+    committed_batches,
+)
 from raykafka.wire.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
@@ -112,3 +118,34 @@ def test_keep_is_called_batch_by_batch() -> None:
     f = CommittedFilter(ABORTED)
     assert [f.keep(b) for b in batches] == [True, False, True, False, False, True, True, False, False, False,
                                             True, False]
+
+
+def test_by_markers_without_any_list_reads_exactly_the_committed() -> None:
+    reader = CommittedReader(by_markers=True)
+    assert values(reader.feed(decode_record_batches(b"".join(LOG)), None)) == COMMITTED
+    assert reader.held == 0
+
+
+def test_by_markers_holds_a_batch_until_its_marker_comes() -> None:
+    """The first fetch ends before P2's commit marker: P2's batch waits, and with it every batch
+    after it; the next fetch brings the marker and releases them in offset order."""
+    reader = CommittedReader(by_markers=True)
+    assert values(reader.feed(decode_record_batches(b"".join(LOG[:6])), [])) == ["plain-0"]
+    assert reader.held == 4
+    assert values(reader.feed(decode_record_batches(b"".join(LOG[6:])), [])) == COMMITTED[1:]
+    assert reader.held == 0
+
+
+def test_java_rule_trusts_the_list_and_without_one_hands_out_aborted_records() -> None:
+    """Why by_markers exists: a broker that lists no aborted transactions (tansu 0.6.0)."""
+    batches = decode_record_batches(b"".join(LOG))
+    assert values(CommittedReader().feed(batches, ABORTED)) == COMMITTED
+    assert "p1-aborted-1" in values(CommittedReader().feed(batches, []))
+
+
+def test_by_markers_ignores_control_batches_of_no_producer() -> None:
+    leader_change = encode_record_batch([b"\x00\x00\x00\x00\x00\x00"], [b"\x00\x00\x00\x02"], TS, base_offset=2,
+                                        is_control=True)
+    log = [data(0, P1, "x"), data(1, P2, "c"), leader_change, marker(3, P2, commit=True), marker(4, P1, commit=False)]
+    reader = CommittedReader(by_markers=True)
+    assert values(reader.feed(decode_record_batches(b"".join(log)), None)) == ["c"]
