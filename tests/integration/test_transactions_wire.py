@@ -233,3 +233,38 @@ def test_a_second_init_with_the_same_transactional_id_fences_the_first(bootstrap
     committed = [v for vs in fresh_rows.values() for v in vs]
     assert sorted(ours) == sorted(committed)  # the zombie's record, aborted by the second init, is dropped
     check_confluent_read(bootstrap, topic, committed, zombie_rows[tps[0]], listed)
+
+
+def test_offsets_sent_to_a_transaction_commit_with_it(bootstrap, topic_name):
+    """Consume-transform-produce's offsets: AddOffsetsToTxn + TxnOffsetCommit make the group's
+    offsets those of the committed transaction; an aborted transaction's offsets are not kept."""
+    topic, source = topic_name("txn-out"), topic_name("txn-in")
+    group = f"g-{topic}"
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: PARTITIONS, source: PARTITIONS})
+    out = TopicPartition(topic, 0)
+    inputs = [TopicPartition(source, p) for p in range(PARTITIONS)]
+
+    async def scenario() -> None:
+        cluster = Cluster(parse_config({"bootstrap.servers": bootstrap}))
+        try:
+            txn = TransactionCoordinator(cluster, TransactionManager(f"txn-{topic}", 60_000), timeout_ms=30_000)
+            await txn.init_transactions()
+            sender = TransactionalSender(cluster, txn)
+            txn.begin_transaction()
+            await txn.add_partitions([out])
+            await sender.send(out, [b"transformed-1"])
+            await txn.send_offsets({inputs[0]: 10, inputs[1]: 20}, group)
+            await txn.commit_transaction()
+            txn.begin_transaction()
+            await txn.add_partitions([out])
+            await sender.send(out, [b"transformed-2"])
+            await txn.send_offsets({inputs[0]: 99}, group)
+            await txn.abort_transaction()
+            assert txn.manager.state is TxnState.READY
+        finally:
+            await cluster.close()
+
+    asyncio.run(scenario())
+    with Admin(bootstrap) as admin:
+        assert admin.committed_offsets(group) == {inputs[0]: 10, inputs[1]: 20}
