@@ -563,6 +563,18 @@ INIT_PRODUCER_ID = Api(
 
 # AddPartitionsToTxn: partitions a transaction writes to, before its first Produce to them
 # (v4+ batch several transactions and are spoken between brokers; a client speaks v0-3).
+# The two common structs of Kafka's definition, each used twice:
+_ADD_PARTITIONS_TO_TXN_TOPIC = [
+    Field("name", "string", "0+"),
+    Field("partitions", "[]int32", "0+"),
+]
+_ADD_PARTITIONS_TO_TXN_TOPIC_RESULT = [
+    Field("name", "string", "0+"),
+    Field("results_by_partition", "[]", "0+", fields=[
+        Field("partition_index", "int32", "0+"),
+        Field("partition_error_code", "int16", "0+"),
+    ]),
+]
 ADD_PARTITIONS_TO_TXN = Api(
     24, "AddPartitionsToTxn",
     request=Schema("AddPartitionsToTxnRequest", "0-5", "3+", [
@@ -571,39 +583,21 @@ ADD_PARTITIONS_TO_TXN = Api(
             Field("producer_id", "int64", "4+"),
             Field("producer_epoch", "int16", "4+"),
             Field("verify_only", "bool", "4+", default=False),
-            Field("topics", "[]", "4+", fields=[
-                Field("name", "string", "0+"),
-                Field("partitions", "[]int32", "0+"),
-            ]),
+            Field("topics", "[]", "4+", fields=_ADD_PARTITIONS_TO_TXN_TOPIC),
         ]),
         Field("v3_and_below_transactional_id", "string", "0-3"),
         Field("v3_and_below_producer_id", "int64", "0-3"),
         Field("v3_and_below_producer_epoch", "int16", "0-3"),
-        Field("v3_and_below_topics", "[]", "0-3", fields=[
-            Field("name", "string", "0+"),
-            Field("partitions", "[]int32", "0+"),
-        ]),
+        Field("v3_and_below_topics", "[]", "0-3", fields=_ADD_PARTITIONS_TO_TXN_TOPIC),
     ]),
     response=Schema("AddPartitionsToTxnResponse", "0-5", "3+", [
         Field("throttle_time_ms", "int32", "0+"),
         Field("error_code", "int16", "4+"),
         Field("results_by_transaction", "[]", "4+", fields=[
             Field("transactional_id", "string", "4+"),
-            Field("topic_results", "[]", "4+", fields=[
-                Field("name", "string", "0+"),
-                Field("results_by_partition", "[]", "0+", fields=[
-                    Field("partition_index", "int32", "0+"),
-                    Field("partition_error_code", "int16", "0+"),
-                ]),
-            ]),
+            Field("topic_results", "[]", "4+", fields=_ADD_PARTITIONS_TO_TXN_TOPIC_RESULT),
         ]),
-        Field("results_by_topic_v3_and_below", "[]", "0-3", fields=[
-            Field("name", "string", "0+"),
-            Field("results_by_partition", "[]", "0+", fields=[
-                Field("partition_index", "int32", "0+"),
-                Field("partition_error_code", "int16", "0+"),
-            ]),
-        ]),
+        Field("results_by_topic_v3_and_below", "[]", "0-3", fields=_ADD_PARTITIONS_TO_TXN_TOPIC_RESULT),
     ]),
 )
 
