@@ -268,3 +268,35 @@ def test_offsets_sent_to_a_transaction_commit_with_it(bootstrap, topic_name):
     asyncio.run(scenario())
     with Admin(bootstrap) as admin:
         assert admin.committed_offsets(group) == {inputs[0]: 10, inputs[1]: 20}
+
+
+def test_an_open_transaction_is_read_once_it_commits(bootstrap, topic_name):
+    """read_committed stops at the last stable offset: records of a transaction still open are
+    not read, and are once it commits."""
+    topic = topic_name("txn-open")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: PARTITIONS})
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    first, pending = values_for("first", tps), values_for("pending", tps[1:])
+
+    async def scenario() -> tuple[list[bytes], list[bytes]]:
+        cluster = Cluster(parse_config({"bootstrap.servers": bootstrap}))
+        try:
+            txn = TransactionCoordinator(cluster, TransactionManager(f"txn-{topic}", 60_000), timeout_ms=30_000)
+            await txn.init_transactions()
+            sender = TransactionalSender(cluster, txn)
+            await transaction(txn, sender, first, commit=True)
+            txn.begin_transaction()
+            await txn.add_partitions(pending)
+            await sender.send(tps[1], pending[tps[1]])
+            while_open, _ = await read_committed_ours(cluster, topic)
+            await txn.commit_transaction()
+            after, _ = await read_committed_ours(cluster, topic)
+            return while_open, after
+        finally:
+            await cluster.close()
+
+    while_open, after = asyncio.run(scenario())
+    committed = [v for vs in first.values() for v in vs]
+    assert sorted(while_open) == sorted(committed)
+    assert sorted(after) == sorted(committed + pending[tps[1]])
