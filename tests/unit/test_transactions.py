@@ -14,11 +14,13 @@ from raykafka.wire.admin import TopicPartition
 from raykafka.wire.errors import (
     BY_NAME,
     BrokerConnectionError,
+    BrokerError,
     ProducerFencedError,
     TransactionAbortableError,
     TransactionFatalError,
     TransactionStateError,
     TransactionTimeoutError,
+    UnsupportedVersionError,
 )
 from raykafka.wire.protocol import Struct
 from raykafka.wire.transactions import (
@@ -199,11 +201,13 @@ class ScriptedConnection:
     """Answers each request with the next scripted answer for its API (an error code, or an
     exception to raise)."""
 
-    def __init__(self, script: dict[int, list[Any]]):
+    def __init__(self, script: dict[Any, list[Any]]):
         self.script = script
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
     def version_for(self, api: messages.Api) -> int:
+        if api.key in self.script.get("unsupported", ()):
+            raise UnsupportedVersionError(f"broker 1 does not support {api.name}")
         return api.max_version
 
     async def request(self, api: messages.Api, body: dict[str, Any], version: int, timeout: float) -> Struct:
@@ -226,7 +230,7 @@ class ScriptedConnection:
 
 
 class ScriptedCluster:
-    def __init__(self, script: dict[int, list[Any]]):
+    def __init__(self, script: dict[Any, list[Any]]):
         self.conn = ScriptedConnection(script)
         self.config = {"max.block.ms": 2000, "retry.backoff.ms": 1}
         self.lookups: list[tuple[str, int]] = []
@@ -234,13 +238,15 @@ class ScriptedCluster:
 
     async def coordinator(self, key: str, key_type: int = 0) -> ScriptedConnection:
         self.lookups.append((key, key_type))
+        if self.conn.script.get("find"):
+            raise self.conn.script["find"].pop(0)
         return self.conn
 
     def forget_coordinator(self, key: str, key_type: int = 0) -> None:
         self.forgotten += 1
 
 
-def run(script: dict[int, list[Any]], steps: Any, timeout_ms: int | None = None) -> tuple[TransactionCoordinator, ScriptedCluster]:
+def run(script: dict[Any, list[Any]], steps: Any, timeout_ms: int | None = None) -> tuple[TransactionCoordinator, ScriptedCluster]:
     cluster = ScriptedCluster(script)
     txn = TransactionCoordinator(cluster, TransactionManager("txn-1", 30_000), timeout_ms=timeout_ms)  # type: ignore[arg-type]
     asyncio.run(steps(txn))
@@ -344,3 +350,64 @@ def test_an_unauthorized_topic_makes_the_transaction_abortable() -> None:
 
     txn, _cluster = run(script, steps)
     assert txn.manager.state is S.IN_TRANSACTION
+
+
+def test_a_coordinator_the_producer_may_not_use_is_fatal() -> None:
+    """FindCoordinator answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED (after one that was
+    not available yet, retried)."""
+    script: dict[Any, list[Any]] = {"find": [BrokerError(CODE["COORDINATOR_NOT_AVAILABLE"], "FindCoordinator"),
+                                             BrokerError(CODE["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"], "FindCoordinator")]}
+
+    async def steps(txn: TransactionCoordinator) -> None:
+        with pytest.raises(TransactionFatalError, match="InitProducerId: TRANSACTIONAL_ID_AUTHORIZATION_FAILED"):
+            await txn.init_transactions()
+
+    txn, cluster = run(script, steps)
+    assert len(cluster.lookups) == 2 and cluster.conn.requests == []
+    assert txn.manager.state is S.FATAL_ERROR
+
+
+def test_a_broker_without_the_api_is_fatal() -> None:
+    async def steps(txn: TransactionCoordinator) -> None:
+        await txn.init_transactions()
+        txn.begin_transaction()
+        await txn.send_offsets({TP: 1}, "g")
+        with pytest.raises(TransactionFatalError, match="does not support EndTxn") as error:
+            await txn.commit_transaction()
+        assert error.value.name == "UNSUPPORTED_VERSION"
+
+    txn, _cluster = run({"unsupported": [messages.END_TXN.key]}, steps)
+    assert txn.manager.state is S.FATAL_ERROR
+
+
+def test_txn_offset_commit_finds_the_group_coordinator_again_and_a_refused_group_aborts() -> None:
+    script = {messages.TXN_OFFSET_COMMIT.key: [CODE["REQUEST_TIMED_OUT"], 0, CODE["GROUP_AUTHORIZATION_FAILED"]]}
+
+    async def steps(txn: TransactionCoordinator) -> None:
+        await txn.init_transactions()
+        txn.begin_transaction()
+        await txn.send_offsets({TP: 1}, "g")
+        with pytest.raises(TransactionAbortableError, match="TxnOffsetCommit: GROUP_AUTHORIZATION_FAILED"):
+            await txn.send_offsets({TP: 2}, "g")  # the group is added already: no AddOffsetsToTxn
+        await txn.abort_transaction()
+
+    txn, cluster = run(script, steps)
+    names = [n for n, _ in cluster.conn.requests]
+    assert names == ["InitProducerId", "AddOffsetsToTxn", "TxnOffsetCommit", "TxnOffsetCommit", "TxnOffsetCommit",
+                     "EndTxn"]
+    assert cluster.forgotten == 1 and cluster.lookups.count(("g", 0)) == 3
+    assert txn.manager.state is S.READY
+
+
+def test_a_coordinator_that_drops_every_request_ends_in_a_timeout_naming_it() -> None:
+    script = {messages.INIT_PRODUCER_ID.key: [BrokerConnectionError("closed by the broker")] * 10_000}
+
+    async def steps(txn: TransactionCoordinator) -> None:
+        with pytest.raises(TransactionTimeoutError, match="InitProducerId: no success within 200 ms.*closed by the broker"):
+            await txn.init_transactions()
+        assert txn.manager.state is S.INITIALIZING
+        script[messages.INIT_PRODUCER_ID.key].clear()
+        await txn.init_transactions()  # the same call again
+
+    txn, _cluster = run(script, steps, timeout_ms=200)
+    assert txn.manager.state is S.READY
