@@ -60,6 +60,7 @@ from .errors import (
     BY_NAME,
     BrokerConnectionError,
     BrokerError,
+    ConfigError,
     ProducerFencedError,
     RequestTimedOutError,
     TransactionAbortableError,
@@ -185,7 +186,7 @@ class TransactionManager:
 
     def __init__(self, transactional_id: str, transaction_timeout_ms: int):
         if not transactional_id:
-            raise TransactionStateError("transactional.id must be a non-empty string")
+            raise ConfigError(f"transactional.id: must be a non-empty string, not {transactional_id!r}")
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self.state = TxnState.UNINITIALIZED

@@ -15,6 +15,7 @@ from raykafka.wire.errors import (
     BY_NAME,
     BrokerConnectionError,
     BrokerError,
+    ConfigError,
     ProducerFencedError,
     TransactionAbortableError,
     TransactionFatalError,
@@ -158,7 +159,7 @@ def test_a_fatal_error_is_kept_and_raised_by_every_later_call() -> None:
 
 
 def test_an_empty_transactional_id_is_refused() -> None:
-    with pytest.raises(TransactionStateError):
+    with pytest.raises(ConfigError, match="transactional.id"):
         TransactionManager("", 60_000)
 
 
