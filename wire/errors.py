@@ -270,6 +270,50 @@ class ConfigError(KafkaError, ValueError):
     """A configuration key is unknown or its value is invalid; the message names the key."""
 
 
+
+class TransactionError(KafkaError):
+    """A transactional call failed; `code` is the broker's error code when its answer was the cause."""
+
+    def __init__(self, message: str, code: int | None = None):
+        self.code = code
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple:
+        return type(self), (str(self), self.code)
+
+    @property
+    def name(self) -> str | None:
+        return None if self.code is None else code_for(self.code).name
+
+
+class TransactionStateError(TransactionError):
+    """A transactional call not legal in the transaction's state (commit before begin, begin
+    twice, commit after an abortable error, anything before init_transactions)."""
+
+
+class TransactionAbortableError(TransactionError):
+    """The current transaction cannot commit (a send failed, a topic or group is not authorized):
+    abort it, then the producer may begin the next one."""
+
+
+class TransactionFatalError(TransactionError):
+    """The producer can no longer take part in transactions (fenced, not authorized for its
+    transactional.id, a protocol the broker refuses): close it; every later call raises this."""
+
+
+class ProducerFencedError(TransactionFatalError):
+    """A newer producer with the same transactional.id initialized (its epoch is higher):
+    this one is a zombie, fenced for good (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)."""
+
+
+class TransactionTimeoutError(TransactionError):
+    """A transactional call found no success in its time bound (the coordinator kept answering
+    with retriable errors, or was unreachable); the state is unchanged, so the same call may be
+    made again."""
+
+    retriable = True
+
+
 def raise_for_code(code: int, context: str = "", message: str | None = None) -> None:
     if code:
         raise BrokerError(code, context, message)

@@ -561,6 +561,113 @@ INIT_PRODUCER_ID = Api(
 )
 
 
+# AddPartitionsToTxn: partitions a transaction writes to, before its first Produce to them
+# (v4+ batch several transactions and are spoken between brokers; a client speaks v0-3).
+# The two common structs of Kafka's definition, each used twice:
+_ADD_PARTITIONS_TO_TXN_TOPIC = [
+    Field("name", "string", "0+"),
+    Field("partitions", "[]int32", "0+"),
+]
+_ADD_PARTITIONS_TO_TXN_TOPIC_RESULT = [
+    Field("name", "string", "0+"),
+    Field("results_by_partition", "[]", "0+", fields=[
+        Field("partition_index", "int32", "0+"),
+        Field("partition_error_code", "int16", "0+"),
+    ]),
+]
+ADD_PARTITIONS_TO_TXN = Api(
+    24, "AddPartitionsToTxn",
+    request=Schema("AddPartitionsToTxnRequest", "0-5", "3+", [
+        Field("transactions", "[]", "4+", fields=[
+            Field("transactional_id", "string", "4+"),
+            Field("producer_id", "int64", "4+"),
+            Field("producer_epoch", "int16", "4+"),
+            Field("verify_only", "bool", "4+", default=False),
+            Field("topics", "[]", "4+", fields=_ADD_PARTITIONS_TO_TXN_TOPIC),
+        ]),
+        Field("v3_and_below_transactional_id", "string", "0-3"),
+        Field("v3_and_below_producer_id", "int64", "0-3"),
+        Field("v3_and_below_producer_epoch", "int16", "0-3"),
+        Field("v3_and_below_topics", "[]", "0-3", fields=_ADD_PARTITIONS_TO_TXN_TOPIC),
+    ]),
+    response=Schema("AddPartitionsToTxnResponse", "0-5", "3+", [
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("error_code", "int16", "4+"),
+        Field("results_by_transaction", "[]", "4+", fields=[
+            Field("transactional_id", "string", "4+"),
+            Field("topic_results", "[]", "4+", fields=_ADD_PARTITIONS_TO_TXN_TOPIC_RESULT),
+        ]),
+        Field("results_by_topic_v3_and_below", "[]", "0-3", fields=_ADD_PARTITIONS_TO_TXN_TOPIC_RESULT),
+    ]),
+)
+
+
+# AddOffsetsToTxn: a consumer group whose offsets the transaction commits (TxnOffsetCommit next).
+ADD_OFFSETS_TO_TXN = Api(
+    25, "AddOffsetsToTxn",
+    request=Schema("AddOffsetsToTxnRequest", "0-4", "3+", [
+        Field("transactional_id", "string", "0+"),
+        Field("producer_id", "int64", "0+"),
+        Field("producer_epoch", "int16", "0+"),
+        Field("group_id", "string", "0+"),
+    ]),
+    response=Schema("AddOffsetsToTxnResponse", "0-4", "3+", [
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("error_code", "int16", "0+"),
+    ]),
+)
+
+
+# EndTxn: commit or abort the transaction; the coordinator writes the markers.
+END_TXN = Api(
+    26, "EndTxn",
+    request=Schema("EndTxnRequest", "0-4", "3+", [
+        Field("transactional_id", "string", "0+"),
+        Field("producer_id", "int64", "0+"),
+        Field("producer_epoch", "int16", "0+"),
+        Field("committed", "bool", "0+"),
+    ]),
+    response=Schema("EndTxnResponse", "0-4", "3+", [
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("error_code", "int16", "0+"),
+    ]),
+)
+
+
+# TxnOffsetCommit: a group's offsets, to the group coordinator, visible once the transaction commits.
+TXN_OFFSET_COMMIT = Api(
+    28, "TxnOffsetCommit",
+    request=Schema("TxnOffsetCommitRequest", "0-4", "3+", [
+        Field("transactional_id", "string", "0+"),
+        Field("group_id", "string", "0+"),
+        Field("producer_id", "int64", "0+"),
+        Field("producer_epoch", "int16", "0+"),
+        Field("generation_id", "int32", "3+", default=-1),
+        Field("member_id", "string", "3+", default=""),
+        Field("group_instance_id", "string", "3+", nullable="3+", default=None),
+        Field("topics", "[]", "0+", fields=[
+            Field("name", "string", "0+"),
+            Field("partitions", "[]", "0+", fields=[
+                Field("partition_index", "int32", "0+"),
+                Field("committed_offset", "int64", "0+"),
+                Field("committed_leader_epoch", "int32", "2+", default=-1),
+                Field("committed_metadata", "string", "0+", nullable="0+"),
+            ]),
+        ]),
+    ]),
+    response=Schema("TxnOffsetCommitResponse", "0-4", "3+", [
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("topics", "[]", "0+", fields=[
+            Field("name", "string", "0+"),
+            Field("partitions", "[]", "0+", fields=[
+                Field("partition_index", "int32", "0+"),
+                Field("error_code", "int16", "0+"),
+            ]),
+        ]),
+    ]),
+)
+
+
 # DescribeGroups: state, protocol and members of groups.
 DESCRIBE_GROUPS = Api(
     15, "DescribeGroups",
@@ -733,6 +840,10 @@ APIS: dict[int, Api] = {api.key: api for api in (
     DELETE_TOPICS,
     CREATE_PARTITIONS,
     INIT_PRODUCER_ID,
+    ADD_PARTITIONS_TO_TXN,
+    ADD_OFFSETS_TO_TXN,
+    END_TXN,
+    TXN_OFFSET_COMMIT,
     DESCRIBE_GROUPS,
     LIST_GROUPS,
     DELETE_GROUPS,

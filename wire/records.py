@@ -40,11 +40,15 @@ from .compression import decompress as _decompress
 from .errors import CorruptRecordError, DecodeError
 
 __all__ = [
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
     "CREATE_TIME",
     "LOG_APPEND_TIME",
     "Record",
     "RecordBatch",
     "encode_record_batch",
+    "encode_control_batch",
+    "control_type",
     "encode_headers",
     "encode_header_lists",
     "decode_record_batches",
@@ -122,6 +126,16 @@ class RecordBatch:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & _ATTR_CONTROL)
+
+    @property
+    def is_abort_marker(self) -> bool:
+        """A control batch saying its producer's transaction aborted (Java's containsAbortMarker)."""
+        return self.is_control and bool(self.records) and control_type(self.records[0].key) == CONTROL_ABORT
+
+    @property
+    def is_commit_marker(self) -> bool:
+        """A control batch saying its producer's transaction committed."""
+        return self.is_control and bool(self.records) and control_type(self.records[0].key) == CONTROL_COMMIT
 
     @property
     def last_offset(self) -> int:
@@ -232,6 +246,7 @@ def encode_record_batch_parts(
     base_sequence: int = -1,
     partition_leader_epoch: int = -1,
     is_transactional: bool = False,
+    is_control: bool = False,
 ) -> tuple[bytes, bytes, bytes | memoryview]:
     """`encode_record_batch` as (header, rest of header, records), not joined: a Produce request
     takes the pieces as they are and copies them once, into the request."""
@@ -287,12 +302,44 @@ def encode_record_batch_parts(
         body = _compress(attributes, body)
     if is_transactional:
         attributes |= _ATTR_TRANSACTIONAL
+    if is_control:
+        attributes |= _ATTR_CONTROL
     tail = _TAIL.pack(attributes, n - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, n)
     crc = crc32c(body, crc32c(tail))
     prefix = _PREFIX.pack(
         base_offset, HEADER_SIZE - _LENGTH_OFFSET + len(body), partition_leader_epoch, MAGIC, crc
     )
     return prefix, tail, body
+
+
+# ---------------------------------------------------------------------------- control batches
+
+# A control batch (transactional, bit 5 set) holds one control record: its key is version int16
+# (0) + type int16, its value (an end-transaction marker) version int16 (0) + coordinator_epoch int32.
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_MARKER = struct.Struct(">hi")
+
+
+def encode_control_batch(commit: bool, producer_id: int, producer_epoch: int, *, base_offset: int = 0,
+                         timestamp: int | None = None, coordinator_epoch: int = 0) -> bytes:
+    """The marker a transaction coordinator writes when a transaction of `producer_id` ends."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _END_TXN_MARKER.pack(0, coordinator_epoch)
+    return encode_record_batch([value], [key], timestamp, base_offset=base_offset, producer_id=producer_id,
+                               producer_epoch=producer_epoch, is_transactional=True, is_control=True)
+
+
+def control_type(key: bytes | None) -> int:
+    """The type of a control record from its key (`CONTROL_ABORT`, `CONTROL_COMMIT`, or another
+    a newer broker writes)."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecordError(f"a control record's key holds {0 if key is None else len(key)} bytes, not 4")
+    version, kind = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise CorruptRecordError(f"a control record's key has the negative version {version}")
+    return kind
 
 
 # _PLAIN_PREFIX[i]: attributes 0, timestamp delta 0, offset delta i, null key
