@@ -270,6 +270,10 @@ class ConfigError(KafkaError, ValueError):
     """A configuration key is unknown or its value is invalid; the message names the key."""
 
 
+class ConfigWarning(UserWarning):
+    """A configuration key was given to a client that does not read it; the message names the key."""
+
+
 def raise_for_code(code: int, context: str = "", message: str | None = None) -> None:
     if code:
         raise BrokerError(code, context, message)
