@@ -313,6 +313,13 @@ def parse_config(user: Mapping[str, Any] | None, *, require_bootstrap: bool = Tr
     return config
 
 
+def common_part(user: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of `user` that every kind of client reads (connection, security, timeouts):
+    what a helper client, such as an Admin looking up a consumer's topic, is given."""
+    return {name: value for name, value in user.items()
+            if (name if name in PROPERTIES else ALIASES.get(name)) in COMMON_KEYS}
+
+
 def _warn_unused(role: str, given: dict[str, str]) -> None:
     """One `ConfigWarning` naming every given key that a client of `role` ignores."""
     who, used = ROLES[role]

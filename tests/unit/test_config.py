@@ -225,3 +225,11 @@ def test_keys_each_client_reads_raise_no_warning(role):
         warnings.simplefilter("error")
         parse_config(given, role=role)
     assert set(ROLES) == {"producer", "consumer", "group", "admin"}
+
+
+def test_common_part_keeps_what_every_client_reads_under_the_name_given():
+    from raykafka.wire.config import common_part
+
+    given = {"metadata.broker.list": "k:9092", "sasl.mechanisms": "PLAIN", "group.id": "g", "linger.ms": 5,
+             "retry.backoff.ms": 10}
+    assert common_part(given) == {"metadata.broker.list": "k:9092", "sasl.mechanisms": "PLAIN", "retry.backoff.ms": 10}
