@@ -45,7 +45,7 @@ def ray_session() -> Iterator[None]:
 
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     if started:
         ray.shutdown()

@@ -112,6 +112,18 @@ def _group_seen(sink: Path) -> tuple[Counter[bytes], dict[bytes, float]]:
     return seen, first
 
 
+def _redelivered_by_partition(seen: Counter[bytes]) -> dict[int, list[int]]:
+    """Per partition: how many messages were processed more than once, and the first and last
+    index written among them (the Writer sends index i to partition i % PARTITIONS)."""
+    out: dict[int, list[int]] = {}
+    for value, n in seen.items():
+        if n > 1:
+            i = int(value[1:])
+            count, first, last = out.get(i % PARTITIONS, (0, i, i))
+            out[i % PARTITIONS] = [count + n - 1, min(first, i), max(last, i)]
+    return dict(sorted(out.items()))
+
+
 @pytest.mark.parametrize("outage_s", [2, pytest.param(10, marks=pytest.mark.slow),
                                       pytest.param(60, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("mode", ["unreachable", "restart"])
@@ -196,6 +208,7 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
            consumer_repeats=sum(n - 1 for n in reader.seen.values() if n > 1),
            group_processed=len(set(group_seen)), group_lost=len(delivered - set(group_seen)),
            group_redelivered=sum(n - 1 for n in group_seen.values() if n > 1),
+           group_redelivered_by_partition=_redelivered_by_partition(group_seen),
            group_redelivered_first_read=dict(Counter(  # when a message processed again was first processed
                "before the outage" if group_first[v] < t_cut else "during it" if group_first[v] < t_back
                else "after it" for v, n in group_seen.items() if n > 1)),
