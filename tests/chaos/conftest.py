@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import uuid
 from collections import Counter
@@ -18,6 +19,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+# The suite's own modules (`proxy`, `outage`, `report`) import by name from the tests beside them.
+sys.path.insert(0, str(Path(__file__).parent))
 
 RESULTS = Path(os.environ.get("RAYKAFKA_CHAOS_RESULTS", Path(__file__).parent / "results"))
 

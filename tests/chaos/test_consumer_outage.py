@@ -9,7 +9,6 @@ and the figures count what it processed again."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import queue
 import threading
@@ -17,6 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import outage as outage_mod  # tests/chaos/, on the path (conftest.py)
 import pytest
 
 from raykafka.driver.consumer import Consumer
@@ -25,9 +25,6 @@ from raykafka.driver.producer import Producer
 
 pytestmark = [pytest.mark.ray, pytest.mark.broker, pytest.mark.timeout(900)]
 
-_spec = importlib.util.spec_from_file_location("chaos_outage", Path(__file__).with_name("outage.py"))
-outage_mod = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(outage_mod)
 
 PARTITIONS = 4
 MEMBERS = 3
