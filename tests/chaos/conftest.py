@@ -43,14 +43,6 @@ def chaos_full(request: pytest.FixtureRequest) -> bool:
     return flag or os.environ.get("RAYKAFKA_CHAOS_FULL", "") not in ("", "0")
 
 
-def _actor_logs_at_info() -> None:
-    """In each Ray worker: raykafka's INFO lines (state changes, retries) to the worker's stderr."""
-    import logging
-
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("raykafka").setLevel(logging.INFO)
-
-
 @pytest.fixture(scope="module")
 def ray_session() -> Iterator[None]:
     """Ray for one module. With RAYKAFKA_ACTOR_LOGS=1 the actors log at INFO and their lines come
@@ -61,7 +53,7 @@ def ray_session() -> Iterator[None]:
     if started:
         logs = os.environ.get("RAYKAFKA_ACTOR_LOGS", "") not in ("", "0")
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=logs, configure_logging=False,
-                 runtime_env={"worker_process_setup_hook": _actor_logs_at_info} if logs else None)
+                 logging_config=ray.LoggingConfig(log_level="INFO") if logs else None)
     yield
     if started:
         ray.shutdown()
