@@ -222,8 +222,14 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
            group_errors=[f"{e[0]}: {e[2]}"[:200] for e in group_errors][:5])
     assert reader.error is None, f"the Consumer failed: {reader.error!r}"
     assert figures["unresolved"] == 0, figures
-    for e in ledger.failed.values():  # a message the producer gave up on names why
-        assert str(e), e
+    # the producer holds its batches through the outage: nothing fails while the broker is away.
+    # After a real restart, tansu may answer a batch re-sent DUPLICATE_SEQUENCE_NUMBER that its
+    # log does not hold (lost in the crash): the producer looks for it, and fails it naming that
+    assert not [i for i in ledger.failed if ledger.values[i] in reader.seen], "a failed message was written"
+    allowed = {"unreachable": set(), "restart": {"UnknownOffsetError"}}[mode]
+    assert set(figures["failed_by_cause"]) <= allowed, figures["failed_by_cause"]
+    for e in ledger.failed.values():
+        assert "not found in the log" in str(e), e
     assert delivered <= set(reader.seen), "the Consumer read everything delivered"
     assert delivered <= set(group_seen), "the group processed everything delivered"
     assert not any(n > 1 for n in reader.seen.values()), "the Consumer reads each message once"
