@@ -45,7 +45,7 @@ class Admin:
     def __init__(self, config: Mapping[str, Any] | str):
         if isinstance(config, str):
             config = {"bootstrap.servers": config}
-        self.config = parse_config(config)
+        self.config = parse_config(config, role="admin")
         self._loop = LoopThread("raykafka-admin")
         self.cluster = Cluster(self.config)
         self.client = AdminClient(self.cluster)

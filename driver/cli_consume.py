@@ -261,10 +261,11 @@ def _consume_group(args: argparse.Namespace, config: dict[str, Any], printer: _P
 
 
 def _require_topic(config: dict[str, Any], topic: str) -> None:
+    from ..wire.config import common_part
     from ..wire.errors import UnknownTopicError
     from .admin import Admin
 
-    with Admin(config) as admin:
+    with Admin(common_part(config)) as admin:
         if topic not in admin.list_topics():
             raise UnknownTopicError(f"topic {topic!r} does not exist")
 

@@ -52,7 +52,7 @@ class Consumer:
 
     def __init__(self, config: Mapping[str, Any]):
         self.raw_config = dict(config)
-        self.config = parse_config(config)
+        self.config = parse_config(config, role="consumer")
         ensure_ray()
         self.id = uuid.uuid4().hex[:12]
         self._loop: LoopThread | None = None

@@ -47,7 +47,7 @@ class ConsumerGroup:
     def __init__(self, config: Mapping[str, Any], topics: list[str] | str, handler: Any, members: int = 1,
                  max_handler_failures: int = MAX_HANDLER_FAILURES):
         self.raw_config = dict(config)
-        self.config = parse_config(config)
+        self.config = parse_config(config, role="group")
         if not self.config["group.id"]:
             raise ValueError("group.id: required for a consumer group")
         self.topics = [topics] if isinstance(topics, str) else list(topics)

@@ -250,7 +250,7 @@ class Producer:
             raise TypeError(f"on_delivery must be callable as on_delivery(metadata, error), not {type(on_delivery).__name__}")
         if name is not None and (type(name) is not str or not name):
             raise TypeError(f"name must be a non-empty str, not {name!r}")
-        self.config = parse_config(config)
+        self.config = parse_config(config, role="producer")
         _check_waits(self.config)
         self.key_serializer = get_serializer(self.config["key.serializer"])
         self.value_serializer = get_serializer(self.config["value.serializer"])

@@ -17,11 +17,12 @@ assignor tables, to check names against them.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, ConfigWarning
 
 Check = Callable[[str, Any], Any]
 
@@ -246,6 +247,24 @@ PROPERTIES: dict[str, Property] = {
     "value.deserializer": Property("bytes", _serde, "bytes, str, json, msgpack or a callable of one value's bytes"),
 }
 
+# Which keys each kind of client reads; the rest of the table it ignores. A key given to a client
+# that ignores it is named in a `ConfigWarning`, as the Java client ("supplied but isn't a known
+# config") and librdkafka ("is a producer property and will be ignored") do: one config dict is
+# often shared by a producer and a consumer, so it is not refused.
+COMMON_KEYS = frozenset(list(PROPERTIES)[:list(PROPERTIES).index("acks")]) | {"retry.backoff.ms"}
+PRODUCER_KEYS = COMMON_KEYS | frozenset(list(PROPERTIES)[list(PROPERTIES).index("acks"):list(PROPERTIES).index("group.id")])
+GROUP_ONLY_KEYS = frozenset({"group.id", "group.instance.id", "session.timeout.ms", "heartbeat.interval.ms",
+                             "rebalance.timeout.ms", "partition.assignment.strategy", "enable.auto.commit",
+                             "auto.commit.interval.ms", "topic.metadata.refresh.interval.ms"})
+GROUP_KEYS = COMMON_KEYS | (frozenset(PROPERTIES) - PRODUCER_KEYS)
+CONSUMER_KEYS = GROUP_KEYS - GROUP_ONLY_KEYS
+ROLES: dict[str, tuple[str, frozenset[str]]] = {
+    "producer": ("a Producer", PRODUCER_KEYS),
+    "consumer": ("a Consumer with assigned partitions (it joins no group and commits nothing)", CONSUMER_KEYS),
+    "group": ("a ConsumerGroup", GROUP_KEYS),
+    "admin": ("an Admin", COMMON_KEYS),
+}
+
 ALIASES = {"max.poll.interval.ms": "rebalance.timeout.ms", "sasl.mechanisms": "sasl.mechanism",
            "queue.buffering.max.ms": "linger.ms", "compression.codec": "compression.type",
            "request.required.acks": "acks", "metadata.broker.list": "bootstrap.servers"}
@@ -271,8 +290,10 @@ class Config(dict):
             raise AttributeError(name) from None
 
 
-def parse_config(user: Mapping[str, Any] | None, *, require_bootstrap: bool = True, **overrides: Any) -> Config:
-    """Check `user` against the table and fill in defaults; raise `ConfigError` naming the bad key."""
+def parse_config(user: Mapping[str, Any] | None, *, require_bootstrap: bool = True, role: str | None = None,
+                 **overrides: Any) -> Config:
+    """Check `user` against the table and fill in defaults; raise `ConfigError` naming the bad key.
+    With `role` (a key of `ROLES`), warn of each given key that kind of client does not read."""
     if user is not None and not isinstance(user, Mapping):
         raise ConfigError(f"config: expected a dict of Kafka properties, got {type(user).__name__} {user!r:.80}")
     given = _canonical({**user} if user else {})
@@ -287,7 +308,24 @@ def parse_config(user: Mapping[str, Any] | None, *, require_bootstrap: bool = Tr
     elif config["auto.offset.reset"] in ("largest", "end"):
         config["auto.offset.reset"] = "latest"
     _check_together(config, {key: name for key, (name, _value) in given.items()})
+    if role is not None:
+        _warn_unused(role, {key: name for key, (name, _value) in given.items()})
     return config
+
+
+def common_part(user: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of `user` that every kind of client reads (connection, security, timeouts):
+    what a helper client, such as an Admin looking up a consumer's topic, is given."""
+    return {name: value for name, value in user.items()
+            if (name if name in PROPERTIES else ALIASES.get(name)) in COMMON_KEYS}
+
+
+def _warn_unused(role: str, given: dict[str, str]) -> None:
+    """One `ConfigWarning` naming every given key that a client of `role` ignores."""
+    who, used = ROLES[role]
+    unused = sorted(name for key, name in given.items() if key not in used)
+    if unused:
+        warnings.warn(f"{', '.join(unused)}: not used by {who}; ignored", ConfigWarning, stacklevel=3)
 
 
 def _canonical(user: Mapping[Any, Any]) -> dict[str, tuple[str, Any]]:

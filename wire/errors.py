@@ -243,6 +243,12 @@ class DeliveryTimeoutError(KafkaError):
     retriable = False
 
 
+class LookupTimeoutError(KafkaError):
+    """Looking a written batch up in a partition's log took longer than `request.timeout.ms`:
+    the broker kept answering below its high watermark with no batch. Not retriable: the caller
+    gives up the look-up (the batch is written; its offset stays unknown)."""
+
+
 class UnknownOffsetError(KafkaError):
     """The broker took a batch (it answered DUPLICATE_SEQUENCE_NUMBER: written before, or no
     error) without saying at which offset, and the batch was not found in the partition's log
@@ -312,6 +318,10 @@ class TransactionTimeoutError(TransactionError):
     made again."""
 
     retriable = True
+
+
+class ConfigWarning(UserWarning):
+    """A configuration key was given to a client that does not read it; the message names the key."""
 
 
 def raise_for_code(code: int, context: str = "", message: str | None = None) -> None:

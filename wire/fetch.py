@@ -18,7 +18,7 @@ from typing import Any
 
 from . import messages
 from .config import Config
-from .errors import BY_NAME, BrokerError
+from .errors import BY_NAME, BrokerError, LookupTimeoutError
 from .records import read_batch_header
 
 FETCH_MAX_VERSION = 12
@@ -59,6 +59,11 @@ def fetch_body(config: Config, wanted: Iterable[tuple[str, int, int]], *, max_wa
     }
 
 
+# A look-up's Fetch waits this long for data at first (tansu answers max_wait_ms=0 with nothing),
+# doubling after each answer without a batch, up to LOOKUP_WAIT_MAX_MS
+LOOKUP_WAIT_MS, LOOKUP_WAIT_MAX_MS = 10, 500
+
+
 async def find_batch_offset(conn: Any, config: Config, topic: str, partition: int, start: int, *,
                             producer_id: int, producer_epoch: int, base_sequence: int,
                             max_bytes: int) -> int | None:
@@ -68,11 +73,20 @@ async def find_batch_offset(conn: Any, config: Config, topic: str, partition: in
     watermark, a later batch of the same producer, or `max_bytes` read came first.
 
     Reads batch headers only (no CRC, no decompression). Each request has the connection's
-    `request.timeout.ms`; a failed request raises (BrokerError, BrokerConnectionError, ...)."""
-    offset, read = start, 0
+    `request.timeout.ms`; a failed request raises (BrokerError, BrokerConnectionError, ...).
+    The whole look-up is bounded by `request.timeout.ms` too: a broker that answers below its
+    high watermark with no batch (tansu just after a restart does, for a while) is asked again,
+    each time waiting longer for data, and past the bound it raises `LookupTimeoutError`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + config["request.timeout.ms"] / 1000
+    offset, read, wait_ms, empty = start, 0, LOOKUP_WAIT_MS, 0
     pmax = min(config["max.partition.fetch.bytes"], max_bytes)
     while read < max_bytes:
-        body = fetch_body(config, [(topic, partition, offset)], max_wait_ms=10,  # tansu answers 0 with nothing
+        if loop.time() > deadline:
+            raise LookupTimeoutError(
+                f"looking up {topic}/{partition} from offset {offset}: not done within request.timeout.ms="
+                f"{config['request.timeout.ms']} ({empty} answer(s) in a row below the high watermark with no batch)")
+        body = fetch_body(config, [(topic, partition, offset)], max_wait_ms=wait_ms,
                           partition_max_bytes=pmax, max_bytes=pmax)
         body["isolation_level"] = 0  # every batch written, committed or not
         response = await conn.request(messages.FETCH, body, fetch_version(conn))
@@ -98,6 +112,11 @@ async def find_batch_offset(conn: Any, config: Config, topic: str, partition: in
         read += max(end, 1)
         if offset >= part.high_watermark:
             return None
+        if end == 0:  # nothing yet below the high watermark: give the broker longer to read its log
+            empty += 1
+            wait_ms = min(wait_ms * 2, LOOKUP_WAIT_MAX_MS)
+        else:
+            empty, wait_ms = 0, LOOKUP_WAIT_MS
         if pos == 0:  # the next batch is larger than a fetch: ask for more at once
             pmax = min(pmax * 4, max_bytes)
     return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import uuid
 from collections import Counter
@@ -18,6 +19,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+# The suite's own modules (`proxy`, `outage`, `report`) import by name from the tests beside them.
+sys.path.insert(0, str(Path(__file__).parent))
 
 RESULTS = Path(os.environ.get("RAYKAFKA_CHAOS_RESULTS", Path(__file__).parent / "results"))
 
@@ -41,11 +45,15 @@ def chaos_full(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture(scope="module")
 def ray_session() -> Iterator[None]:
+    """Ray for one module. With RAYKAFKA_ACTOR_LOGS=1 the actors log at INFO and their lines come
+    to this process's stderr (run pytest with -s), to see what a pipeline did under a fault."""
     import ray
 
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        logs = os.environ.get("RAYKAFKA_ACTOR_LOGS", "") not in ("", "0")
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=logs, configure_logging=False,
+                 logging_config=ray.LoggingConfig(log_level="INFO") if logs else None)
     yield
     if started:
         ray.shutdown()

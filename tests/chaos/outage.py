@@ -14,14 +14,11 @@ again on the same port after the outage, with its log).
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import time
 from pathlib import Path
 from typing import Any
 
-_spec = importlib.util.spec_from_file_location("chaos_proxy", Path(__file__).with_name("proxy.py"))
-_proxy = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_proxy)
+import proxy as _proxy  # tests/chaos/, on the path (conftest.py)
 
 
 class OutageProxy(_proxy.FaultProxy):

@@ -9,7 +9,6 @@ and the figures count what it processed again."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import queue
 import threading
@@ -17,6 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import outage as outage_mod  # tests/chaos/, on the path (conftest.py)
 import pytest
 
 from raykafka.driver.consumer import Consumer
@@ -25,9 +25,6 @@ from raykafka.driver.producer import Producer
 
 pytestmark = [pytest.mark.ray, pytest.mark.broker, pytest.mark.timeout(900)]
 
-_spec = importlib.util.spec_from_file_location("chaos_outage", Path(__file__).with_name("outage.py"))
-outage_mod = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(outage_mod)
 
 PARTITIONS = 4
 MEMBERS = 3
@@ -110,6 +107,18 @@ def _group_seen(sink: Path) -> tuple[Counter[bytes], dict[bytes, float]]:
                 seen[value] += 1
                 first.setdefault(value, float(stamp))
     return seen, first
+
+
+def _redelivered_by_partition(seen: Counter[bytes]) -> dict[int, list[int]]:
+    """Per partition: how many messages were processed more than once, and the first and last
+    index written among them (the Writer sends index i to partition i % PARTITIONS)."""
+    out: dict[int, list[int]] = {}
+    for value, n in seen.items():
+        if n > 1:
+            i = int(value[1:])
+            count, first, last = out.get(i % PARTITIONS, (0, i, i))
+            out[i % PARTITIONS] = [count + n - 1, min(first, i), max(last, i)]
+    return dict(sorted(out.items()))
 
 
 @pytest.mark.parametrize("outage_s", [2, pytest.param(10, marks=pytest.mark.slow),
@@ -196,6 +205,7 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
            consumer_repeats=sum(n - 1 for n in reader.seen.values() if n > 1),
            group_processed=len(set(group_seen)), group_lost=len(delivered - set(group_seen)),
            group_redelivered=sum(n - 1 for n in group_seen.values() if n > 1),
+           group_redelivered_by_partition=_redelivered_by_partition(group_seen),
            group_redelivered_first_read=dict(Counter(  # when a message processed again was first processed
                "before the outage" if group_first[v] < t_cut else "during it" if group_first[v] < t_back
                else "after it" for v, n in group_seen.items() if n > 1)),
@@ -212,8 +222,14 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
            group_errors=[f"{e[0]}: {e[2]}"[:200] for e in group_errors][:5])
     assert reader.error is None, f"the Consumer failed: {reader.error!r}"
     assert figures["unresolved"] == 0, figures
-    for e in ledger.failed.values():  # a message the producer gave up on names why
-        assert str(e), e
+    # the producer holds its batches through the outage: nothing fails while the broker is away.
+    # After a real restart, tansu may answer a batch re-sent DUPLICATE_SEQUENCE_NUMBER that its
+    # log does not hold (lost in the crash): the producer looks for it, and fails it naming that
+    assert not [i for i in ledger.failed if ledger.values[i] in reader.seen], "a failed message was written"
+    allowed = {"unreachable": set(), "restart": {"UnknownOffsetError"}}[mode]
+    assert set(figures["failed_by_cause"]) <= allowed, figures["failed_by_cause"]
+    for e in ledger.failed.values():
+        assert "not found in the log" in str(e), e
     assert delivered <= set(reader.seen), "the Consumer read everything delivered"
     assert delivered <= set(group_seen), "the group processed everything delivered"
     assert not any(n > 1 for n in reader.seen.values()), "the Consumer reads each message once"

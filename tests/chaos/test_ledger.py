@@ -3,9 +3,7 @@ and how report.py renders figures a scenario did not measure."""
 
 from __future__ import annotations
 
-import importlib.util
 from concurrent.futures import Future
-from pathlib import Path
 
 from raykafka.driver.producer import RecordMetadata
 
@@ -48,11 +46,9 @@ def test_the_ledger_counts_what_the_log_shows(ledger):
 
 
 def _report_module():
-    path = Path(__file__).parent / "report.py"
-    spec = importlib.util.spec_from_file_location("chaos_report", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    import report  # beside this file (tests/chaos/conftest.py)
+
+    return report
 
 
 def test_the_report_leaves_a_figure_not_measured_blank_and_out_of_the_totals():

@@ -6,10 +6,9 @@ offset, none failed with "no bootstrap server reachable"."""
 
 from __future__ import annotations
 
-import importlib.util
 import time
-from pathlib import Path
 
+import proxy as proxy_mod  # tests/chaos/, on the path (conftest.py)
 import pytest
 
 from raykafka.driver.embedded_broker import EmbeddedBroker, free_port
@@ -17,9 +16,6 @@ from raykafka.driver.producer import Producer
 
 pytestmark = [pytest.mark.ray, pytest.mark.broker, pytest.mark.timeout(180)]
 
-_spec = importlib.util.spec_from_file_location("chaos_proxy", Path(__file__).with_name("proxy.py"))
-proxy_mod = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(proxy_mod)
 
 PARTITIONS = 4
 OUTAGE_S = 3.0

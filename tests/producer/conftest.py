@@ -14,7 +14,7 @@ def ray_session() -> Iterator[None]:
 
     started = False
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
         started = True
     yield
     if started:

@@ -238,7 +238,7 @@ def test_ray_shut_down_under_a_producer_ends_its_messages_and_threads_quietly(bo
         import ray
         from raykafka.driver.producer import Producer
         from raykafka.wire.errors import ProducerClosedError
-        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
         p = Producer({{"bootstrap.servers": "{bootstrap}", "linger.ms": 600000}})
         future = p.send("anywhere", b"x")  # still gathering when Ray goes
         threads = [t for t in threading.enumerate() if t.name.startswith(p.name)]

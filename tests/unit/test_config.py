@@ -195,3 +195,41 @@ def test_keys_that_work_together_pass():
                            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "fetch.max.wait.ms": 100,
                            "delivery.timeout.ms": 30005})
     assert config["sasl.mechanism"] == "SCRAM-SHA-512" and config["delivery.timeout.ms"] == 30005
+
+
+@pytest.mark.parametrize(("role", "given", "named"), [
+    ("consumer", {"group.id": "g", "enable.auto.commit": True}, "enable.auto.commit, group.id"),
+    ("consumer", {"linger.ms": 5}, "linger.ms"),
+    ("group", {"acks": "all", "compression.type": "lz4"}, "acks, compression.type"),
+    ("producer", {"auto.offset.reset": "earliest", "group.id": "g"}, "auto.offset.reset, group.id"),
+    ("admin", {"linger.ms": 5, "fetch.max.bytes": 1024}, "fetch.max.bytes, linger.ms"),
+])
+def test_a_key_the_client_does_not_read_is_named_in_a_warning(role, given, named):
+    from raykafka.wire.errors import ConfigWarning
+
+    with pytest.warns(ConfigWarning, match=rf"^{named}: not used by ") as caught:
+        parse_config({"bootstrap.servers": "k:9092", **given}, role=role)
+    assert len(caught) == 1
+
+
+@pytest.mark.parametrize("role", ["producer", "consumer", "group", "admin"])
+def test_keys_each_client_reads_raise_no_warning(role):
+    import warnings
+
+    from raykafka.wire.config import ROLES
+
+    given = {"bootstrap.servers": "k:9092", "client.id": "c", "retry.backoff.ms": 50, "request.timeout.ms": 20000}
+    given.update({"producer": {"linger.ms": 1, "acks": "all"}, "consumer": {"fetch.max.bytes": 1 << 20},
+                  "group": {"group.id": "g", "fetch.max.bytes": 1 << 20}, "admin": {}}[role])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parse_config(given, role=role)
+    assert set(ROLES) == {"producer", "consumer", "group", "admin"}
+
+
+def test_common_part_keeps_what_every_client_reads_under_the_name_given():
+    from raykafka.wire.config import common_part
+
+    given = {"metadata.broker.list": "k:9092", "sasl.mechanisms": "PLAIN", "group.id": "g", "linger.ms": 5,
+             "retry.backoff.ms": 10}
+    assert common_part(given) == {"metadata.broker.list": "k:9092", "sasl.mechanisms": "PLAIN", "retry.backoff.ms": 10}

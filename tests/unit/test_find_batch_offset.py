@@ -72,3 +72,45 @@ def test_a_duplicate_without_its_offset_is_found_in_the_log_by_producer_and_sequ
     with MockCluster(n_brokers=1, topics={"t": 1}, duplicate_offset_unknown=True) as cluster:
         asyncio.run(asyncio.wait_for(scenario(cluster), 30))
         assert cluster.handler_errors == []
+
+
+class _EmptyBelowTheHighWatermark:
+    """A leader that answers every Fetch with no records while its high watermark is far ahead,
+    as tansu does for a while after a restart. Counts the Fetches and their max_wait_ms."""
+
+    def __init__(self) -> None:
+        self.waits: list[int] = []
+
+    def version_for(self, api: Any) -> int:
+        return 12
+
+    async def request(self, api: Any, body: dict[str, Any], version: int | None = None) -> Any:
+        from types import SimpleNamespace
+
+        self.waits.append(body["max_wait_ms"])
+        await asyncio.sleep(body["max_wait_ms"] / 1000)  # the broker waits for data that never comes
+        part = SimpleNamespace(partition_index=0, error_code=0, high_watermark=1000, records=b"",
+                               get=lambda key, default=None: default)
+        return SimpleNamespace(responses=[SimpleNamespace(partitions=[part])])
+
+
+def test_a_leader_answering_nothing_below_its_high_watermark_ends_the_look_up_within_request_timeout():
+    """Before, each empty answer counted one byte against `max_bytes` (64 MiB in the Flusher): the
+    look-up asked again for ever, and the Flusher's responses behind it waited with it."""
+    from raykafka.wire.errors import LookupTimeoutError
+    from raykafka.wire.fetch import LOOKUP_WAIT_MAX_MS, LOOKUP_WAIT_MS
+
+    config = parse_config({"bootstrap.servers": "127.0.0.1:1", "request.timeout.ms": 2000})
+    conn = _EmptyBelowTheHighWatermark()
+
+    async def look_up() -> float:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(LookupTimeoutError, match=r"t/0 from offset 5: not done within request.timeout.ms=2000"):
+            await find_batch_offset(conn, config, "t", 0, 5, producer_id=1, producer_epoch=0, base_sequence=7,
+                                    max_bytes=64 << 20)
+        return asyncio.get_running_loop().time() - started
+
+    took = asyncio.run(asyncio.wait_for(look_up(), 20))
+    assert 2.0 <= took < 2.0 + 2 * LOOKUP_WAIT_MAX_MS / 1000 + 1.0, took  # the bound, plus at most the last wait
+    assert conn.waits[0] == LOOKUP_WAIT_MS and conn.waits[-1] == LOOKUP_WAIT_MAX_MS  # each empty answer waits longer
+    assert conn.waits == sorted(conn.waits)
