@@ -276,7 +276,6 @@ class ConfigError(KafkaError, ValueError):
     """A configuration key is unknown or its value is invalid; the message names the key."""
 
 
-
 class TransactionError(KafkaError):
     """A transactional call failed; `code` is the broker's error code when its answer was the cause."""
 
