@@ -47,6 +47,9 @@ from .offsets import PartitionRange, check_range, offsets_json, parse_offsets, p
 
 log = logging.getLogger(__name__)
 
+IDLE_WAIT_S = 0.1
+"""The least a trigger that found nothing new waits before the next asks the broker again."""
+
 
 @dataclass(frozen=True)
 class Bounds:
@@ -97,7 +100,7 @@ def plan_batch(position: Mapping[TopicPartition, int], bounds: Mapping[TopicPart
     in `ending`), capped at `limit` records in all. A position outside the partition's log is
     data loss (`check_range`: raised, or moved into the log with a warning)."""
     wanted = []
-    for tp in sorted(position):
+    for tp in sorted(tp for tp in position if tp in bounds):  # a topic deleted meanwhile has none
         b = bounds[tp]
         end = b.end if ending is None else min(b.end, ending.get(tp, b.end))
         checked = check_range(tp.topic, tp.partition, position[tp], max(position[tp], end), b.log_start, b.end,
@@ -150,6 +153,7 @@ class KafkaStream:
             while not self._stopped.is_set():
                 began = time.monotonic()
                 batch = self.next_batch()
+                wait = self.trigger_interval
                 if batch.count:
                     data = self.read(sorted({r.topic for r in batch.ranges if r.count}), self.config,
                                      *_range_specs(batch.ranges))
@@ -158,7 +162,9 @@ class KafkaStream:
                 elif self._ending is not None:
                     log.info("stream/%s reached its ending offsets after %d batches", self._name, self.batches)
                     break
-                self._stopped.wait(max(0.0, self.trigger_interval - (time.monotonic() - began)))
+                else:
+                    wait = max(wait, IDLE_WAIT_S)
+                self._stopped.wait(max(0.0, wait - (time.monotonic() - began)))
             return self.batches
         finally:
             self.close()
