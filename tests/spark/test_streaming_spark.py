@@ -14,6 +14,7 @@ from raykafka.wire.admin import TopicPartition  # noqa: E402
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.spark]
 
 
+@pytest.mark.slow  # about 2 minutes: three Spark reads (measured under a load average of 60)
 def test_foreach_batch_resumes_after_a_failing_fn_with_every_offset_once(spark, bootstrap, topic_name):
     topic = topic_name("spark-stream")
     with Admin(bootstrap) as admin:
