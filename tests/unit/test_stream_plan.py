@@ -56,3 +56,19 @@ def test_subscribe_pattern_matches_whole_names_and_one_subscription_is_required(
         subscribed_topics(None, None, [])
     with pytest.raises(ConfigError, match="not a regular expression"):
         subscribed_topics(None, "(", [])
+
+
+def test_stream_options_are_checked_when_the_stream_is_built():
+    from raykafka.spark_bridge.streaming import KafkaStream
+
+    config = {"bootstrap.servers": "127.0.0.1:9"}
+    with pytest.raises(ConfigError, match="max_offsets_per_trigger must be at least 1"):
+        KafkaStream("t", config, max_offsets_per_trigger=0)
+    with pytest.raises(ConfigError, match="trigger_interval must not be negative"):
+        KafkaStream("t", config, trigger_interval=-1)
+    with pytest.raises(ConfigError, match="endingOffsets: earliest"):
+        KafkaStream("t", config, ending_offsets="earliest")
+    with pytest.raises(ConfigError, match="exactly one"):
+        KafkaStream(None, config)
+    with pytest.raises(ValueError, match="no.such.key"):
+        KafkaStream("t", {**config, "no.such.key": 1})
