@@ -179,7 +179,10 @@ class KafkaStream:
         self._learn_position(bounds)
         if self.ending_spec is not None and self._ending is None:
             self._ending = self._ending_offsets(bounds)
-        return plan_batch(self.position, bounds, self._ending, self.max_offsets_per_trigger, self.fail_on_data_loss)
+        batch = plan_batch(self.position, bounds, self._ending, self.max_offsets_per_trigger, self.fail_on_data_loss)
+        # what data loss skipped stays skipped: the position moves into the log (committed with the batch)
+        self.position.update({TopicPartition(r.topic, r.partition): r.start for r in batch.ranges})
+        return batch
 
     def commit(self, batch: MicroBatch) -> None:
         """The batch's ends become the position, and the group's committed offsets."""

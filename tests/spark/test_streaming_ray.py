@@ -108,3 +108,29 @@ def test_a_stream_over_explicit_ranges_without_a_group_reads_exactly_them(ray_fo
     assert sorted(seen) == [(0, o) for o in range(50, 150)] + [(1, o) for o in range(30)]
     assert all(b.count <= 60 + 2 for b in batches)
     assert stream.position == {TopicPartition(topic, 0): 150, TopicPartition(topic, 1): 30}
+
+
+def test_without_fail_on_data_loss_a_position_past_the_log_moves_into_it(ray_for_spark, bootstrap, topic_name,
+                                                                          wait_for):
+    """A group's position past the log's end (the topic re-created, say): with failOnDataLoss=false
+    the stream warns, goes on from the log's end, and hands the records that come after."""
+    topic = topic_name("stream-loss")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 1})
+        produce(bootstrap, topic, 0, 10, 1)
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        admin.alter_offsets(group, {(topic, 0): 500})
+    seen: list[tuple[int, int]] = []
+    stream = KafkaStream(topic, {"bootstrap.servers": bootstrap, "group.id": group}, fail_on_data_loss=False)
+    runner = threading.Thread(target=lambda: stream.run(lambda ds, batch: seen.extend(rows(ds))))
+    runner.start()
+    try:
+        wait_for(lambda: stream.position.get(TopicPartition(topic, 0)) == 10, timeout=60)
+        produce(bootstrap, topic, 10, 5, 1)
+        wait_for(lambda: len(seen) >= 5, timeout=120)
+    finally:
+        stream.stop()
+        runner.join(120)
+    assert sorted(seen) == [(0, o) for o in range(10, 15)]
+    with Admin(bootstrap) as admin:
+        assert admin.committed_offsets(group, topic) == {TopicPartition(topic, 0): 15}
