@@ -112,7 +112,16 @@ def plan_batch(position: Mapping[TopicPartition, int], bounds: Mapping[TopicPart
 
 class KafkaStream:
     """A stream of micro-batches over topics; `run(step)` hands them to `step` until the stream
-    ends (its `ending_offsets` reached, `stop()` called, or the step raised)."""
+    ends (its `ending_offsets` reached, `stop()` called, or the step raised). One run per stream.
+
+    topics / subscribe_pattern: exactly one; a pattern is looked up at every trigger.
+    starting_offsets: where a partition without a committed offset starts ("earliest", "latest"
+      or per-partition JSON). ending_offsets: None (unbounded), "latest" (the ends when the stream
+      starts: Spark's Trigger.AvailableNow) or per-partition JSON.
+    max_offsets_per_trigger: records a micro-batch holds at most. trigger_interval: seconds from
+      one trigger's start to the next. fail_on_data_loss: see `offsets.check_range`.
+    read(topics, config, starting_json, ending_json): what turns ranges into the step's data
+      (default: a Ray Dataset by `reader.read_dataset`)."""
 
     def __init__(self, topics: Iterable[str] | str | None, config: Mapping[str, Any], *,
                  subscribe_pattern: str | None = None, starting_offsets: Any = "earliest",
