@@ -276,6 +276,12 @@ class ConfigError(KafkaError, ValueError):
     """A configuration key is unknown or its value is invalid; the message names the key."""
 
 
+class DataLossError(KafkaError, ValueError):
+    """A range to read is no longer (or not yet) in the partition's log: its start is below the
+    log start offset (deleted or compacted away) or its end beyond the high watermark (the log
+    was truncated or the topic re-created). Raised under `failOnDataLoss=true`; the message
+    names the partition, the range and the log's bounds."""
+
 class TransactionError(KafkaError):
     """A transactional call failed; `code` is the broker's error code when its answer was the cause."""
 

@@ -1,0 +1,83 @@
+"""read_kafka's options beyond the offsets, as Spark's Kafka source has them, on the real broker:
+startingOffsetsByTimestamp / endingOffsetsByTimestamp, subscribePattern, failOnDataLoss."""
+
+import json
+import uuid
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+from raykafka.driver.admin import Admin  # noqa: E402
+from raykafka.spark_bridge.reader import read_dataset  # noqa: E402
+from raykafka.spark_bridge.streaming import stream_kafka  # noqa: E402
+from raykafka.wire.errors import ConfigError, DataLossError  # noqa: E402
+
+pytestmark = [pytest.mark.broker, pytest.mark.ray]
+
+T0 = 1_700_000_000_000
+
+
+def fill(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+    """Record i to partition i % partitions, stamped T0 + 10 * i."""
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: partitions})
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, value=b"v%d" % i, partition=i % partitions, timestamp=T0 + 10 * i)
+    assert producer.flush(30) == 0
+
+
+def offsets(ds) -> list[tuple[str, int, int]]:
+    return sorted((r["topic"], r["partition"], r["offset"]) for r in ds.take_all())
+
+
+def test_offsets_by_timestamp_start_and_end_at_the_first_record_at_or_after(ray_for_spark, bootstrap, topic_name):
+    topic = topic_name("by-ts")
+    fill(bootstrap, topic, 200, 2)
+    config = {"bootstrap.servers": bootstrap}
+    starts = json.dumps({topic: {"0": T0 + 100, "1": T0 + 95}})   # records 10 and 11: offsets 5 and 5
+    ends = json.dumps({topic: {"0": T0 + 200, "1": T0 + 1_000_000}})  # record 20: offset 10; none: the end
+    ds = read_dataset(topic, config, starting_offsets_by_timestamp=starts, ending_offsets_by_timestamp=ends)
+    assert offsets(ds) == [(topic, 0, o) for o in range(5, 10)] + [(topic, 1, o) for o in range(5, 100)]
+
+    late = json.dumps({topic: {"0": T0 + 1_000_000, "1": T0}})
+    with pytest.raises(ConfigError, match=rf"{topic}/0 has no record at or after"):
+        read_dataset(topic, config, starting_offsets_by_timestamp=late)
+    ds = read_dataset(topic, config, starting_offsets_by_timestamp=late,
+                      starting_offsets_by_timestamp_strategy="latest")
+    assert offsets(ds) == [(topic, 1, o) for o in range(100)]
+    with pytest.raises(ConfigError, match="does not name partition"):
+        read_dataset(topic, config, starting_offsets_by_timestamp=json.dumps({topic: {"0": T0}}))
+
+
+def test_subscribe_pattern_reads_every_topic_whose_whole_name_matches(ray_for_spark, bootstrap):
+    prefix = f"pat-{uuid.uuid4().hex[:8]}"
+    for name, count in (("x-a", 30), ("x-b", 20), ("y", 10)):
+        fill(bootstrap, f"{prefix}-{name}", count, 1)
+    config = {"bootstrap.servers": bootstrap}
+    ds = read_dataset(None, config, subscribe_pattern=rf"{prefix}-x-.")
+    assert offsets(ds) == ([(f"{prefix}-x-a", 0, o) for o in range(30)] + [(f"{prefix}-x-b", 0, o) for o in range(20)])
+    with pytest.raises(ConfigError, match="exactly one"):
+        read_dataset(f"{prefix}-y", config, subscribe_pattern=prefix + ".*")
+
+
+def test_fail_on_data_loss_raises_or_reads_what_is_there(ray_for_spark, bootstrap, topic_name, caplog):
+    topic = topic_name("loss")
+    fill(bootstrap, topic, 20, 2)
+    config = {"bootstrap.servers": bootstrap}
+    beyond = json.dumps({topic: {"0": 5000, "1": -1}})
+    with pytest.raises(DataLossError, match=rf"{topic}/0: range \[0, 5000\) is outside the partition's log \[0, 10\)"):
+        read_dataset(topic, config, "earliest", beyond)
+    ds = read_dataset(topic, config, "earliest", beyond, fail_on_data_loss=False)
+    assert offsets(ds) == [(topic, p, o) for p in range(2) for o in range(10)]
+    assert "data loss" in caplog.text
+
+    # a stream whose committed position is past the log (the topic re-created, say) stops, naming it
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    with Admin(bootstrap) as admin:
+        admin.alter_offsets(group, {(topic, 0): 500, (topic, 1): 3})
+    handed = []
+    with pytest.raises(DataLossError, match=rf"{topic}/0: range \[500, 500\)"):
+        stream_kafka(topic, {**config, "group.id": group}, lambda ds, b: handed.append(b), ending_offsets="latest")
+    assert handed == []
