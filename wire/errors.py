@@ -282,6 +282,7 @@ class DataLossError(KafkaError, ValueError):
     was truncated or the topic re-created). Raised under `failOnDataLoss=true`; the message
     names the partition, the range and the log's bounds."""
 
+
 class TransactionError(KafkaError):
     """A transactional call failed; `code` is the broker's error code when its answer was the cause."""
 
