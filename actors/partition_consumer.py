@@ -30,11 +30,11 @@ from typing import Any
 import pyarrow as pa
 import ray
 
-from ..wire.arrow_batches import records_to_arrow
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import BrokerError, KafkaError, is_fatal
 from ..wire.fetch import OFFSET_OUT_OF_RANGE, RESET_POLICIES, resolve_offsets
+from ..wire.fetcher import bad_data, decode
 from ..wire.serde import Deserializers
 
 log = logging.getLogger("raykafka.actors.partition_consumer")
@@ -76,7 +76,6 @@ class PartitionConsumer:
         self.buffer: deque[pa.RecordBatch] = deque()
         self.reading = 0  # fed batches acked but not yet read into the buffer
         self._changed: asyncio.Condition | None = None
-        self._check_crcs = self.config["check.crcs"]
         self._deserialize = Deserializers.from_config(self.config)
         self._brokers: dict[int, Any] = {}
 
@@ -216,12 +215,10 @@ class PartitionConsumer:
         """Fetched bytes to one Arrow batch, buffered unless a seek or move came meanwhile."""
         cond = self._cond()
         try:
-            batch, after = records_to_arrow(data, self.topic, self.partition, max(fetch_offset, self.offset),
-                                            check_crc=self._check_crcs,
-                                            max_decompressed=self.config["max.decompressed.batch.bytes"])
+            batch, after = decode(data, self.topic, self.partition, max(fetch_offset, self.offset), self.config)
             batch = self._deserialize(batch)
         except Exception as exc:  # corrupt, undecodable or not deserializable: this partition fails, visibly, alone
-            self.error = f"bad data fetched at offset {fetch_offset}: {type(exc).__name__}: {exc}"
+            self.error = bad_data(fetch_offset, exc)
             log.error("consumer/%s/%d failed: %s", self.topic, self.partition, self.error)
             batch = None
         async with cond:
