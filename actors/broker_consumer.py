@@ -73,6 +73,11 @@ class BrokerConsumer:
     async def ping(self) -> int:
         return self.node_id
 
+    async def watch(self) -> None:
+        """Never answers while this actor lives: a partition consumer holds this call open to
+        learn, by its failure, that the actor died (and was restarted empty)."""
+        await asyncio.Event().wait()
+
     # -- the subscription manager -------------------------------------------
 
     async def subscribe(self, topic: str, partition: int, offset: int, consumer: Any, sub_id: int) -> None:

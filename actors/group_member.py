@@ -39,6 +39,7 @@ change at every rebalance, and a member is already one process.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -238,6 +239,11 @@ class MemberRuntime:
 
     def start(self) -> None:
         self._future = self.loop.submit(self._run())
+
+    def wait_ended(self) -> None:
+        """Return once the member's life has ended (stopped or failed)."""
+        if self._future is not None:
+            concurrent.futures.wait([self._future])
 
     def run_on_loop(self, coro: Any) -> Any:
         return self.loop.run(coro, self.config["request.timeout.ms"] / 1000 * 2)
@@ -717,3 +723,8 @@ class GroupMember:
     def stop(self, timeout: float | None = None) -> dict[str, Any]:
         self.runtime.stop(timeout)
         return self.runtime.status()
+
+    def watch(self) -> None:
+        """Answers once the member has ended (stopped, or a fatal error): the driver holds this
+        call open to learn, by its failure instead, that the actor died."""
+        self.runtime.wait_ended()
