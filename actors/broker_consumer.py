@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from ..wire import messages
-from ..wire.arrow_batches import next_offset
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.connection import BrokerConnection
 from ..wire.errors import BrokerError, KafkaError, is_fatal
-from ..wire.fetch import LEADER_ERRORS, OFFSET_OUT_OF_RANGE, fetch_body, fetch_version
+from ..wire.fetch import fetch_body, fetch_version
+from ..wire.fetcher import Data, Failed, PartitionFetch, Refetch, Reset, Retry
 
 log = logging.getLogger("raykafka.actors.broker_consumer")
 
@@ -44,7 +44,7 @@ CATCH_UP_WAIT_MS = 1
 
 @dataclass
 class Subscription:
-    offset: int
+    fetch: PartitionFetch  # the position, the request size, what each answer means
     consumer: Any  # the PartitionConsumer actor handle
     sub_id: int
     acking: asyncio.Future | None = None  # the feed not yet acked
@@ -73,10 +73,16 @@ class BrokerConsumer:
     async def ping(self) -> int:
         return self.node_id
 
+    async def watch(self) -> None:
+        """Never answers while this actor lives: a partition consumer holds this call open to
+        learn, by its failure, that the actor died (and was restarted empty)."""
+        await asyncio.Event().wait()
+
     # -- the subscription manager -------------------------------------------
 
     async def subscribe(self, topic: str, partition: int, offset: int, consumer: Any, sub_id: int) -> None:
-        self.subscriptions[(topic, partition)] = Subscription(offset, consumer, sub_id)
+        self.subscriptions[(topic, partition)] = Subscription(
+            PartitionFetch(self.config, topic, partition, offset), consumer, sub_id)
         log.debug("consumer/broker/%d added subscription to %s/%d at %d", self.node_id, topic, partition, offset)
         self._start()
 
@@ -86,7 +92,7 @@ class BrokerConsumer:
             del self.subscriptions[(topic, partition)]
 
     async def stats(self) -> dict[str, Any]:
-        return {"subscriptions": {f"{t}/{p}": s.offset for (t, p), s in self.subscriptions.items()},
+        return {"subscriptions": {f"{t}/{p}": s.fetch.offset for (t, p), s in self.subscriptions.items()},
                 "paused": sorted(f"{t}/{p}" for (t, p), s in self.subscriptions.items() if s.acking),
                 "paused_count": self.paused_count}
 
@@ -141,7 +147,7 @@ class BrokerConsumer:
         try:
             try:
                 conn = await (self._side_connection() if side else self.cluster.connection(self.node_id))
-                body = fetch_body(self.config, [(t, p, s.offset) for (t, p), s in asked.items()],
+                body = fetch_body(self.config, [s.fetch.request() for s in asked.values()],
                                   max_wait_ms=CATCH_UP_WAIT_MS if side else None)
                 response = await conn.request(messages.FETCH, body, fetch_version(conn))
             finally:
@@ -156,7 +162,7 @@ class BrokerConsumer:
                     sub.misses = 0
                 elif side:  # nothing came: at its end, or left out of a response cut at the broker's size limit
                     sub.misses += 1
-                    sub.caught_up = sub.offset >= sub.reported_hw or sub.misses > 1
+                    sub.caught_up = sub.fetch.offset >= sub.reported_hw or sub.misses > 1
             self._wake.set()
             if acks:
                 await self._await_acks(acks)
@@ -187,29 +193,31 @@ class BrokerConsumer:
                 sub = self.subscriptions.get(tp)
                 if sub is None or asked.get(tp) is not sub:
                     continue  # unsubscribed or resubscribed while the fetch was in flight
-                code = p.error_code
-                if code == 0:
-                    data = p.records  # a view of the response
-                    if not data and p.high_watermark == sub.reported_hw:
+                outcome = sub.fetch.take(p)
+                if isinstance(outcome, Data):
+                    if not outcome.records and outcome.high_watermark == sub.reported_hw:
                         continue
-                    fetched_at = sub.offset
-                    sub.offset = next_offset(data, sub.offset)
-                    sub.reported_hw = p.high_watermark
+                    sub.reported_hw = outcome.high_watermark
                     # the view as an array: Ray copies it once, into the object store, where the
                     # partition consumer reads it (as bytes it would first be copied out of the response)
+                    data = outcome.records
                     fed = np.frombuffer(data, np.uint8) if data else None
-                    ref = sub.consumer.feed.remote(sub.sub_id, fed, fetched_at, p.high_watermark)
+                    ref = sub.consumer.feed.remote(sub.sub_id, fed, outcome.fetched_at, outcome.high_watermark)
                     sub.acking = asyncio.wrap_future(ref.future())
                     acks.append(sub.acking)
                     continue
+                if isinstance(outcome, Refetch):  # asked again at once, for the whole batch
+                    sub.caught_up = False
+                    continue
                 del self.subscriptions[tp]
-                if code in LEADER_ERRORS:
-                    log.info("consumer/broker/%d %s/%d moved (error %d): redispatching", self.node_id, *tp, code)
-                    sub.consumer.redispatch.remote(sub.sub_id, sub.offset, f"broker {self.node_id} error {code}")
-                elif code == OFFSET_OUT_OF_RANGE:
-                    sub.consumer.offset_out_of_range.remote(sub.sub_id, sub.offset)
-                else:
-                    sub.consumer.fail.remote(sub.sub_id, code, f"Fetch {tp[0]}/{tp[1]} at {sub.offset}")
+                if isinstance(outcome, Retry):
+                    log.info("consumer/broker/%d %s/%d: %s: redispatching", self.node_id, *tp, outcome.error)
+                    sub.consumer.redispatch.remote(sub.sub_id, sub.fetch.offset, f"broker {self.node_id}: "
+                                                                                f"{outcome.error}")
+                elif isinstance(outcome, Reset):
+                    sub.consumer.offset_out_of_range.remote(sub.sub_id, sub.fetch.offset)
+                elif isinstance(outcome, Failed):
+                    sub.consumer.fail.remote(sub.sub_id, -1, str(outcome.error))
         return acks
 
     async def _await_acks(self, acks: list[asyncio.Future]) -> None:
@@ -245,4 +253,4 @@ class BrokerConsumer:
             return
         log.warning("consumer/broker/%d abandoned: %s", self.node_id, error)
         for (_t, _p), sub in subs.items():
-            sub.consumer.redispatch.remote(sub.sub_id, sub.offset, f"broker {self.node_id}: {error}")
+            sub.consumer.redispatch.remote(sub.sub_id, sub.fetch.offset, f"broker {self.node_id}: {error}")

@@ -39,6 +39,7 @@ change at every rebalance, and a member is already one process.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -50,18 +51,11 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from ..wire import messages
-from ..wire.arrow_batches import records_to_arrow
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
-from ..wire.errors import BrokerError, ConsumerError, KafkaError, code_for, is_fatal
-from ..wire.fetch import (
-    LEADER_ERRORS,
-    OFFSET_OUT_OF_RANGE,
-    RESET_POLICIES,
-    fetch_body,
-    fetch_version,
-    resolve_offsets,
-)
+from ..wire.errors import ConsumerError, KafkaError, is_fatal
+from ..wire.fetch import RESET_POLICIES, fetch_body, fetch_version, resolve_offsets
+from ..wire.fetcher import Data, Failed, PartitionFetch, Reset, Retry, bad_data, decode
 from ..wire.group_coordinator import Generation, GroupCoordinator, RebalanceNeeded
 from ..wire.loop import LoopThread
 from ..wire.serde import Deserializers
@@ -246,6 +240,11 @@ class MemberRuntime:
     def start(self) -> None:
         self._future = self.loop.submit(self._run())
 
+    def wait_ended(self) -> None:
+        """Return once the member's life has ended (stopped or failed)."""
+        if self._future is not None:
+            concurrent.futures.wait([self._future])
+
     def run_on_loop(self, coro: Any) -> Any:
         return self.loop.run(coro, self.config["request.timeout.ms"] / 1000 * 2)
 
@@ -423,7 +422,7 @@ class MemberRuntime:
     async def _consume(self, session: Session, claims: dict[tuple[str, int], Claim], over: asyncio.Event,
                        end: Callable[[str], None]) -> None:
         """The session's loops (fetching, auto-commit, the partition-count check) until it ends."""
-        positions = {tp: c.initial_offset for tp, c in claims.items()}
+        positions = {tp: PartitionFetch(self.config, *tp, c.initial_offset) for tp, c in claims.items()}
         tasks = [asyncio.ensure_future(coro) for coro in (
             self._fetch_loop(claims, positions, over), self._auto_commit_loop(session, over),
             self._partition_check(end))]
@@ -555,7 +554,7 @@ class MemberRuntime:
 
     # -- fetching --------------------------------------------------------------
 
-    async def _fetch_loop(self, claims: dict[tuple[str, int], Claim], positions: dict[tuple[str, int], int],
+    async def _fetch_loop(self, claims: dict[tuple[str, int], Claim], positions: dict[tuple[str, int], PartitionFetch],
                           over: asyncio.Event) -> None:
         """Fetch every claim that is neither done nor full, one request per leader. A failure
         that is not the partition's own (a broker down, a leader moved) is retried after
@@ -594,13 +593,13 @@ class MemberRuntime:
                 failures = 0
 
     async def _fetch_from(self, leader: int, tps: list[tuple[str, int]], claims: dict[tuple[str, int], Claim],
-                          positions: dict[tuple[str, int], int]) -> Any:
+                          positions: dict[tuple[str, int], PartitionFetch]) -> Any:
         """One Fetch from `leader`; None if it went well, else what went wrong (to retry).
         A partition whose own data is bad fails its claim here and is not retried."""
         if leader < 0:
             return f"no leader for {tps}"
         conn = await self.cluster.connection(leader)
-        response = await conn.request(messages.FETCH, fetch_body(self.config, [(t, p, positions[(t, p)]) for t, p in tps]),
+        response = await conn.request(messages.FETCH, fetch_body(self.config, [positions[tp].request() for tp in tps]),
                                       fetch_version(conn))
         problem = None
         for t in response.responses:
@@ -609,49 +608,41 @@ class MemberRuntime:
                 claim = claims.get(tp)
                 if claim is None or claim.done:
                     continue
-                code = part.error_code
-                if code == OFFSET_OUT_OF_RANGE:
-                    problem = await self._offset_out_of_range(claim, positions) or problem
-                elif code in LEADER_ERRORS or (code and code_for(code).retriable):
-                    problem = f"{tp[0]}/{tp[1]}: {code_for(code).name}"
-                elif code:
-                    self._partition_failed(claim, str(BrokerError(code, f"Fetch at offset {positions[tp]}")))
-                else:
-                    self._take(claim, part, positions)
+                outcome = positions[tp].take(part)
+                claim.high_watermark = positions[tp].high_watermark
+                if isinstance(outcome, Data):
+                    self._take(claim, outcome)
+                elif isinstance(outcome, Reset):
+                    problem = await self._offset_out_of_range(claim, positions[tp], outcome) or problem
+                elif isinstance(outcome, Retry):
+                    problem = str(outcome.error)
+                elif isinstance(outcome, Failed):
+                    self._partition_failed(claim, str(outcome.error))
+                # Refetch: the next round asks again, for the whole batch
         return problem
 
-    def _take(self, claim: Claim, part: Any, positions: dict[tuple[str, int], int]) -> None:
+    def _take(self, claim: Claim, data: Data) -> None:
         """A partition's fetched records into its claim's queue, or its claim failed if they cannot be read."""
-        tp = (claim.topic, claim.partition)
-        claim.high_watermark = part.high_watermark
-        if not part.records:
+        if not data.records:
             return
         try:
-            batch, after = records_to_arrow(part.records, claim.topic, claim.partition, positions[tp],
-                                            check_crc=self.config["check.crcs"],
-                                            max_decompressed=self.config["max.decompressed.batch.bytes"])
+            batch, _ = decode(data.records, claim.topic, claim.partition, data.fetched_at, self.config)
         except Exception as exc:  # noqa: BLE001 - corrupt or undecodable: this partition fails, visibly, alone
-            self._partition_failed(claim, f"bad data fetched at offset {positions[tp]}: {type(exc).__name__}: {exc}")
+            self._partition_failed(claim, bad_data(data.fetched_at, exc))
             return
         if batch.num_rows:
             claim.put(batch)
             self.fetched_batches += 1
-        positions[tp] = after
 
-    async def _offset_out_of_range(self, claim: Claim, positions: dict[tuple[str, int], int]) -> str | None:
-        """Reset as `auto.offset.reset` says, or fail the claim if it says none."""
-        tp = (claim.topic, claim.partition)
-        policy = self.config["auto.offset.reset"]
-        if policy not in RESET_POLICIES:
-            self._partition_failed(claim, f"offset {positions[tp]} is out of range and auto.offset.reset={policy}")
-            return None
+    async def _offset_out_of_range(self, claim: Claim, fetch: PartitionFetch, reset: Reset) -> str | None:
+        """Move the position as `auto.offset.reset` says (the fetcher failed the partition if it says none)."""
         try:
-            reset = await resolve_offsets(self.cluster, claim.topic, [claim.partition], policy)
+            found = await resolve_offsets(self.cluster, claim.topic, [claim.partition], reset.policy)
         except KafkaError as exc:
-            return f"{tp[0]}/{tp[1]}: offset reset failed: {exc}"
-        log.warning("group/%s %s/%d offset %d out of range: reset to %s (%d)", self.coordinator.group_id, *tp,
-                    positions[tp], policy, reset[claim.partition])
-        positions[tp] = reset[claim.partition]
+            return f"{fetch.where}: offset reset failed: {exc}"
+        log.warning("group/%s %s offset %d out of range: reset to %s (%d)", self.coordinator.group_id, fetch.where,
+                    reset.offset, reset.policy, found[claim.partition])
+        fetch.moved_to(found[claim.partition])
         return None
 
     # -- the session's other loops ----------------------------------------------
@@ -732,3 +723,8 @@ class GroupMember:
     def stop(self, timeout: float | None = None) -> dict[str, Any]:
         self.runtime.stop(timeout)
         return self.runtime.status()
+
+    def watch(self) -> None:
+        """Answers once the member has ended (stopped, or a fatal error): the driver holds this
+        call open to learn, by its failure instead, that the actor died."""
+        self.runtime.wait_ended()

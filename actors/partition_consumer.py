@@ -30,16 +30,24 @@ from typing import Any
 import pyarrow as pa
 import ray
 
-from ..wire.arrow_batches import records_to_arrow
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import BrokerError, KafkaError, is_fatal
 from ..wire.fetch import OFFSET_OUT_OF_RANGE, RESET_POLICIES, resolve_offsets
+from ..wire.fetcher import bad_data, decode
 from ..wire.serde import Deserializers
 
 log = logging.getLogger("raykafka.actors.partition_consumer")
 
 MAX_BUFFERED = 8  # Arrow batches held per partition (Sarama's ChannelBufferSize, in batches)
+
+# A broker consumer holds no state that its partition consumers cannot give it again, so Ray
+# restarts it when it dies (a crash, a lost node); each partition consumer watches the one it is
+# subscribed to and subscribes again, at its own position, when that watch breaks. A partition
+# consumer is not restarted by Ray (a restarted one would not know where to start): the driver's
+# `Consumer` replaces a dead one, at the offset after the last record it handed out.
+BROKER_CONSUMER_OPTIONS = {"num_cpus": 0, "max_concurrency": 1000, "max_restarts": -1, "max_task_retries": 0}
+PARTITION_CONSUMER_OPTIONS = {"num_cpus": 0, "max_concurrency": 1000, "max_restarts": 0, "max_task_retries": 0}
 
 
 def broker_consumer_name(consumer_id: str, node_id: int) -> str:
@@ -51,8 +59,8 @@ def new_broker_consumer(config: dict[str, Any], consumer_id: str, node_id: int) 
     from .broker_consumer import BrokerConsumer
 
     return ray.remote(BrokerConsumer).options(
-        name=broker_consumer_name(consumer_id, node_id), get_if_exists=True, num_cpus=0,
-        max_concurrency=1000).remote(config, node_id)
+        name=broker_consumer_name(consumer_id, node_id), get_if_exists=True, **BROKER_CONSUMER_OPTIONS
+    ).remote(config, node_id)
 
 
 class PartitionConsumer:
@@ -76,9 +84,9 @@ class PartitionConsumer:
         self.buffer: deque[pa.RecordBatch] = deque()
         self.reading = 0  # fed batches acked but not yet read into the buffer
         self._changed: asyncio.Condition | None = None
-        self._check_crcs = self.config["check.crcs"]
         self._deserialize = Deserializers.from_config(self.config)
         self._brokers: dict[int, Any] = {}
+        self._watches: dict[int, asyncio.Task] = {}  # node id -> the watch on its broker consumer
 
     def _cond(self) -> asyncio.Condition:
         if self._changed is None:
@@ -111,6 +119,26 @@ class PartitionConsumer:
         broker_consumer = self._broker_consumer(leader)
         await broker_consumer.subscribe.remote(self.topic, self.partition, self.offset,
                                                ray.get_runtime_context().current_actor, self.sub_id)
+        self._watch(leader, broker_consumer)
+
+    def _watch(self, node_id: int, broker_consumer: Any) -> None:
+        """Keep a `watch` call open on the broker consumer of `node_id`: it fails only when that
+        actor dies (Ray then restarts it, empty); then, if this partition is still subscribed
+        there, it subscribes again from its own position."""
+        task = self._watches.get(node_id)
+        if task is not None and not task.done():
+            return
+
+        async def watch() -> None:
+            try:
+                await broker_consumer.watch.remote()
+            except ray.exceptions.RayActorError as exc:
+                self._watches.pop(node_id, None)  # the next subscription there watches anew
+                if self.leader == node_id and not (self.closed or self.paused):
+                    cause = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else type(exc).__name__
+                    await self.redispatch(self.sub_id, self.offset, f"broker consumer {node_id} died: {cause}")
+
+        self._watches[node_id] = asyncio.get_running_loop().create_task(watch())
 
     def _broker_consumer(self, node_id: int) -> Any:
         """The broker consumer the driver made for `node_id`; one made here if the broker is new
@@ -143,7 +171,8 @@ class PartitionConsumer:
 
     async def _retry(self, step: Any, what: str) -> None:
         """`step()` after `retry.backoff.ms`, again and again until it succeeds, the partition is
-        closed or paused, or a fatal error fails it. Reconnecting waits the reconnect backoff."""
+        closed or paused, or a fatal error fails it. Reconnecting waits the reconnect backoff; a
+        broker consumer that Ray is restarting is asked again until it answers."""
         expected = self.sub_id  # a seek, pause or close meanwhile changes it: this retry then stops
         failures = 0
         while True:
@@ -153,7 +182,7 @@ class PartitionConsumer:
             try:
                 await step()
                 return
-            except (KafkaError, OSError) as exc:
+            except (KafkaError, OSError, ray.exceptions.RayActorError) as exc:  # the last: a broker consumer restarting
                 expected = self.sub_id  # dispatch took a new subscription id before it failed
                 if is_fatal(exc):
                     await self.fail(self.sub_id, -1, f"{what} failed: {type(exc).__name__}: {exc}")
@@ -216,12 +245,10 @@ class PartitionConsumer:
         """Fetched bytes to one Arrow batch, buffered unless a seek or move came meanwhile."""
         cond = self._cond()
         try:
-            batch, after = records_to_arrow(data, self.topic, self.partition, max(fetch_offset, self.offset),
-                                            check_crc=self._check_crcs,
-                                            max_decompressed=self.config["max.decompressed.batch.bytes"])
+            batch, after = decode(data, self.topic, self.partition, max(fetch_offset, self.offset), self.config)
             batch = self._deserialize(batch)
         except Exception as exc:  # corrupt, undecodable or not deserializable: this partition fails, visibly, alone
-            self.error = f"bad data fetched at offset {fetch_offset}: {type(exc).__name__}: {exc}"
+            self.error = bad_data(fetch_offset, exc)
             log.error("consumer/%s/%d failed: %s", self.topic, self.partition, self.error)
             batch = None
         async with cond:
@@ -276,6 +303,8 @@ class PartitionConsumer:
 
     async def close(self) -> None:
         self.closed = True
+        for task in self._watches.values():
+            task.cancel()
         await self._unsubscribe()
         async with self._cond():
             self._cond().notify_all()

@@ -11,9 +11,14 @@ One `PartitionConsumer` actor per assigned partition, one `BrokerConsumer` actor
 and hands their batches out in the order each partition produced them.
 
 Broker outages are ridden out: the actors reconnect (`reconnect.backoff.ms` growing to
-`reconnect.backoff.max.ms`) for as long as the consumer runs, and resume where they were. A
+`reconnect.backoff.max.ms`) for as long as the consumer runs, and resume where they were.
+Dead actors are healed: Ray restarts a broker consumer, and its partition consumers subscribe
+again; a partition consumer that died is replaced here, at the offset after the last record
+`batches` handed out (what it had fetched beyond is fetched again), so nothing is skipped or
+repeated (`heals` counts the replacements). A
 partition that cannot go on (its data is corrupt, its offset is out of range with
-`auto.offset.reset` none, authentication failed, its actor died) is raised once from `batches`
+`auto.offset.reset` none, authentication failed, its actor died `MAX_HEALS` times in a row
+without handing out a record, or its replacement could not start) is raised once from `batches`
 as a `ConsumerError` naming it and the cause, and left out from then on (`failed` keeps why);
 the other partitions go on at the next `batches` call. `close()` stops every actor, dead or
 alive, within `CLOSE_TIMEOUT` s.
@@ -31,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 import ray
 
-from ..actors.partition_consumer import PartitionConsumer, new_broker_consumer
+from ..actors.partition_consumer import PARTITION_CONSUMER_OPTIONS, PartitionConsumer, new_broker_consumer
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import ConsumerError
@@ -43,6 +48,7 @@ log = logging.getLogger("raykafka.driver.consumer")
 
 POLL_WAIT = 0.2  # seconds a poll waits on one partition consumer
 CLOSE_TIMEOUT = 30.0  # seconds the partition consumers get to close
+MAX_HEALS = 3  # replacements of a partition consumer in a row with no record handed out between them
 
 __all__ = ["Consumer", "ConsumerError"]
 
@@ -62,7 +68,9 @@ class Consumer:
         self.failed: dict[tuple[str, int], str] = {}  # why each of those ended
         self.positions: dict[tuple[str, int], int] = {}
         self.ends: dict[tuple[str, int], int] = {}
-        self._polls: dict[Any, tuple[str, int]] = {}
+        self._polls: dict[Any, tuple[tuple[str, int], Any]] = {}  # poll ref -> (partition, the child asked)
+        self._heals_in_a_row: dict[tuple[str, int], int] = {}
+        self.heals: dict[tuple[str, int], int] = {}  # partition consumers replaced after they died
         self._seeks: dict[tuple[str, int], int] = {}
         self._ready: deque[tuple[tuple[str, int], pa.RecordBatch, int]] = deque()
         self._closed = False
@@ -101,8 +109,7 @@ class Consumer:
         if key in self._children:
             raise ValueError(f"{topic}/{partition} is already assigned")
         self._ensure_broker_consumers()
-        child = ray.remote(PartitionConsumer).options(num_cpus=0, max_concurrency=1000).remote(
-            self.raw_config, self.id, topic, partition)
+        child = self._new_child(key)
         try:
             offset = ray.get(child.start.remote(start))
         except Exception:
@@ -112,6 +119,10 @@ class Consumer:
         self.positions[key] = offset
         return offset
 
+    def _new_child(self, key: tuple[str, int]) -> Any:
+        return ray.remote(PartitionConsumer).options(**PARTITION_CONSUMER_OPTIONS).remote(
+            self.raw_config, self.id, *key)
+
     consume_partition = assign
 
     def assign_topic(self, topic: str, start: Any = "earliest") -> dict[int, int]:
@@ -119,8 +130,7 @@ class Consumer:
         self._check_open()
         partitions = self.partitions_for(topic)
         self._ensure_broker_consumers()
-        children = {p: ray.remote(PartitionConsumer).options(num_cpus=0, max_concurrency=1000).remote(
-            self.raw_config, self.id, topic, p) for p in partitions}
+        children = {p: self._new_child((topic, p)) for p in partitions}
         offsets = ray.get([c.start.remote(start) for c in children.values()])
         out = {}
         for (p, child), offset in zip(children.items(), offsets, strict=True):
@@ -154,19 +164,20 @@ class Consumer:
                 return
             if until_end and self.at_end():
                 return
-            polling = set(self._polls.values())
+            polling = {key for key, _ in self._polls.values()}
             for key, child in self._children.items():
                 if key not in polling:
-                    self._polls[child.poll.remote(POLL_WAIT)] = key
+                    self._polls[child.poll.remote(POLL_WAIT)] = (key, child)
             ready, _ = ray.wait(list(self._polls), num_returns=1, timeout=POLL_WAIT * 2)
             for ref in ready:
-                key = self._polls.pop(ref)
-                if key not in self._children:
-                    continue
+                key, asked = self._polls.pop(ref)
+                if self._children.get(key) is not asked:
+                    continue  # unassigned, or replaced since
                 try:
                     result = ray.get(ref)
                 except ray.exceptions.RayActorError as exc:
-                    raise self._end(key, f"partition consumer died: {exc}") from exc
+                    self._heal(key, exc)
+                    continue
                 if result["seeks"] < self._seeks.get(key, 0):
                     continue  # answered before a seek: its batches are from the old position
                 if result["error"]:
@@ -174,6 +185,8 @@ class Consumer:
                 if not until_end:
                     self.ends[key] = max(self.ends.get(key, -1), result["high_watermark"])
                 batches = result["batches"]
+                if batches:
+                    self._heals_in_a_row.pop(key, None)
                 for i, batch in enumerate(batches):
                     after = result["position"] if i == len(batches) - 1 else batch.column("offset")[-1].as_py() + 1
                     self._ready.append((key, batch, after))
@@ -183,6 +196,32 @@ class Consumer:
                 last_data = time.monotonic()
             elif timeout is not None and time.monotonic() - last_data > timeout:
                 return
+
+    def _heal(self, key: tuple[str, int], died: BaseException) -> None:
+        """The partition consumer of `key` died: a new one starts at the offset after the last
+        record handed out; what was polled from the dead one but not yet handed out is dropped
+        (the new one fetches it again). Raises the partition's `ConsumerError` if it cannot."""
+        cause = str(died).strip().splitlines()[-1][:300] if str(died).strip() else type(died).__name__
+        dead = self._children[key]
+        self._ready = deque(item for item in self._ready if item[0] != key)
+        self._polls = {ref: asked for ref, asked in self._polls.items() if asked[0] != key}
+        self._seeks.pop(key, None)
+        in_a_row = self._heals_in_a_row[key] = self._heals_in_a_row.get(key, 0) + 1
+        if in_a_row > MAX_HEALS:
+            raise self._end(key, f"partition consumer died {in_a_row} times in a row without handing out a "
+                                 f"record (MAX_HEALS={MAX_HEALS}): {cause}")
+        log.warning("consumer %s: %s/%d partition consumer died (%s): replacing it at offset %d", self.id, *key,
+                    cause, self.positions[key])
+        ray.kill(dead)
+        child = self._new_child(key)
+        try:
+            ray.get(child.start.remote(self.positions[key]), timeout=CLOSE_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - the partition ends, naming both causes
+            ray.kill(child)
+            raise self._end(key, f"partition consumer died ({cause}) and its replacement did not start: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        self._children[key] = child
+        self.heals[key] = self.heals.get(key, 0) + 1
 
     def _end(self, key: tuple[str, int], cause: str) -> ConsumerError:
         """The partition cannot go on: left out from now on (the next call goes on with the rest)."""

@@ -23,11 +23,21 @@ read (a corrupt batch, an offset out of range with `auto.offset.reset=none`) end
 member's other partitions go on. `errors()` lists all of these, `check()` raises them.
 `close()` stops every member within a bound (a member's `rebalance.timeout.ms` for its handlers
 plus a few requests), kills what did not stop or is dead, and reports each member's end.
+
+A member that dies (its process crashed, its node was lost) is noticed by the group itself: a
+supervisor thread holds a `watch` call open on every member, and when one fails because its
+actor died, a new member takes the dead one's slot. With `group.instance.id` (static
+membership) the new member has the same instance id (`<id>-<slot>`), so the coordinator hands
+it the dead member's claims without a rebalance; without it the group rebalances once the
+coordinator expires the dead member (`session.timeout.ms`). Each replacement is in `errors()`
+as kind "replaced" (not an error `check()` raises); the replacement resumes from the committed
+offsets, so what the dead member processed after its last commit comes again.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +51,7 @@ from .ray_runtime import ensure_ray
 log = logging.getLogger("raykafka.driver.consumer_group")
 
 STATUS_TIMEOUT = 30.0  # seconds a member may take to answer `status`
+WATCH_POLL = 0.5  # seconds between the supervisor's looks at the set of members it watches
 
 
 class ConsumerGroup:
@@ -62,18 +73,65 @@ class ConsumerGroup:
         self.handler = handler
         self.max_handler_failures = max_handler_failures
         ensure_ray()
+        self._lock = threading.RLock()  # members, slots and watches: the caller's thread and the supervisor's
         self._members: list[Any] = []
         self._slot: dict[Any, int] = {}  # member handle -> its slot number, for naming it in errors
         self._next_index = 0
+        self._watches: dict[Any, Any] = {}  # a member's open `watch` call -> the member
+        self.replaced: list[MemberError] = []  # members that died and were replaced, with when and why
         self.ended: dict[int, dict[str, Any]] = {}  # slot -> the final status of a member stopped or dead
+        self._closing = threading.Event()
+        self._supervisor = threading.Thread(target=self._supervise, name="raykafka-group-supervisor", daemon=True)
         self.scale(members)
+        self._supervisor.start()
 
-    def _member_config(self) -> dict[str, Any]:
+    def _member_config(self, slot: int) -> dict[str, Any]:
         config = dict(self.raw_config)
         instance = self.config["group.instance.id"]
         if instance is not None:  # static membership: one stable instance id per member slot
-            config["group.instance.id"] = f"{instance}-{self._next_index}"
+            config["group.instance.id"] = f"{instance}-{slot}"
         return config
+
+    def _start_member(self, slot: int) -> Any:
+        member = ray.remote(GroupMember).options(num_cpus=0, max_concurrency=4, max_restarts=0).remote(
+            self._member_config(slot), self.topics, self.handler, self.max_handler_failures)
+        self._slot[member] = slot
+        self._watches[member.watch.remote()] = member
+        return member
+
+    # -- the supervisor ----------------------------------------------------------
+
+    def _supervise(self) -> None:
+        """Until `close`: wait for any member's `watch` to end; one that failed because its actor
+        died is replaced in its slot."""
+        while not self._closing.is_set():
+            with self._lock:
+                refs = list(self._watches)
+            if not refs:
+                self._closing.wait(WATCH_POLL)
+                continue
+            ready, _ = ray.wait(refs, num_returns=1, timeout=WATCH_POLL)
+            for ref in ready:
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayActorError as exc:
+                    self._replace(ref, exc)
+                except Exception:  # noqa: BLE001 - the member's own end is in its status
+                    log.exception("consumer group %s: watching a member failed", self.config["group.id"])
+                with self._lock:
+                    self._watches.pop(ref, None)
+
+    def _replace(self, ref: Any, died: BaseException) -> None:
+        with self._lock:
+            dead = self._watches.pop(ref, None)
+            if dead is None or dead not in self._members or self._closing.is_set():
+                return  # stopped on purpose, or the group is closing
+            slot = self._slot[dead]
+            cause = str(died).strip().splitlines()[-1][:300] if str(died).strip() else type(died).__name__
+            log.warning("consumer group %s member %d died (%s): replacing it", self.config["group.id"], slot, cause)
+            self.replaced.append(MemberError("replaced", f"member {slot}", f"died: {cause}; replaced"))
+            self._members[self._members.index(dead)] = self._start_member(slot)
+        ray.kill(dead)
 
     @property
     def members(self) -> list[Any]:
@@ -83,18 +141,17 @@ class ConsumerGroup:
         """Grow or shrink to `n` members; a leaving member commits and leaves the group first."""
         if n < 0:
             raise ValueError(f"members: must be at least 0, got {n}")
-        new = []
-        while len(self._members) < n:
-            member = ray.remote(GroupMember).options(num_cpus=0, max_concurrency=4).remote(
-                self._member_config(), self.topics, self.handler, self.max_handler_failures)
-            self._slot[member] = self._next_index
-            self._next_index += 1
-            self._members.append(member)
-            new.append(member)
+        with self._lock:
+            new = []
+            while len(self._members) < n:
+                member = self._start_member(self._next_index)
+                self._next_index += 1
+                self._members.append(member)
+                new.append(member)
+            leaving = self._members[n:]
+            self._members = self._members[:n]
         if new:
             ray.get([m.ping.remote() for m in new])
-        leaving = self._members[n:]
-        self._members = self._members[:n]
         self._stop(leaving)
 
     def _name(self, member: Any) -> str:
@@ -133,7 +190,9 @@ class ConsumerGroup:
 
     def status(self) -> list[dict[str, Any]]:
         """Each running member's status; a dead one says so in `fatal` (and has no claims)."""
-        refs = [(m, m.status.remote()) for m in self._members]
+        with self._lock:
+            members = list(self._members)
+        refs = [(m, m.status.remote()) for m in members]
         return [self._answer(m, ref) for m, ref in refs]
 
     def assignment(self) -> dict[str, dict[str, list[int]]]:
@@ -143,8 +202,10 @@ class ConsumerGroup:
     def errors(self) -> list[MemberError]:
         """Every error a member met, running or ended: failed partitions, handler failures, and
         what ended a member (a fatal error, its death), each naming where and why."""
-        out = []
-        running = [(self._slot.get(m, -1), s) for m, s in zip(self._members, self.status(), strict=True)]
+        out = list(self.replaced)
+        with self._lock:
+            members = list(self._members)
+        running = [(self._slot.get(m, -1), s) for m, s in zip(members, self.status(), strict=True)]
         for slot, s in [*self.ended.items(), *running]:
             for e in map(MemberError._make, s.get("errors", [])):
                 out.append(e._replace(where=f"member {slot}" + ("" if e.where == "member" else f" {e.where}")))
@@ -157,13 +218,19 @@ class ConsumerGroup:
             raise ConsumerError("; ".join(f"{e.where}: {e.cause}" for e in bad))
 
     def forget(self, member: Any) -> None:
-        """Drop a member from the group's list without stopping it."""
-        self._members = [m for m in self._members if m != member]
+        """Drop a member from the group's list without stopping it (no longer needed for a dead
+        member: the group replaces it by itself)."""
+        with self._lock:
+            self._members = [m for m in self._members if m != member]
 
     def close(self) -> list[dict[str, Any]]:
         """Stop every member (commit, leave), kill every member actor, dead or alive; return each
         member's final status (`fatal` says why one ended otherwise, e.g. that it had died)."""
-        members, self._members = self._members, []
+        self._closing.set()
+        if self._supervisor.is_alive():
+            self._supervisor.join(WATCH_POLL * 4 + STATUS_TIMEOUT)
+        with self._lock:
+            members, self._members = self._members, []
         return self._stop(members)
 
     def __enter__(self) -> ConsumerGroup:

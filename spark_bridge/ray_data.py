@@ -21,11 +21,12 @@ from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasink
 
 from ..wire import messages
-from ..wire.arrow_batches import SCHEMA, next_offset, records_to_arrow
+from ..wire.arrow_batches import SCHEMA
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import BrokerError, KafkaError, is_fatal
-from ..wire.fetch import LEADER_ERRORS, fetch_body, fetch_version
+from ..wire.fetch import OFFSET_OUT_OF_RANGE, fetch_body, fetch_version
+from ..wire.fetcher import Data, PartitionFetch, Refetch, Reset, Retry, decode
 from ..wire.serde import require_raw
 from .offsets import PartitionRange, resolve_ranges
 
@@ -60,13 +61,11 @@ async def _read_range(config: Any, part: PartitionRange) -> list[pa.RecordBatch]
     try:
         data = await _fetch(cluster, config, part, offset)
         while True:
-            ahead = next_offset(data.records, offset)
+            ahead = data.next_offset
             if offset < ahead < part.end:
                 prefetch = asyncio.ensure_future(_fetch(cluster, config, part, ahead))
                 await asyncio.sleep(0)  # let it send its request before the decode holds the loop
-            batch, after = records_to_arrow(data.records, part.topic, part.partition, offset,
-                                            check_crc=config["check.crcs"],
-                                            max_decompressed=config["max.decompressed.batch.bytes"])
+            batch, after = decode(data.records, part.topic, part.partition, offset, config)
             if batch.num_rows:
                 if batch.column(4)[-1].as_py() >= part.end:
                     batch = batch.slice(0, _rows_before(batch, part.end))
@@ -90,32 +89,41 @@ async def _read_range(config: Any, part: PartitionRange) -> list[pa.RecordBatch]
         await cluster.close()
 
 
-async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, offset: int) -> Any:
-    """One partition's Fetch response at `offset`, through leader moves, retriable errors and a
-    broker outage: up to `READ_ATTEMPTS` tries, each after `retry.backoff.ms` and with fresh
-    metadata, reconnecting as the cluster's reconnect backoff allows (`reconnect.backoff.ms`
-    doubling up to `reconnect.backoff.max.ms`: about two minutes at the defaults); then the
-    last error, which names its cause."""
+async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, offset: int) -> Data:
+    """One partition's records at `offset` (`fetcher.Data`), through leader moves, retriable errors,
+    a first batch larger than the request (asked for again, whole) and a broker outage: up to
+    `READ_ATTEMPTS` tries, each after `retry.backoff.ms` and with fresh metadata, reconnecting as
+    the cluster's reconnect backoff allows (`reconnect.backoff.ms` doubling up to
+    `reconnect.backoff.max.ms`: about two minutes at the defaults); then the last error, which
+    names its cause."""
     failures = 0
     # the range's size is known: ask for all of it at once, up to fetch.max.bytes
     want = max(config["max.partition.fetch.bytes"], min(config["fetch.max.bytes"], (part.end - offset) * 256))
+    fetch = PartitionFetch(config, part.topic, part.partition, offset, want)
     while True:
         try:
             if failures:
                 await cluster.refresh_metadata([part.topic])
             conn = await cluster.leader_connection(part.topic, part.partition)
-            body = fetch_body(config, [(part.topic, part.partition, offset)], partition_max_bytes=want)
-            response = await conn.request(messages.FETCH, body, fetch_version(conn))
-            data = response.responses[0].partitions[0]
-            if data.error_code:
-                raise BrokerError(data.error_code, f"fetch {part.topic}/{part.partition} at {offset}")
-            return data
+            response = await conn.request(messages.FETCH, fetch_body(config, [fetch.request()]), fetch_version(conn))
+            outcome = fetch.take(response.responses[0].partitions[0])
+            if isinstance(outcome, Data):
+                return outcome
+            if isinstance(outcome, Refetch):
+                continue
+            if isinstance(outcome, Reset):  # a bounded read has nowhere else to go
+                raise BrokerError(OFFSET_OUT_OF_RANGE, f"fetch {part.topic}/{part.partition} at {offset}")
+            if not isinstance(outcome, Retry):
+                raise outcome.error
+            error: KafkaError = outcome.error
         except KafkaError as exc:
-            failures += 1
-            retriable = not is_fatal(exc) and (exc.retriable or getattr(exc, "code", None) in LEADER_ERRORS)
-            if not retriable or failures >= READ_ATTEMPTS:
+            if is_fatal(exc) or not exc.retriable:
                 raise
-            await asyncio.sleep(config["retry.backoff.ms"] / 1000)
+            error = exc
+        failures += 1
+        if failures >= READ_ATTEMPTS:
+            raise error
+        await asyncio.sleep(config["retry.backoff.ms"] / 1000)
 
 
 def _rows_before(batch: pa.RecordBatch, end: int) -> int:

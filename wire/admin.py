@@ -44,6 +44,7 @@ from .errors import (
     code_for,
 )
 from .fetch import log_bounds, resolve_offsets
+from .group_coordinator import offset_fetch
 
 log = logging.getLogger("raykafka.wire.admin")
 
@@ -348,24 +349,8 @@ class AdminClient:
         wanted = None if partitions is None else await self._partitions(partitions)
 
         async def fetch(conn: Any) -> dict[TopicPartition, int]:
-            version = conn.version_for(messages.OFFSET_FETCH)
-            topics = None if wanted is None else [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]
-            if version >= 8:
-                body: dict[str, Any] = {"groups": [{"group_id": group_id, "topics": topics}]}
-            else:
-                body = {"group_id": group_id, "topics": topics}
-            response = await conn.request(messages.OFFSET_FETCH, body, version)
-            group = response.groups[0] if version >= 8 else response
-            if group.get("error_code", 0):
-                raise BrokerError(group.error_code, f"offsets of group {group_id!r}")
-            out = {}
-            for t in group.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise BrokerError(p.error_code, f"offsets of group {group_id!r} in {t.name}/{p.partition_index}")
-                    if p.committed_offset >= 0:
-                        out[TopicPartition(t.name, p.partition_index)] = p.committed_offset
-            return out
+            found = await offset_fetch(conn, group_id, wanted)
+            return {TopicPartition(*tp): offset for tp, offset in found.items() if offset >= 0}
 
         return await self._on_coordinator(group_id, fetch)
 

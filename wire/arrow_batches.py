@@ -18,11 +18,11 @@ as `decode_record_batches` does: lengths and counts are checked against the byte
 any loop takes a step, so hostile bytes end in a `DecodeError` naming the partition and batch.
 
 `batches_to_arrow` does the same from `records.decode_record_batches` output (tests, peers).
+`next_offset` (re-exported here) is `records.next_offset`.
 """
 
 from __future__ import annotations
 
-import struct
 from array import array
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -32,7 +32,19 @@ import pyarrow as pa
 
 from .compression import MAX_DECOMPRESSED_BYTES
 from .errors import CorruptRecordError, DecodeError
-from .records import HEADER_SIZE, RecordBatch, batch_records, read_batch_header, read_uvarint
+from .records import (
+    ATTR_CODEC,
+    ATTR_CONTROL,
+    ATTR_TIMESTAMP_TYPE,
+    HEADER_SIZE,
+    LENGTH_OFFSET,
+    RecordBatch,
+    batch_records,
+    read_batch_header,
+    read_uvarint,
+    read_varints,
+)
+from .records import next_offset as next_offset  # re-exported
 
 HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
 SCHEMA = pa.schema([
@@ -46,25 +58,8 @@ SCHEMA = pa.schema([
     ("headers", pa.list_(HEADER_TYPE)),
 ])
 
-_PREFIX = struct.Struct(">qi")
 _RUN_MIN = 16  # records of one size worth laying out by numpy rather than step by step
 _HEADER_ROUNDS_MAX = 64  # headers per record read column-wise; a record with more goes to the loop
-
-
-def next_offset(data: bytes | memoryview | None, default: int) -> int:
-    """The offset after the last complete batch in `data`, from batch headers alone."""
-    if data is None or not len(data):
-        return default
-    view = memoryview(data).cast("B")
-    pos, end, out = 0, len(view), default
-    while end - pos >= HEADER_SIZE:
-        base, length = _PREFIX.unpack_from(view, pos)
-        if pos + 12 + length > end or length < HEADER_SIZE - 12:
-            break
-        (last_delta,) = struct.unpack_from(">i", view, pos + 23)
-        out = max(out, base + last_delta + 1)
-        pos += 12 + length
-    return out
 
 
 def empty_batch() -> pa.RecordBatch:
@@ -136,14 +131,14 @@ def _scan_batches(buf: bytes, topic: str, partition: int, start_offset: int, che
     try:
         while (head := read_batch_header(buf, pos, end, check_crc)) is not None:
             base, length, _epoch, _magic, _crc, attrs, last_delta, base_ts, max_ts, _pid, _pepoch, _seq, count = head
-            batch_pos, pos = pos, pos + 12 + length
+            batch_pos, pos = pos, pos + LENGTH_OFFSET + length
             if base + last_delta >= after:
                 after = base + last_delta + 1
-            if attrs & 0x20 or base + last_delta < start_offset:
+            if attrs & ATTR_CONTROL or base + last_delta < start_offset:
                 continue  # a control batch, or nothing we asked for
-            log_append = bool(attrs & 0x08)
+            log_append = bool(attrs & ATTR_TIMESTAMP_TYPE)
             ts_base = max_ts if log_append else base_ts
-            if attrs & 0x07:  # decompressed: laid after the fetched bytes
+            if attrs & ATTR_CODEC:  # decompressed: laid after the fetched bytes
                 raw, _, size = batch_records(buf, batch_pos, pos, head, max_decompressed)
                 segments.append(raw)
                 extents.append(_Extent(base, seg_base, seg_base + size, count, ts_base, log_append))
@@ -170,14 +165,14 @@ def _read_vectorised(source: bytes, extents: list[_Extent], start_offset: int) -
     if (record_ends <= begin).any():
         return None
     q = begin + 1  # attributes
-    ts_delta, q = _varints(view, q)
-    off_delta, q = _varints(view, q)
-    klen, q = _varints(view, q)
+    ts_delta, q = read_varints(view, q)
+    off_delta, q = read_varints(view, q)
+    klen, q = read_varints(view, q)
     kp = q
     if (klen < -1).any() or (klen >= record_ends - kp).any():  # checked before adding: no overflow
         return None
     q = q + np.maximum(klen, 0)
-    vlen, q = _varints(view, q)
+    vlen, q = read_varints(view, q)
     vp = q
     if (vlen < -1).any() or (vlen >= record_ends - vp).any():
         return None
@@ -216,18 +211,18 @@ def _read_headers_vectorised(view: np.ndarray, q: np.ndarray, record_ends: np.nd
     header of every record that has one, then the second, ...): each record's count, then per
     header, in record order, its record and its key's and value's positions and lengths. None
     if some record's headers do not end exactly where the record does."""
-    counts, pos = _varints(view, q)
+    counts, pos = read_varints(view, q)
     if (counts < 0).any() or (counts > record_ends - pos).any() or counts.max() > _HEADER_ROUNDS_MAX:
         return None
     rounds = []
     active = np.flatnonzero(counts > 0)
     while len(active):
         ends = record_ends[active]
-        klen, at = _varints(view, pos[active])
+        klen, at = read_varints(view, pos[active])
         kpos = at
         if (klen < 0).any() or (klen > ends - kpos).any():  # checked before adding: no overflow
             return None
-        vlen, at = _varints(view, at + klen)
+        vlen, at = read_varints(view, at + klen)
         vpos = at
         if (vlen < -1).any() or (vlen > ends - vpos).any():
             return None
@@ -431,25 +426,6 @@ def _read_records(buf, ext, start_offset, offsets, stamps, key_pos, key_len, val
             add_vp(vp)
             add_vl(vn)
     return pos
-
-
-def _varints(view: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The zigzag varint at each of `pos` in `view`, and the positions after them. Read as
-    unsigned 64-bit, as Java's readVarlong does: a value of 2**62 or more is not sign-flipped."""
-    b = view[pos].astype(np.uint64)
-    value = b & 0x7F
-    after = pos + 1
-    more = np.flatnonzero(b & 0x80)
-    shift = 7
-    while len(more):
-        if shift > 63:
-            raise DecodeError("varint longer than 10 bytes")
-        b = view[after[more]].astype(np.uint64)
-        value[more] |= (b & 0x7F) << shift
-        after[more] += 1
-        more = more[(b & 0x80) != 0]
-        shift += 7
-    return (value >> 1).view(np.int64) ^ -(value & 1).view(np.int64), after
 
 
 def _gather_binary(source: np.ndarray, positions: np.ndarray, lengths: np.ndarray) -> pa.Array:

@@ -33,6 +33,7 @@ from .errors import (
     ConfigError,
     DecodeError,
     RequestTimedOutError,
+    ResponseTooLargeError,
     UnknownCorrelationIdError,
     UnsupportedVersionError,
 )
@@ -42,7 +43,12 @@ from .sasl import SaslCredentials, authenticate
 log = logging.getLogger("raykafka.wire.connection")
 
 _SIZE = struct.Struct(">i")
-MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+# The most a response may hold: a Fetch's, the `max_bytes` its request asked for plus
+# RESPONSE_MARGIN (its headers: topic and partition entries, watermarks, aborted transaction
+# lists; a megabyte holds those of some ten thousand partitions); any other response's,
+# MAX_RESPONSE_BYTES. A larger frame is refused before it is read (ResponseTooLargeError).
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+RESPONSE_MARGIN = 1024 * 1024
 _CORRELATION_IDS = 0x7FFFFFFF  # a request's correlation id is its send number, wrapped to an int32
 
 
@@ -104,7 +110,8 @@ class BrokerConnection:
         self._writer: asyncio.StreamWriter | None = None
         self._read_task: asyncio.Task[None] | None = None
         # correlation id -> (its future, api, version, send number)
-        self._pending: dict[int, tuple[asyncio.Future[Struct], Api, int, int]] = {}
+        # correlation id -> (future, api, version, send number, the most its response may hold)
+        self._pending: dict[int, tuple[asyncio.Future[Struct], Api, int, int, int]] = {}
         self._unanswered = _Unanswered()
         self._sent = 0  # requests sent on this object, across reconnects: the next one's send number
         self._closed_error: Exception | None = None
@@ -185,7 +192,7 @@ class BrokerConnection:
     def _fail_pending(self, error: Exception) -> None:
         self._closed_error = error
         pending, self._pending = self._pending, {}
-        for future, _api, _version, _sent in pending.values():
+        for future, *_ in pending.values():
             if not future.done():
                 future.set_exception(error)
 
@@ -224,7 +231,7 @@ class BrokerConnection:
         future: asyncio.Future[Struct] | None = None
         if expect_response:
             future = asyncio.get_running_loop().create_future()
-            self._pending[correlation_id] = (future, api, version, sent)
+            self._pending[correlation_id] = (future, api, version, sent, response_bound(api, body))
         else:
             self._unanswered.add(sent)
         self._writer.write(frame)
@@ -268,8 +275,14 @@ class BrokerConnection:
         try:
             while True:
                 size = _SIZE.unpack(await reader.readexactly(4))[0]
-                if size < 4 or size > MAX_RESPONSE_BYTES:
+                if size < 4:
                     raise DecodeError(f"response size {size} out of range")
+                # the frame answers one of the requests waiting: it may hold what the largest allows
+                allowed = max((entry[4] for entry in self._pending.values()), default=MAX_RESPONSE_BYTES)
+                if size > allowed:
+                    raise ResponseTooLargeError(
+                        f"{where} sent a response frame of {size} bytes; the requests waiting allow at most "
+                        f"{allowed} (a Fetch's max_bytes + {RESPONSE_MARGIN}); the connection is closed")
                 frame = await reader.readexactly(size)
                 correlation_id = _SIZE.unpack_from(frame, 0)[0]
                 entry = self._pending.pop(correlation_id, None)
@@ -279,9 +292,14 @@ class BrokerConnection:
                     raise UnknownCorrelationIdError(
                         f"{where} answered correlation id {correlation_id}, which no request on this "
                         f"connection is waiting for; the connection is reset")
-                future, api, version, sent = entry
+                future, api, version, sent, bound = entry
                 self._unanswered.forget_before(sent)
                 if future.done():
+                    continue
+                if size > bound:
+                    future.set_exception(ResponseTooLargeError(
+                        f"{api.name} response from {where} is {size} bytes, more than the {bound} its request "
+                        f"allows"))
                     continue
                 try:
                     _, pos = decode_response_header(api, version, frame)
@@ -290,7 +308,7 @@ class BrokerConnection:
                     future.set_exception(exc)
         except asyncio.CancelledError:
             raise
-        except UnknownCorrelationIdError as exc:
+        except (UnknownCorrelationIdError, ResponseTooLargeError) as exc:
             error: Exception = exc
         except (asyncio.IncompleteReadError, OSError, ssl.SSLError, DecodeError) as exc:
             text = "closed by the broker" if isinstance(exc, asyncio.IncompleteReadError) else str(exc)
@@ -316,6 +334,16 @@ class BrokerConnection:
         if response.error_code:
             raise BrokerError(response.error_code, f"ApiVersions to {self.host}:{self.port}")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+
+def response_bound(api: Api, body: Any) -> int:
+    """The most bytes the response to `body` may hold: a Fetch's `max_bytes` (`fetch.max.bytes`)
+    plus RESPONSE_MARGIN; for any other request, MAX_RESPONSE_BYTES."""
+    if api.key == messages.FETCH.key:
+        max_bytes = body.get("max_bytes") if isinstance(body, dict) else getattr(body, "max_bytes", None)
+        if isinstance(max_bytes, int) and max_bytes > 0:
+            return max_bytes + RESPONSE_MARGIN
+    return MAX_RESPONSE_BYTES
 
 
 def security_from_config(config: dict[str, Any]) -> tuple[ssl.SSLContext | None, SaslCredentials | None]:

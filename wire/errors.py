@@ -194,6 +194,16 @@ class RecordBatchTooLargeError(DecodeError):
     bomb, or a cap set below the batches a topic holds); refused before it is all inflated."""
 
 
+class RecordTooLargeError(KafkaError):
+    """A fetched record batch is larger than the most a fetch may ask for (`fetch.max.bytes`), so
+    it can never be read whole: the partition stops there (Java's RecordTooLargeException)."""
+
+
+class ResponseTooLargeError(DecodeError):
+    """A response frame is larger than its request allows (for a Fetch: the `max_bytes` it asked
+    for plus `connection.RESPONSE_MARGIN`); refused before it is read, and the connection closed."""
+
+
 class UnsupportedVersionError(KafkaError):
     """The broker and this client share no version of an API."""
 

@@ -18,31 +18,28 @@ from typing import Any
 
 from . import messages
 from .config import Config
-from .errors import BY_NAME, BrokerError, LookupTimeoutError
-from .records import read_batch_header
+from .errors import BrokerError, LookupTimeoutError
+from .fetcher import LEADER_ERRORS, OFFSET_OUT_OF_RANGE, RESET_POLICIES
+from .records import LENGTH_OFFSET, read_batch_header
+
+__all__ = ["LEADER_ERRORS", "OFFSET_OUT_OF_RANGE", "RESET_POLICIES", "fetch_body", "fetch_version"]
 
 FETCH_MAX_VERSION = 12
 EARLIEST, LATEST = -2, -1
-OFFSET_OUT_OF_RANGE = BY_NAME["OFFSET_OUT_OF_RANGE"].code
-_LENGTH_OFFSET = 12  # a batch's length field counts the bytes after the base offset and itself
-# errors after which a partition's leader must be looked up again
-LEADER_ERRORS = frozenset(BY_NAME[name].code for name in (
-    "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER", "REPLICA_NOT_AVAILABLE",
-    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "INCONSISTENT_TOPIC_ID"))
-# the `auto.offset.reset` values that reset a position; any other (none, error) fails the partition
-RESET_POLICIES = ("earliest", "latest")
 
 
 def fetch_version(conn: Any) -> int:
     return min(conn.version_for(messages.FETCH), FETCH_MAX_VERSION)
 
 
-def fetch_body(config: Config, wanted: Iterable[tuple[str, int, int]], *, max_wait_ms: int | None = None,
+def fetch_body(config: Config, wanted: Iterable[tuple[Any, ...]], *, max_wait_ms: int | None = None,
                partition_max_bytes: int | None = None, max_bytes: int | None = None) -> dict[str, Any]:
-    """A full (sessionless) Fetch for (topic, partition, offset) triples."""
+    """A full (sessionless) Fetch for (topic, partition, offset) triples, or (topic, partition,
+    offset, partition_max_bytes) as `fetcher.PartitionFetch.request` gives them."""
     topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    pmax = partition_max_bytes or config["max.partition.fetch.bytes"]
-    for topic, partition, offset in wanted:
+    default_pmax = partition_max_bytes or config["max.partition.fetch.bytes"]
+    for topic, partition, offset, *size in wanted:
+        pmax = size[0] if size else default_pmax
         topics[topic].append({"partition": partition, "fetch_offset": offset, "partition_max_bytes": pmax,
                               "current_leader_epoch": -1, "log_start_offset": -1})
     return {
@@ -107,7 +104,7 @@ async def find_batch_offset(conn: Any, config: Config, topic: str, partition: in
                     return base
                 if sequence > base_sequence:  # a later batch of this producer: ours lies before `start`
                     return None
-            pos += _LENGTH_OFFSET + length
+            pos += LENGTH_OFFSET + length
             offset = max(offset, base + last_delta + 1)
         read += max(end, 1)
         if offset >= part.high_watermark:

@@ -293,27 +293,7 @@ class GroupCoordinator:
         while True:
             try:
                 conn = await self._coordinator()
-                version = conn.version_for(messages.OFFSET_FETCH)
-                topics = [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]
-                if version >= 8:
-                    body = {"groups": [{"group_id": self.group_id, "topics": topics}], "require_stable": True}
-                else:
-                    body = {"group_id": self.group_id, "topics": topics, "require_stable": True}
-                response = await conn.request(messages.OFFSET_FETCH, body, version)
-                if version >= 8:
-                    group = response.groups[0]
-                    self._check(group.error_code, "offset fetch")
-                    result_topics = group.topics
-                else:
-                    self._check(response.get("error_code", 0), "offset fetch")
-                    result_topics = response.topics
-                out = {}
-                for t in result_topics:
-                    for p in t.partitions:
-                        if p.error_code:
-                            self._check(p.error_code, f"offset fetch {t.name}/{p.partition_index}")
-                        out[(t.name, p.partition_index)] = p.committed_offset
-                return out
+                return await offset_fetch(conn, self.group_id, wanted, require_stable=True, check=self._check)
             except (BrokerConnectionError, RequestTimedOutError, CoordinatorLost):
                 self.cluster.forget_coordinator(self.group_id)
                 if retries <= 0:
@@ -344,3 +324,36 @@ class GroupCoordinator:
             self.member_id = ""
             self.generation_id = -1
             self.claims = {}
+
+
+def _raise(group_id: str) -> Callable[[int, str], None]:
+    def check(code: int, what: str) -> None:
+        if code:
+            raise BrokerError(code, f"offsets of group {group_id!r} {what}")
+    return check
+
+
+async def offset_fetch(conn: Any, group_id: str, topics: Mapping[str, list[int]] | None, *,
+                       require_stable: bool = False,
+                       check: Callable[[int, str], None] | None = None) -> dict[tuple[str, int], int]:
+    """`group_id`'s committed offsets in `topics` (None: wherever it has any), asked of its
+    coordinator `conn` (one OffsetFetch, at the version `conn` speaks): -1 where it has none.
+    Every error code in the answer goes to `check(code, what)`, which raises (by default a
+    `BrokerError` naming the group). The one OffsetFetch call of the group member
+    (`GroupCoordinator.fetch_offsets`) and of `Admin.committed_offsets`."""
+    check = check or _raise(group_id)
+    version = conn.version_for(messages.OFFSET_FETCH)
+    wanted = None if topics is None else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+    if version >= 8:
+        body: dict[str, Any] = {"groups": [{"group_id": group_id, "topics": wanted}], "require_stable": require_stable}
+    else:
+        body = {"group_id": group_id, "topics": wanted, "require_stable": require_stable}
+    response = await conn.request(messages.OFFSET_FETCH, body, version)
+    group = response.groups[0] if version >= 8 else response
+    check(group.get("error_code", 0), "offset fetch")
+    out = {}
+    for t in group.topics:
+        for p in t.partitions:
+            check(p.error_code, f"offset fetch {t.name}/{p.partition_index}")
+            out[(t.name, p.partition_index)] = p.committed_offset
+    return out

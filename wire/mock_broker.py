@@ -407,12 +407,16 @@ class MockCluster:
     FindCoordinator and hosts every group. `message_max_bytes`, as Kafka's `message.max.bytes`,
     refuses a larger record batch with MESSAGE_TOO_LARGE. `duplicate_offset_unknown` answers a
     re-sent batch DUPLICATE_SEQUENCE_NUMBER with base offset -1, as tansu 0.6 does.
+    `cut_batches` serves a partition's records cut at the fetch's size limits, even inside the
+    first batch, as a broker before KIP-74 does (else at least the first batch comes whole).
     """
 
     def __init__(self, n_brokers: int = 3, topics: dict[str, int] | None = None, *,
                  max_versions: dict[Api | int, int] | None = None, coordinator_id: int = 1,
-                 message_max_bytes: int | None = None, duplicate_offset_unknown: bool = False):
+                 message_max_bytes: int | None = None, duplicate_offset_unknown: bool = False,
+                 cut_batches: bool = False):
         self.lock = threading.RLock()
+        self.cut_batches = cut_batches
         # a duplicate answered with base offset -1 (as tansu 0.6 answers it), not with its offset
         self.duplicate_offset_unknown = duplicate_offset_unknown
         self.message_max_bytes = message_max_bytes  # a larger record batch: MESSAGE_TOO_LARGE, as Kafka's
@@ -880,6 +884,8 @@ class MockCluster:
             chosen.append(raw)
             size += len(raw)
         data = b"".join(chosen)
+        if self.cut_batches:
+            data = b"".join(p.batches[first:])[:limit]
         out["records"] = data
         return out, data
 

@@ -58,6 +58,9 @@ __all__ = [
     "encode_varint",
     "decode_varint",
     "read_uvarint",
+    "read_varints",
+    "next_offset",
+    "cut_batch",
 ]
 
 CREATE_TIME = 0
@@ -65,13 +68,14 @@ LOG_APPEND_TIME = 1
 
 MAGIC = 2
 HEADER_SIZE = 61  # bytes before the first record
-_LENGTH_OFFSET = 12  # batch_length counts the bytes after base_offset and itself
+LENGTH_OFFSET = 12  # batch_length counts the bytes after base_offset and itself
 _CRC_START = 21  # attributes onward is covered by the crc
 
-_ATTR_CODEC = 0x07
-_ATTR_TIMESTAMP_TYPE = 0x08
-_ATTR_TRANSACTIONAL = 0x10
-_ATTR_CONTROL = 0x20
+# attribute bits; every reader of batches (this module, `arrow_batches`, `fetch`) takes them from here
+ATTR_CODEC = 0x07
+ATTR_TIMESTAMP_TYPE = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
 
 # base_offset, batch_length, partition_leader_epoch, magic, crc
 _PREFIX = struct.Struct(">qiibI")
@@ -79,7 +83,9 @@ _PREFIX = struct.Struct(">qiibI")
 # base_sequence, record count
 _TAIL = struct.Struct(">hiqqqhii")
 _HEAD = struct.Struct(">qiibIhiqqqhii")
-_BASE_AND_LENGTH = struct.Struct(">qi")
+BASE_AND_LENGTH = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")
+_LAST_DELTA_AT = 23  # last_offset_delta's place in the header
 # the smallest record: length, attributes, timestamp delta, offset delta, key length, value
 # length and header count, a byte each
 MIN_RECORD_SIZE = 7
@@ -113,19 +119,19 @@ class RecordBatch:
 
     @property
     def compression(self) -> int:
-        return self.attributes & _ATTR_CODEC
+        return self.attributes & ATTR_CODEC
 
     @property
     def timestamp_type(self) -> int:
-        return LOG_APPEND_TIME if self.attributes & _ATTR_TIMESTAMP_TYPE else CREATE_TIME
+        return LOG_APPEND_TIME if self.attributes & ATTR_TIMESTAMP_TYPE else CREATE_TIME
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _ATTR_TRANSACTIONAL)
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & _ATTR_CONTROL)
+        return bool(self.attributes & ATTR_CONTROL)
 
     @property
     def is_abort_marker(self) -> bool:
@@ -201,6 +207,26 @@ def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------- encoding
+
+
+def read_varints(view: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The zigzag varint at each of `pos` in `view` (a uint8 array), and the positions after
+    them: `decode_varint` over many places at once (numpy). Read as unsigned 64-bit, as Java's
+    readVarlong does: a value of 2**62 or more is not sign-flipped."""
+    b = view[pos].astype(np.uint64)
+    value = b & 0x7F
+    after = pos + 1
+    more = np.flatnonzero(b & 0x80)
+    shift = 7
+    while len(more):
+        if shift > 63:
+            raise DecodeError("varint longer than 10 bytes")
+        b = view[after[more]].astype(np.uint64)
+        value[more] |= (b & 0x7F) << shift
+        after[more] += 1
+        more = more[(b & 0x80) != 0]
+        shift += 7
+    return (value >> 1).view(np.int64) ^ -(value & 1).view(np.int64), after
 
 
 def _as_bytes_list(items: list, what: str) -> list:
@@ -301,13 +327,13 @@ def encode_record_batch_parts(
     if attributes:
         body = _compress(attributes, body)
     if is_transactional:
-        attributes |= _ATTR_TRANSACTIONAL
+        attributes |= ATTR_TRANSACTIONAL
     if is_control:
-        attributes |= _ATTR_CONTROL
+        attributes |= ATTR_CONTROL
     tail = _TAIL.pack(attributes, n - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, n)
     crc = crc32c(body, crc32c(tail))
     prefix = _PREFIX.pack(
-        base_offset, HEADER_SIZE - _LENGTH_OFFSET + len(body), partition_leader_epoch, MAGIC, crc
+        base_offset, HEADER_SIZE - LENGTH_OFFSET + len(body), partition_leader_epoch, MAGIC, crc
     )
     return prefix, tail, body
 
@@ -624,7 +650,7 @@ def decode_record_batches(data: bytes | memoryview, *, check_crc: bool = True,
     pos = 0
     batches: list[RecordBatch] = []
     while (head := read_batch_header(buf, pos, end, check_crc)) is not None:
-        batch_end = pos + _LENGTH_OFFSET + head[1]
+        batch_end = pos + LENGTH_OFFSET + head[1]
         batches.append(_decode_batch(buf, pos, batch_end, head, max_decompressed))
         pos = batch_end
     return batches
@@ -641,15 +667,15 @@ def read_batch_header(buf: Any, pos: int, end: int, check_crc: bool) -> tuple | 
     `CorruptRecordError`; a magic other than 2, `DecodeError`. (A compressed batch's count is
     checked by `batch_records`, once it is decompressed.)"""
     if end - pos < HEADER_SIZE:  # a cut batch, unless its length says it is not a batch at all
-        if end - pos >= _LENGTH_OFFSET:
-            base_offset, length = _BASE_AND_LENGTH.unpack_from(buf, pos)
-            if length < HEADER_SIZE - _LENGTH_OFFSET:
+        if end - pos >= LENGTH_OFFSET:
+            base_offset, length = BASE_AND_LENGTH.unpack_from(buf, pos)
+            if length < HEADER_SIZE - LENGTH_OFFSET:
                 raise _short_batch_error(buf, pos, end, base_offset, length)
         return None
     head = _HEAD.unpack_from(buf, pos)
     base_offset, length, _epoch, magic, crc, attributes, _delta, _ts, _max_ts, _pid, _pepoch, _seq, count = head
-    batch_end = pos + _LENGTH_OFFSET + length
-    if length < HEADER_SIZE - _LENGTH_OFFSET:
+    batch_end = pos + LENGTH_OFFSET + length
+    if length < HEADER_SIZE - LENGTH_OFFSET:
         raise _short_batch_error(buf, pos, end, base_offset, length)
     if batch_end > end:
         return None  # cut at the fetch size limit
@@ -661,7 +687,7 @@ def read_batch_header(buf: Any, pos: int, end: int, check_crc: bool) -> tuple | 
                                  f"(stored {crc:#010x}, computed {actual:#010x})")
     if count < 0:
         raise CorruptRecordError(f"record batch at offset {base_offset} has a negative record count {count}")
-    if not attributes & _ATTR_CODEC and count * MIN_RECORD_SIZE > batch_end - pos - HEADER_SIZE:
+    if not attributes & ATTR_CODEC and count * MIN_RECORD_SIZE > batch_end - pos - HEADER_SIZE:
         raise _too_many_records(base_offset, count, batch_end - pos - HEADER_SIZE)
     return head
 
@@ -672,7 +698,7 @@ def batch_records(buf: Any, pos: int, batch_end: int, head: tuple, max_decompres
     bytes they came to. With `read_batch_header`'s checks, a reader may take `count` steps."""
     base_offset, attributes, count = head[0], head[5], head[12]
     start = pos + HEADER_SIZE
-    codec = attributes & _ATTR_CODEC
+    codec = attributes & ATTR_CODEC
     if not codec:
         return buf, start, batch_end
     try:
@@ -698,6 +724,41 @@ def _too_many_records(base_offset: int, count: int, size: int) -> CorruptRecordE
     return CorruptRecordError(f"record batch at offset {base_offset} claims {count} records in {size} bytes")
 
 
+def next_offset(data: bytes | memoryview | None, default: int) -> int:
+    """The offset after the last complete batch in `data`, from batch headers alone (no CRC);
+    `default` when `data` holds no complete batch after it."""
+    if data is None or not len(data):
+        return default
+    view = memoryview(data).cast("B")
+    pos, end, out = 0, len(view), default
+    while end - pos >= HEADER_SIZE:
+        base, length = BASE_AND_LENGTH.unpack_from(view, pos)
+        if pos + LENGTH_OFFSET + length > end or length < HEADER_SIZE - LENGTH_OFFSET:
+            break
+        (last_delta,) = _LAST_DELTA.unpack_from(view, pos + _LAST_DELTA_AT)
+        out = max(out, base + last_delta + 1)
+        pos += LENGTH_OFFSET + length
+    return out
+
+
+def cut_batch(data: bytes | memoryview | None) -> tuple[int, int] | None:
+    """The batch `data` ends inside (a broker cuts the last batch at the fetch size limit), as
+    (base offset, its whole size in bytes; 0 when too little of it came to tell), or None when
+    `data` ends where a batch ends."""
+    if data is None:
+        return None
+    view = memoryview(data).cast("B")
+    pos, end = 0, len(view)
+    while end - pos >= LENGTH_OFFSET:
+        base, length = BASE_AND_LENGTH.unpack_from(view, pos)
+        if length < HEADER_SIZE - LENGTH_OFFSET:
+            return None  # not a batch: the decoder names what is wrong
+        if pos + LENGTH_OFFSET + length > end:
+            return base, LENGTH_OFFSET + length
+        pos += LENGTH_OFFSET + length
+    return (-1, 0) if pos < end else None
+
+
 def batch_record_count(data: bytes | memoryview) -> int:
     """Records in the complete batches of `data`, from the batch headers alone."""
     view = memoryview(data)
@@ -706,11 +767,11 @@ def batch_record_count(data: bytes | memoryview) -> int:
     total = 0
     while end - pos >= HEADER_SIZE:
         (batch_length,) = struct.unpack_from(">i", view, pos + 8)
-        if batch_length < HEADER_SIZE - _LENGTH_OFFSET or pos + _LENGTH_OFFSET + batch_length > end:
+        if batch_length < HEADER_SIZE - LENGTH_OFFSET or pos + LENGTH_OFFSET + batch_length > end:
             break
         (count,) = struct.unpack_from(">i", view, pos + 57)
         total += count
-        pos += _LENGTH_OFFSET + batch_length
+        pos += LENGTH_OFFSET + batch_length
     return total
 
 
@@ -733,7 +794,7 @@ def _decode_batch(buf: bytes, pos: int, batch_end: int, head: tuple, max_decompr
     records_buf, start, stop = batch_records(buf, pos, batch_end, head, max_decompressed)
     try:
         records = _decode_records(records_buf, start, stop, count, base_offset, base_ts)
-        if attributes & _ATTR_TIMESTAMP_TYPE:
+        if attributes & ATTR_TIMESTAMP_TYPE:
             for r in records:  # log append time: the broker's time, kept once in max_timestamp
                 r.timestamp = max_ts
     except DecodeError as e:

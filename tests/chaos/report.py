@@ -42,6 +42,7 @@ SCENARIOS = {
     "test_broker_restart": "4. Broker restart mid-stream (tansu stopped and started on the same port)",
     "test_corrupt_batch": "5. A corrupted batch on consume",
     "test_consumer_outage": "6. Consumers through a broker outage (unreachable, or restarted with its log)",
+    "test_consumer_heal": "7. Consumer actors killed mid-read (ray.kill, no_restart=False): healed, time to heal",
 }
 
 MAIN = ["sent", "delivered", "failed", "unresolved", "lost", "reordered", "duplicated", "failed_but_written",

@@ -3,6 +3,8 @@ leaving and being killed, and resume from committed offsets."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import ray
 
@@ -25,6 +27,22 @@ class Collector:
 
     def get(self):
         return self.seen
+
+
+class Stream:
+    """Messages written round robin to the 4 partitions of `topic`, and whether a `Collector` saw them all."""
+
+    def __init__(self, bootstrap, topic, kit):
+        self.bootstrap, self.topic, self.kit = bootstrap, topic, kit
+        self.collector = Collector.remote()
+        self.sent: list = []
+
+    def write(self, n):
+        values = [{"value": b"m%d" % len(self.sent), "partition": i % 4} for i in range(n)]
+        self.sent.extend(self.kit.produce(self.bootstrap, self.topic, values))
+
+    def all_seen(self):
+        return set(self.sent) <= set(ray.get(self.collector.get.remote()))
 
 
 def recorder(collector):
@@ -83,14 +101,8 @@ def test_members_come_and_go_nothing_skipped_resume_from_commits(bootstrap, ray_
     topic, group_id = topic_name("churn"), topic_name("g")
     kit.create_topic(bootstrap, topic, 4)
     config = {"bootstrap.servers": bootstrap, "group.id": group_id, **FAST}
-    collector = Collector.remote()
-    sent = []
-
-    def write(n):
-        sent.extend(kit.produce(bootstrap, topic, [{"value": b"m%d" % len(sent), "partition": i % 4} for i in range(n)]))
-
-    def all_seen():
-        return set(sent) <= set(ray.get(collector.get.remote()))
+    stream = Stream(bootstrap, topic, kit)
+    collector, sent, write, all_seen = stream.collector, stream.sent, stream.write, stream.all_seen
 
     write(400)
     group = ConsumerGroup(config, [topic], recorder(collector), members=1)
@@ -105,12 +117,13 @@ def test_members_come_and_go_nothing_skipped_resume_from_commits(bootstrap, ray_
         write(400)
         kit.wait_for(all_seen, timeout=60, what="messages after a leave")
         victim = group.members[0]
-        ray.kill(victim)  # one dies without leaving: the coordinator expires it after session.timeout.ms
-        group.forget(victim)
+        ray.kill(victim)  # one dies without leaving: the group replaces it, the coordinator expires it
         write(400)
         kit.wait_for(all_seen, timeout=90, what="messages after a member was killed")
-        statuses = group.status()
-        assert len(statuses) == 1 and statuses[0]["claims"] == {topic: [0, 1, 2, 3]}
+        kit.wait_for(lambda: victim not in group.members and len({s["generation_id"] for s in group.status()}) == 1
+                     and sorted(p for s in group.status() for p in s["claims"].get(topic, [])) == [0, 1, 2, 3],
+                     timeout=60, what="the replacement and the survivor sharing the 4 partitions")
+        assert len(group.status()) == 2
         ends = {p: 1 + max(o for pp, o in sent if pp == p) for p in range(4)}
         kit.wait_for(lambda: committed_offsets(bootstrap, group_id, topic, 4) == ends, timeout=30,
                      what="the survivor commits everything")
@@ -182,5 +195,54 @@ def test_a_failing_handler_ends_its_session_and_the_batch_is_processed_again(boo
                      what="the batch processed after the failure")
         status = group.status()[0]
         assert "first batch fails" in status["error"] and status["generations"] >= 2
+    finally:
+        group.close()
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
+@pytest.mark.timeout(240)
+def test_a_dead_member_is_replaced_by_the_group_itself(bootstrap, ray_session, topic_name, kit, static):
+    """A member killed as a crash or a lost node kills it (`ray.kill(no_restart=False)`) is noticed
+    by the group itself and replaced in its slot; every message is processed (at least once: from
+    the last commit). With static membership (`group.instance.id`) the replacement takes the dead
+    member's instance id and its claims, and the group's generation does not change."""
+    topic, group_id = topic_name("heal"), topic_name("g")
+    kit.create_topic(bootstrap, topic, 4)
+    config = {"bootstrap.servers": bootstrap, "group.id": group_id, **FAST}
+    if static:
+        config["group.instance.id"] = "worker"
+    stream = Stream(bootstrap, topic, kit)
+    collector, write, all_seen = stream.collector, stream.write, stream.all_seen
+
+    def settled():
+        statuses = group.status()
+        return (len({s["generation_id"] for s in statuses}) == 1 and all(s["claims"] for s in statuses)
+                and sum(len(ps) for s in statuses for ps in s["claims"].values()) == 4)
+
+    write(200)
+    group = ConsumerGroup(config, [topic], recorder(collector), members=2)
+    try:
+        kit.wait_for(settled, timeout=60, what="2 members sharing 4 partitions")
+        kit.wait_for(all_seen, timeout=60, what="the first 200 messages")
+        before = {s["member_id"]: (s["generation_id"], s["claims"]) for s in group.status()}
+        generation = next(iter(before.values()))[0]
+        victim = group.members[0]
+        ray.kill(victim, no_restart=False)
+        killed_at = time.monotonic()
+        kit.wait_for(lambda: victim not in group.members and len(group.members) == 2, timeout=30,
+                     what="the group replacing its dead member")
+        noticed_s = time.monotonic() - killed_at
+        write(200)
+        kit.wait_for(all_seen, timeout=90, what="messages written after the kill")
+        healed_s = time.monotonic() - killed_at
+        kit.wait_for(settled, timeout=60, what="2 members sharing 4 partitions again")
+        after = group.status()
+        assert len(after) == 2 and not any(s["fatal"] for s in after), after
+        assert [e.where for e in group.errors() if e.kind == "replaced"] == ["member 0"]
+        group.check()  # a replaced member is not an error
+        if static:
+            assert {s["generation_id"] for s in after} == {generation}, "no rebalance: the generation stayed"
+            assert sorted(map(str, (s["claims"] for s in after))) == sorted(map(str, (c for _, c in before.values())))
+        print(f"static={static}: noticed in {noticed_s:.2f}s, every message processed {healed_s:.2f}s after the kill")
     finally:
         group.close()

@@ -238,3 +238,40 @@ def test_unanswered_requests_are_forgotten_once_a_later_one_is_answered():
     assert not unanswered.answered((sent & _CORRELATION_IDS) - 2**31)  # the same id, negative: a stranger
     assert unanswered.answered(sent & _CORRELATION_IDS)
     assert not unanswered.answered(12345)
+
+
+# ---------------------------------------------------------------------------- response frame bounds
+
+
+def test_a_fetch_response_frame_larger_than_the_fetch_asked_for_is_refused_before_it_is_read():
+    """A hostile frame header claims 400 MiB in answer to a Fetch of max_bytes 1,000: the request
+    fails at once with ResponseTooLargeError naming the sizes, without waiting for (or allocating)
+    the frame, and the connection is closed."""
+    from raykafka.wire.config import parse_config
+    from raykafka.wire.errors import ResponseTooLargeError
+    from raykafka.wire.fetch import fetch_body
+
+    def claim_a_huge_frame(peer: Peer, sock: socket.socket) -> None:
+        _api, _version, correlation_id, _, _ = peer.read_request(sock)
+        sock.sendall(struct.pack(">ii", 400 << 20, correlation_id) + bytes(1000))
+        peer.done.wait(30)
+
+    body = fetch_body(parse_config({"bootstrap.servers": "x:1", "fetch.max.bytes": 1000,
+                                    "max.partition.fetch.bytes": 1000}), [("t", 0, 0)])
+
+    async def scenario():
+        conn = await BrokerConnection("127.0.0.1", peer.port, node_id=5, request_timeout_ms=20_000).connect()
+        start = time.monotonic()
+        try:
+            await conn.request(messages.FETCH, body)
+        except ResponseTooLargeError as exc:
+            return exc, time.monotonic() - start, conn.connected
+        finally:
+            await conn.close()
+        raise AssertionError("the request succeeded")
+
+    with Peer(claim_a_huge_frame) as peer:
+        error, took, connected = _run(scenario(), bound=15)
+    assert f"{400 << 20} bytes" in str(error) and str(1000 + (1 << 20)) in str(error)  # RESPONSE_MARGIN, str(error)
+    assert "broker 5 (127.0.0.1:" in str(error)
+    assert took < 5 and not connected

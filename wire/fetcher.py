@@ -1,0 +1,161 @@
+"""The fetcher's state: what a consumer does with each partition's part of a Fetch response.
+
+Cardinality: one `PartitionFetch` per partition a consumer reads. Who calls: every fetch loop,
+each of which only sends requests and acts on the outcomes: `actors.broker_consumer`
+(`Consumer`), `actors.group_member` (`ConsumerGroup`) and `spark_bridge.ray_data` (Ray Data
+read tasks). Whom it calls: nothing; no I/O, no Ray. A fix to how a partition's answer is
+read (a leader move, an offset out of range, a batch larger than the request, a corrupt batch)
+is made here, once, for all three.
+
+Per partition, in order: `request()` gives the (topic, partition, offset, bytes) entry of the
+next Fetch; `take(part)` reads the partition's answer and returns one outcome:
+
+- `Data`: records to decode (`decode`), from `fetched_at` up to `next_offset`, where the
+  position has moved;
+- `Refetch`: the first batch at the position was cut by the request's size limit (a broker
+  that does not follow KIP-74); the request grows to hold it, up to `fetch.max.bytes`;
+- `Retry`: the leader moved or a retriable error: look the leader up again, after
+  `retry.backoff.ms`, and fetch from the same position;
+- `Reset`: the position is out of range and `auto.offset.reset` says where to go;
+- `Failed`: the partition cannot go on (a batch larger than `fetch.max.bytes`, an offset out
+  of range with `auto.offset.reset` none, a non-retriable error); `error` names the cause.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .arrow_batches import records_to_arrow
+from .config import Config
+from .errors import BY_NAME, BrokerError, ConsumerError, KafkaError, RecordTooLargeError, code_for
+from .records import cut_batch, next_offset
+
+OFFSET_OUT_OF_RANGE = BY_NAME["OFFSET_OUT_OF_RANGE"].code
+# errors after which a partition's leader must be looked up again
+LEADER_ERRORS = frozenset(BY_NAME[name].code for name in (
+    "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER", "REPLICA_NOT_AVAILABLE",
+    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "INCONSISTENT_TOPIC_ID"))
+# the `auto.offset.reset` values that reset a position; any other (none, error) fails the partition
+RESET_POLICIES = ("earliest", "latest")
+
+
+class Data(NamedTuple):
+    """Records fetched at `fetched_at`; the position is now `next_offset`."""
+
+    records: Any  # the response's bytes (a view)
+    fetched_at: int
+    next_offset: int
+    high_watermark: int
+
+
+class Refetch(NamedTuple):
+    """The first batch did not fit: fetch again at once, asking for `max_bytes`."""
+
+    max_bytes: int
+
+
+class Retry(NamedTuple):
+    """Look the leader up again and fetch from the same position."""
+
+    error: BrokerError
+
+
+class Reset(NamedTuple):
+    """The position is out of range: move it as `policy` (earliest, latest) says."""
+
+    policy: str
+    offset: int
+
+
+class Failed(NamedTuple):
+    """The partition cannot go on; `error` names it and the cause."""
+
+    error: KafkaError
+
+
+Outcome = Data | Refetch | Retry | Reset | Failed
+
+
+class PartitionFetch:
+    """One partition's position and request size, and what each answer means."""
+
+    def __init__(self, config: Config, topic: str, partition: int, offset: int, max_bytes: int | None = None):
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset  # the next offset to fetch
+        self.high_watermark = -1
+        self.base_bytes = max_bytes or config["max.partition.fetch.bytes"]
+        self.max_bytes = self.base_bytes  # grown while a batch larger than base_bytes is fetched
+        self.limit = max(config["fetch.max.bytes"], self.base_bytes)
+        self.reset_policy = config["auto.offset.reset"]
+
+    def __repr__(self) -> str:
+        return f"PartitionFetch({self.topic}/{self.partition} at {self.offset})"
+
+    @property
+    def where(self) -> str:
+        return f"{self.topic}/{self.partition}"
+
+    def request(self) -> tuple[str, int, int, int]:
+        """This partition's entry in the next Fetch (see `fetch.fetch_body`)."""
+        return self.topic, self.partition, self.offset, self.max_bytes
+
+    def take(self, part: Any) -> Outcome:
+        """The partition's part of a Fetch response (`error_code`, `high_watermark`, `records`)."""
+        code = part.error_code
+        if code:
+            return self._error(code)
+        self.high_watermark = part.high_watermark
+        records = part.records
+        fetched_at = self.offset
+        after = next_offset(records, fetched_at)
+        if records and after == fetched_at:  # no batch came whole: the one at our offset was cut
+            cut = cut_batch(records)
+            if cut is not None:
+                return self._grow(cut[0] if cut[0] >= 0 else fetched_at, cut[1])
+        self.offset = after
+        self.max_bytes = self.base_bytes
+        return Data(records, fetched_at, after, part.high_watermark)
+
+    def moved_to(self, offset: int) -> None:
+        """The position was set elsewhere (a reset, a seek)."""
+        self.offset = offset
+        self.max_bytes = self.base_bytes
+
+    def _error(self, code: int) -> Outcome:
+        error = BrokerError(code, f"Fetch {self.where} at offset {self.offset}")
+        if code == OFFSET_OUT_OF_RANGE:
+            if self.reset_policy in RESET_POLICIES:
+                return Reset(self.reset_policy, self.offset)
+            return Failed(ConsumerError(f"{self.where}: offset {self.offset} is out of range and "
+                                        f"auto.offset.reset={self.reset_policy}"))
+        if code in LEADER_ERRORS or code_for(code).retriable:
+            return Retry(error)
+        return Failed(error)
+
+    def _grow(self, base_offset: int, size: int) -> Outcome:
+        """The batch at `base_offset` is `size` bytes (0: too little came to tell), more than this
+        request gave it: ask for all of it (or twice as much), up to `fetch.max.bytes`."""
+        wanted = size or min(self.max_bytes * 2, self.limit)
+        if wanted > self.limit or (not size and self.max_bytes >= self.limit):
+            what = f"is {size} bytes" if size else "does not fit"
+            return Failed(RecordTooLargeError(
+                f"{self.where}: the record batch at offset {base_offset} {what}, more than fetch.max.bytes "
+                f"({self.limit}) lets a fetch ask for; raise fetch.max.bytes to read it"))
+        if wanted <= self.max_bytes:  # cut by the response's overall limit, not this partition's
+            return Refetch(self.max_bytes)
+        self.max_bytes = wanted
+        return Refetch(wanted)
+
+
+def decode(records: Any, topic: str, partition: int, fetched_at: int, config: Config) -> tuple[Any, int]:
+    """Fetched bytes as one Arrow batch of the records at or after `fetched_at`, and the offset
+    after them (`arrow_batches.records_to_arrow`, with the consumer's `check.crcs` and
+    `max.decompressed.batch.bytes`); bytes that cannot be read raise a `DecodeError`."""
+    return records_to_arrow(records, topic, partition, fetched_at, check_crc=config["check.crcs"],
+                            max_decompressed=config["max.decompressed.batch.bytes"])
+
+
+def bad_data(fetched_at: int, error: BaseException) -> str:
+    """Why a partition stops at data it cannot read (`decode` or a deserializer raised `error`)."""
+    return f"bad data fetched at offset {fetched_at}: {type(error).__name__}: {error}"
