@@ -41,6 +41,9 @@ from typing import Any, Protocol
 
 from ..wire.errors import BrokerError, DeliveryTimeoutError, KafkaError
 from .batch import FIN, RESET, SYN, MessageBatch
+from .hold import HoldBackoff, SelfTimer, split_expired
+
+__all__ = ["HoldBackoff", "LeaderDispatcher", "LeaderDispatcherState"]
 
 log = logging.getLogger("raykafka.producer.leader")
 
@@ -225,12 +228,8 @@ class LeaderDispatcherState:
         self.held.extend(batches)
 
     def _expire_held(self, now_ms: float) -> None:
-        if self.delivery_timeout_ms is None:
-            return
-        expired = [b for b in self.held if not b.is_control and b.created_ms
-                   and now_ms - b.created_ms > self.delivery_timeout_ms]
+        self.held, expired = split_expired(self.held, now_ms, self.delivery_timeout_ms)
         if expired:
-            self.held = [b for b in self.held if not any(b is e for e in expired)]
             self.backend.return_errors(expired, DeliveryTimeoutError(
                 f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms}: no leader for "
                 f"{self.topic}/{self.partition}; last error: {self._last_error}"))
@@ -267,26 +266,6 @@ class LeaderDispatcherState:
         self.backend.send(batch)
 
 
-class HoldBackoff:
-    """The wait between metadata refreshes while batches are held: `retry.backoff.ms`, doubling
-    up to `CAP_MS` (or `retry.backoff.ms` if larger); back to the start once nothing is held."""
-
-    CAP_MS = 1000
-
-    def __init__(self, base_ms: int):
-        self.base_ms = base_ms
-        self.attempts = 0
-
-    def next(self) -> float:
-        """Seconds to wait before the next refresh."""
-        wait = min(self.base_ms * 2 ** min(self.attempts, 16), max(self.CAP_MS, self.base_ms))
-        self.attempts += 1
-        return wait / 1000
-
-    def reset(self) -> None:
-        self.attempts = 0
-
-
 # ---------------------------------------------------------------------------- the Ray actor
 
 
@@ -309,7 +288,7 @@ class LeaderDispatcher:
         self.cluster = Cluster(ctx.config)
         self.partitions: dict[int, LeaderDispatcherState] = {}
         self.backoff = HoldBackoff(ctx.config["retry.backoff.ms"])
-        self.timer: Any = None
+        self.timer = SelfTimer("retry_held")
 
     def ping(self) -> bool:
         return True
@@ -329,7 +308,7 @@ class LeaderDispatcher:
         """Called by this actor's own timer: try the leaders of the partitions holding batches."""
         import time
 
-        self.timer = None
+        self.timer.fired()
         now_ms = time.time() * 1000
         waiting = False
         for state in self.partitions.values():
@@ -340,24 +319,15 @@ class LeaderDispatcher:
 
     def _arm_timer(self) -> None:
         """While a partition holds batches, call `retry_held` again after the next backoff."""
-        if self.timer is not None or not any(state.held for state in self.partitions.values()):
-            return
-        import threading
-
-        import ray
-
-        me = ray.get_runtime_context().current_actor
-        self.timer = threading.Timer(self.backoff.next(), lambda: me.retry_held.remote())
-        self.timer.daemon = True
-        self.timer.start()
+        if not self.timer.armed and any(state.held for state in self.partitions.values()):
+            self.timer.arm(self.backoff.next())
 
     def shutdown(self) -> None:
         """Release the brokers (a leader's Aggregator closes when its last writer has)."""
         from ..wire.errors import ProducerClosedError
 
         closed = ProducerClosedError("producer closed while the message waited for a retry")
-        if self.timer is not None:
-            self.timer.cancel()
+        self.timer.cancel()
         try:
             for state in self.partitions.values():
                 pending = [b for level in state.levels.values() for b in level.buf]
