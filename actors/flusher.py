@@ -39,18 +39,21 @@ from typing import Any
 from ..wire import messages
 from ..wire.compression import Compression
 from ..wire.connection import BrokerConnection, security_from_config
-from ..wire.errors import BrokerError, DeliveryTimeoutError, KafkaError, UnknownOffsetError, code_for
+from ..wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, KafkaError, UnknownOffsetError, code_for
 from ..wire.fetch import find_batch_offset
 from ..wire.records import encode_record_batch_parts, prepare_columnar
 from .batch import FIN, RESET, SHUTDOWN, SYN, MessageBatch
+from .producer_results import Outcome, SequenceSpan, sequence_span
 from .shared_column import read_fetched, shared_refs
 
 log = logging.getLogger("raykafka.producer.flusher")
 
-MESSAGE_TOO_LARGE = 10
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-DUPLICATE_SEQUENCE_NUMBER = 46
-UNKNOWN_PRODUCER_ID = 59
+NONE = BY_NAME["NONE"].code
+MESSAGE_TOO_LARGE = BY_NAME["MESSAGE_TOO_LARGE"].code
+OUT_OF_ORDER_SEQUENCE_NUMBER = BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code
+DUPLICATE_SEQUENCE_NUMBER = BY_NAME["DUPLICATE_SEQUENCE_NUMBER"].code
+UNKNOWN_PRODUCER_ID = BY_NAME["UNKNOWN_PRODUCER_ID"].code
+UNKNOWN_TOPIC_OR_PARTITION = BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"].code
 SEQUENCE_BROKEN = (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID)
 LOOKUP_MAX_BYTES = 64 << 20  # read at most this much of a partition's log to find a written batch
 LOOKUP_ATTEMPTS = 3  # look-up requests lost with their connection before giving up
@@ -147,8 +150,8 @@ class Flusher:
         self.calls: list[Any] = []  # refs of calls to the results and the retry handler
         self._started = False
         self._retry_out: list[MessageBatch] = []
-        self._results_out: list[tuple] = []
-        self._spans_out: list[tuple] = []  # the sequence numbers of the batches in _results_out
+        self._results_out: list[Outcome] = []
+        self._spans_out: list[SequenceSpan] = []  # the sequence numbers of the batches in _results_out
         prepare_columnar()  # at start-up, not on the first large batch
 
     def ping(self) -> bool:
@@ -378,7 +381,7 @@ class Flusher:
         for batch in batches:
             tp = (batch.topic, batch.partition)
             part = parts.get(tp)
-            if part is None or part.error_code not in (0, DUPLICATE_SEQUENCE_NUMBER) or part.base_offset >= 0:
+            if part is None or part.error_code not in (NONE, DUPLICATE_SEQUENCE_NUMBER) or part.base_offset >= 0:
                 continue
             answer = code_for(part.error_code).name
             what = f"{self.path}: produce to {batch.topic}/{batch.partition}: {answer} with base offset -1: " \
@@ -418,8 +421,8 @@ class Flusher:
         for batch in batches:
             tp = (batch.topic, batch.partition)
             part = parts.get(tp)
-            code = part.error_code if part is not None else 3
-            if code == 0 or code == DUPLICATE_SEQUENCE_NUMBER:
+            code = part.error_code if part is not None else UNKNOWN_TOPIC_OR_PARTITION
+            if code in (NONE, DUPLICATE_SEQUENCE_NUMBER):
                 offset = located.get(tp, part.base_offset)
                 if isinstance(offset, Exception):
                     self._report_error(batch, offset)
@@ -482,18 +485,18 @@ class Flusher:
         if offset >= 0 and batch.producer_id >= 0:
             self.acked[(batch.topic, batch.partition)] = (batch.producer_id, batch.producer_epoch,
                                                           batch.base_sequence, offset + len(batch))
-        self._results_out.append((batch.ids, batch.topic, batch.partition, offset, append_time, None))
+        self._results_out.append(Outcome(batch.ids, batch.topic, batch.partition, offset, append_time))
         self._note_span(batch)
 
     def _report_error(self, batch: MessageBatch, error: Exception) -> None:
         if len(batch.ids):
-            self._results_out.append((batch.ids, batch.topic, batch.partition, -1, -1, error))
+            self._results_out.append(Outcome.failed(batch.ids, error, batch.topic, batch.partition))
             self._note_span(batch)
 
     def _note_span(self, batch: MessageBatch) -> None:
-        span = batch.span()
+        span = sequence_span(batch)
         if span is not None:
-            self._spans_out.append((batch.topic, batch.partition, *span))
+            self._spans_out.append(span)
 
     def _flush_calls(self) -> None:
         if self._retry_out:

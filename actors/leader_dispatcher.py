@@ -39,13 +39,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..wire.errors import BrokerError, DeliveryTimeoutError, KafkaError
+from ..wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, KafkaError
 from .batch import FIN, RESET, SYN, MessageBatch
 from .hold import HoldBackoff, SelfTimer, split_expired
 
 __all__ = ["HoldBackoff", "LeaderDispatcher", "LeaderDispatcherState"]
 
 log = logging.getLogger("raykafka.producer.leader")
+
+LEADER_NOT_AVAILABLE = BY_NAME["LEADER_NOT_AVAILABLE"].code
 
 
 class LeaderBackend(Protocol):
@@ -370,14 +372,14 @@ class PartitionRoute:
             raise KafkaError(f"metadata for {self.topic!r}: {exc}") from exc
         leader = cluster.metadata.leader(self.topic, self.partition)
         if leader < 0:
-            raise BrokerError(5, f"{self.topic}/{self.partition}")
+            raise BrokerError(LEADER_NOT_AVAILABLE, f"{self.topic}/{self.partition}")
         broker = cluster.metadata.brokers[leader]
         self.aggregator, self.generation = get_broker_worker(self.ctx, broker.node_id, broker.host, broker.port)
         self.node_id = broker.node_id
         log.info("%s selected broker %d", self.path, leader)
 
     def new_producer_id(self) -> tuple[int, int]:
-        from .topic_dispatcher import init_producer_id
+        from ..wire.producer_id import init_producer_id
 
         return self.actor.loop.run(init_producer_id(self.actor.cluster), self.ctx.timeout)
 

@@ -27,14 +27,8 @@ import logging
 import time
 from typing import Any
 
-from ..wire import messages
-from ..wire.errors import (
-    BrokerError,
-    DeliveryTimeoutError,
-    KafkaError,
-    ProducerClosedError,
-    UnsupportedVersionError,
-)
+from ..wire.errors import DeliveryTimeoutError, KafkaError, ProducerClosedError
+from ..wire.producer_id import init_producer_id
 from .batch import MessageBatch
 from .calls import pipeline_error
 from .hold import HoldBackoff, SelfTimer, split_expired
@@ -281,23 +275,3 @@ class TopicDispatcher:
             self.loop.run(self.cluster.close(), 5)
         finally:
             self.loop.stop()
-
-
-# -- a coroutine kept outside the class: an `async def` method would make Ray run the whole actor
-# as an async actor, which gives up the in-order execution this stage relies on
-
-
-async def init_producer_id(cluster: Any) -> tuple[int, int]:
-    """A producer id and epoch from InitProducerId, or (-1, -1) when the broker has none."""
-    conn = await cluster.any_connection()
-    try:
-        conn.version_for(messages.INIT_PRODUCER_ID)
-    except UnsupportedVersionError:
-        log.info("producer/topic: the broker has no InitProducerId; idempotence off")
-        return -1, -1
-    response = await conn.request(messages.INIT_PRODUCER_ID, {
-        "transactional_id": None, "transaction_timeout_ms": 2147483647})
-    if response.error_code:
-        raise BrokerError(response.error_code, "InitProducerId")
-    log.info("producer/topic: producer id %d epoch %d", response.producer_id, response.producer_epoch)
-    return response.producer_id, response.producer_epoch

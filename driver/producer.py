@@ -45,6 +45,7 @@ import numpy as np
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.calls import pipeline_error
 from ..actors.options import PipelineContext, create
+from ..actors.producer_results import Outcome
 from ..actors.shared_column import SHARE_MIN_BYTES, SharedColumn
 from ..wire.columns import BinaryColumn, HeaderColumn
 from ..wire.config import parse_config
@@ -538,7 +539,7 @@ class Producer:
         """Batches whose hand-over failed (`TopicRoutes`): each ends with its call's cause."""
         for lost, error in failed:
             log.error("%s: handing %d batch(es) to the pipeline failed: %s", self.name, len(lost), error)
-            self._resolve([(b.ids, b.topic, -1, -1, -1, error) for b in lost])
+            self._resolve([Outcome.failed(b.ids, error, b.topic) for b in lost])
 
     # -- results -----------------------------------------------------------------------
 
@@ -575,7 +576,7 @@ class Producer:
                 except Exception:  # a bug here must not stop every later message from resolving
                     log.exception("%s: settling %d reports failed", self.name, len(entries))
 
-    def _resolve(self, entries: list[tuple]) -> None:
+    def _resolve(self, entries: list[Outcome]) -> None:
         settled: list[tuple[Future, RecordMetadata | None, Exception | None]] = []
         add = settled.append
         meta_of = tuple.__new__  # RecordMetadata(...) without the NamedTuple's Python-level __new__
@@ -852,9 +853,9 @@ class Producer:
 
     def _fail_unresolved(self, error: Exception) -> None:
         with self._cond:
-            entries = [(list(self._pending), "", -1, -1, -1, error)]
+            entries = [Outcome.failed(list(self._pending), error)]
             for state in list(self._batches.values()):
-                entries.append(((state.start + np.flatnonzero(~state.settled)).tolist(), "", -1, -1, -1, error))
+                entries.append(Outcome.failed((state.start + np.flatnonzero(~state.settled)).tolist(), error))
         self._resolve(entries)
 
     def __enter__(self) -> Producer:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..actors.producer_results import Outcome
 from ..wire.errors import DeliveryTimeoutError
 
 log = logging.getLogger("raykafka.producer.watchdog")
@@ -163,7 +164,7 @@ class ProducerWatchdog:
         error = DeliveryTimeoutError(self._message(bound))
         self.expired += sum(len(ids) for ids in entries)
         log.error("%s: %d message(s) expired: %s", p.name, sum(len(ids) for ids in entries), error)
-        p._resolve([(ids, "", -1, -1, -1, error) for ids in entries])
+        p._resolve([Outcome.failed(ids, error) for ids in entries])
 
     def _message(self, bound: float) -> str:
         text = f"not delivered within {bound:g}s (delivery.timeout.ms={int(self.delivery_timeout * 1000)})"
