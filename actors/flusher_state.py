@@ -29,7 +29,8 @@ from typing import Any, NamedTuple
 
 from ..wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, KafkaError
 from .batch import RESET, MessageBatch
-from .producer_results import Outcome, SequenceSpan, sequence_span
+from .idempotence import SequenceSpan, sequence_span
+from .producer_results import Outcome
 
 log = logging.getLogger("raykafka.producer.flusher")
 

@@ -29,8 +29,9 @@ runs out fail with `DeliveryTimeoutError` naming the refresh's error.
 
 Calls: the Aggregator of the leader's broker (get/ref on selection, unref on abandon), the
 ProducerResults (messages that cannot be routed, and the batch of a call to the
-Aggregator that failed, with its cause). With idempotence, assigns each new batch its
-partition's sequence numbers here, in the order the partition's messages leave.
+Aggregator that failed, with its cause). With idempotence, each batch gets its partition's
+sequence numbers here as it leaves, in the partition's order, from the partition's
+`PartitionSequences` (actors/idempotence.py, which owns the producer id, epoch and sequences).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Any, Protocol
 from ..wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, KafkaError
 from .batch import FIN, RESET, SYN, MessageBatch
 from .hold import HoldBackoff, SelfTimer, split_expired
+from .idempotence import PartitionSequences
 
 __all__ = ["HoldBackoff", "LeaderDispatcher", "LeaderDispatcherState"]
 
@@ -92,13 +94,8 @@ class LeaderDispatcherState:
         self.high_watermark = 0
         self.levels: dict[int, _Level] = {}
         self.selected = False
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.next_sequence = 0
-        # which numbering a batch's sequences belong to: a restarted broker may hand out the same
-        # producer id and epoch again, so the id alone cannot tell an old numbering from the new
-        self.numbering = 0
         self.path = f"producer/leader/{topic}/{partition}"
+        self.sequences = PartitionSequences(producer_id, producer_epoch, self.path)
         # batches waiting for a reachable leader, in the order they came (the Java producer's
         # batch waiting for metadata): sent by `retry_held` once a refresh finds the leader, or
         # failed when their delivery.timeout.ms runs out
@@ -181,31 +178,16 @@ class LeaderDispatcherState:
                 return
 
     def reset_producer_id(self, broken: int, numbering: int, base_sequence: int) -> None:
-        """The broker answered OUT_OF_ORDER_SEQUENCE (or UNKNOWN_PRODUCER_ID) for the batch at
-        `base_sequence`. If a batch before it has not ended yet, that batch comes round again and the
-        sequence heals: nothing to do. If every batch before it has ended, the broker lost this
-        producer's sequence: number from 0 under a new producer id (not a local epoch bump: tansu
-        fences those for good). Batches numbered under the old id are numbered again when they
-        leave, in the order the chasers keep."""
-        if broken != self.producer_id or self.producer_id < 0 or numbering != self.numbering:
-            return  # stale: the partition already numbers anew
-        try:
-            first = self.backend.first_unresolved(self.producer_id, self.numbering)
-        except Exception as exc:  # cannot tell: keep the id, the batch is retried and asks again
-            log.warning("%s cannot tell whether the sequence is broken: %s", self.path, exc)
-            return
-        if first != base_sequence:
-            log.info("%s sequence %d out of order behind unresolved sequence %d: retrying", self.path,
-                     base_sequence, first)
-            return
-        try:
-            self.producer_id, self.producer_epoch = self.backend.new_producer_id()
-        except KafkaError as exc:
-            log.warning("%s cannot get a new producer id: %s", self.path, exc)
-            return
-        self.next_sequence = 0
-        self.numbering += 1
-        log.info("%s state change to [producer id %d]", self.path, self.producer_id)
+        """A RESET came back: the partition's sequence broke at `base_sequence`
+        (`PartitionSequences.reset` decides whether to number anew under a new producer id)."""
+        self.sequences.reset(broken, numbering, base_sequence, self.backend.first_unresolved,
+                             self.backend.new_producer_id)
+
+    # the partition's numbers, read-only (`PartitionSequences` owns them)
+    producer_id = property(lambda self: self.sequences.producer_id)
+    producer_epoch = property(lambda self: self.sequences.producer_epoch)
+    numbering = property(lambda self: self.sequences.numbering)
+    next_sequence = property(lambda self: self.sequences.next_sequence)
 
     # -- waiting for a leader ---------------------------------------------------
 
@@ -257,13 +239,7 @@ class LeaderDispatcherState:
         self._send_selected(batch)
 
     def _send_selected(self, batch: MessageBatch) -> None:
-        if self.producer_id >= 0 and not batch.is_control and (
-                batch.base_sequence < 0 or batch.producer_id != self.producer_id
-                or batch.numbering != self.numbering):
-            batch.base_sequence = self.next_sequence
-            batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
-            batch.numbering = self.numbering
-            self.next_sequence = (self.next_sequence + len(batch)) & 0x7FFFFFFF
+        self.sequences.number(batch)
         batch.partition = self.partition
         self.backend.send(batch)
 

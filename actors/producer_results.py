@@ -13,8 +13,9 @@ error or None); the i-th id's offset is first offset + i. A numbered batch's seq
 come as a `SequenceSpan`.
 
 With idempotence it also knows, per partition and numbering, up to which sequence number every
-batch has ended (`first_unresolved`): a LeaderDispatcher asks before it takes a new producer id,
-since renumbering a batch whose earlier attempt may yet be written would write it twice.
+batch has ended (`first_unresolved`, kept by `idempotence.EndedSequences`): a LeaderDispatcher
+asks before it takes a new producer id, since renumbering a batch whose earlier attempt may yet
+be written would write it twice.
 
 `report_failed` is how a stage fails batches it cannot hand on (a call downstream failed):
 one entry per batch with messages, and the sequence spans of those that were numbered.
@@ -24,6 +25,10 @@ from __future__ import annotations
 
 import threading
 from typing import Any, NamedTuple
+
+from .idempotence import EndedSequences, SequenceSpan, sequence_span
+
+__all__ = ["Outcome", "ProducerResults", "SequenceSpan", "report_failed", "sequence_span"]
 
 
 class Outcome(NamedTuple):
@@ -42,24 +47,12 @@ class Outcome(NamedTuple):
         return cls(ids, topic, partition, -1, -1, error)
 
 
-class SequenceSpan(NamedTuple):
-    """The sequence numbers of a numbered batch that ended (with idempotence)."""
-
-    topic: str
-    partition: int
-    producer_id: int
-    numbering: int
-    base: int
-    count: int
-
-
 class ProducerResults:
     def __init__(self, ctx: Any = None):
         self.entries: list[Outcome] = []
         self.cond = threading.Condition()
         self.reported = 0
-        # (topic, partition, producer id, numbering) -> [first unresolved sequence, {base: end} ended beyond it]
-        self.sequences: dict[tuple[str, int, int, int], list] = {}
+        self.sequences = EndedSequences()
 
     def ping(self) -> bool:
         return True
@@ -69,21 +62,14 @@ class ProducerResults:
         with self.cond:
             self.entries.extend(entries)
             self.reported += sum(len(e[0]) for e in entries)
-            for topic, partition, producer_id, numbering, base, count in spans:
-                self._ended(topic, partition, producer_id, numbering, base, count)
+            for span in spans:
+                self.sequences.ended(SequenceSpan(*span))
             self.cond.notify_all()
-
-    def _ended(self, topic: str, partition: int, producer_id: int, numbering: int, base: int, count: int) -> None:
-        state = self.sequences.setdefault((topic, partition, producer_id, numbering), [0, {}])
-        state[1][base] = (base + count) & 0x7FFFFFFF
-        while state[0] in state[1]:
-            state[0] = state[1].pop(state[0])
 
     def first_unresolved(self, topic: str, partition: int, producer_id: int, numbering: int) -> int:
         """The first sequence number of the partition's numbering whose batch has not ended."""
         with self.cond:
-            state = self.sequences.get((topic, partition, producer_id, numbering))
-            return 0 if state is None else state[0]
+            return self.sequences.first_unresolved(topic, partition, producer_id, numbering)
 
     def poll(self, timeout: float) -> list[Outcome]:
         """Every entry reported since the last poll; waits up to `timeout` s for the first one."""
@@ -102,8 +88,3 @@ def report_failed(results: Any, batches: list[Any], error: Exception) -> None:
         results.report.remote([Outcome.failed(b.ids, error, b.topic, b.partition) for b in ended],
                               [span for b in ended if (span := sequence_span(b)) is not None])
 
-
-def sequence_span(batch: Any) -> SequenceSpan | None:
-    """The sequence numbers of a numbered MessageBatch, else None."""
-    span = batch.span()
-    return None if span is None else SequenceSpan(batch.topic, batch.partition, *span)
