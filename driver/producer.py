@@ -561,7 +561,7 @@ class Producer:
                     if self._stopping:
                         return
                 if not ray.is_initialized():
-                    self._ray_gone()
+                    self.ray_gone()
                     return
                 if isinstance(exc, RayActorError):  # nothing more will come: the watchdog names it
                     log.error("%s: %s; messages unresolved now end by delivery.timeout.ms", self.name,
@@ -732,7 +732,7 @@ class Producer:
             return
         dog = self._watchdog
         if not ray.is_initialized():  # shut down under us: its actors went with it
-            self._ray_gone()
+            self.ray_gone()
             dog.stop()
             return
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -839,7 +839,46 @@ class Producer:
         while alive() and time.monotonic() < end:
             time.sleep(0.02)
 
-    def _ray_gone(self) -> None:
+    def _fail_unresolved(self, error: Exception) -> None:
+        self.expire(self.unresolved_before(None), error)
+
+    # -- what the watchdog uses (driver/producer_watchdog.py) --------------------------
+
+    @property
+    def stopping(self) -> bool:
+        """close() is shutting the pipeline down (on purpose: its actors end now)."""
+        return self._stopping
+
+    def watch_mark(self) -> int | None:
+        """The id the next message will get (every message sent so far has a smaller one), or
+        None once the producer is stopping with nothing unresolved: nothing left to watch."""
+        with self._cond:
+            if self._stopping and not self._pending and not self._batches:
+                return None
+            return self._next_id
+
+    def unresolved_before(self, cutoff: int | None) -> list[list[int]]:
+        """The ids of the messages still unresolved, below `cutoff` (None: all), in groups."""
+        with self._cond:
+            singles = []
+            for mid in self._pending:  # insertion order is id order
+                if cutoff is not None and mid >= cutoff:
+                    break
+                singles.append(mid)
+            groups = [singles] if singles else []
+            for state in list(self._batches.values()):
+                ids = state.start + np.flatnonzero(~state.settled)
+                if cutoff is not None:
+                    ids = ids[ids < cutoff]
+                if len(ids):
+                    groups.append(ids.tolist())
+        return groups
+
+    def expire(self, groups: list[list[int]], error: Exception) -> None:
+        """End these messages (unresolved ones; the others are skipped) with `error`."""
+        self._resolve([Outcome.failed(ids, error) for ids in groups])
+
+    def ray_gone(self) -> None:
         """Ray was shut down under this producer, and its actors with it: fail what is still
         pending, say no more sends, and let the background threads end."""
         with self._cond:
@@ -850,13 +889,6 @@ class Producer:
             self._open_count = self._open_bytes = 0
             self._cond.notify_all()
         self._fail_unresolved(ProducerClosedError("Ray was shut down before the message was delivered"))
-
-    def _fail_unresolved(self, error: Exception) -> None:
-        with self._cond:
-            entries = [Outcome.failed(list(self._pending), error)]
-            for state in list(self._batches.values()):
-                entries.append(Outcome.failed((state.start + np.flatnonzero(~state.settled)).tolist(), error))
-        self._resolve(entries)
 
     def __enter__(self) -> Producer:
         return self
