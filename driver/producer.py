@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -58,6 +58,7 @@ from ..wire.errors import (
 )
 from ..wire.records import encode_header_lists, encode_headers
 from ..wire.serde import get_serializer, serialize_many, serialize_one
+from .message_futures import MessageFuture, set_future, settle_futures
 from .ray_runtime import ensure_ray
 from .topic_routes import TopicRoutes
 
@@ -79,85 +80,6 @@ WAITED_ON = ("linger.ms", "max.block.ms", "retry.backoff.ms", "request.timeout.m
 # with a timeout, what is left of it, but at least CLOSE_MIN
 CLOSE_GRACE = 30.0
 CLOSE_MIN = 5.0
-
-
-try:  # the fields of a Future that `_MessageFuture` and `_settle_futures` set themselves
-    from concurrent.futures._base import FINISHED as _FINISHED
-    from concurrent.futures._base import PENDING as _PENDING
-    from concurrent.futures._base import RUNNING as _RUNNING
-
-    _FIELDS = {"_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks"}
-    SHARED_CONDITION = set(vars(Future())) == _FIELDS
-except ImportError:  # pragma: no cover - another Python's concurrent.futures
-    SHARED_CONDITION = False
-
-
-class _MessageFuture(Future):
-    """A `concurrent.futures.Future` sharing one Condition with the producer's other futures.
-
-    Building a Condition (and its RLock) per message costs more than the rest of `send`; shared,
-    a `set_result` wakes every waiting thread, each of which checks its own future again. This
-    sets Future's private fields, so it is used only where they are the ones it knows
-    (`SHARED_CONDITION`, checked at import); elsewhere it is a plain Future.
-
-    Cancelling one (as `asyncio.wait_for` does when it times out) does not recall the message:
-    it still goes, and its outcome still reaches `on_delivery`, `successes()` and `errors()`."""
-
-    def __init__(self, condition: threading.Condition):  # what Future.__init__ sets, minus the Condition
-        if not SHARED_CONDITION:
-            super().__init__()
-            return
-        self._condition = condition
-        self._state = _PENDING
-        self._result = None
-        self._exception = None
-        self._waiters: list = []
-        self._done_callbacks: list = []
-
-    def _wait(self, timeout: float | None) -> None:
-        """Wait until done: a wake-up may be for another future, so check again until the deadline."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._condition:
-            while self._state == _PENDING or self._state == _RUNNING:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return
-                self._condition.wait(left)
-
-    def result(self, timeout: float | None = None) -> Any:
-        if not SHARED_CONDITION:
-            return super().result(timeout)
-        self._wait(timeout)
-        return super().result(0)
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        if not SHARED_CONDITION:
-            return super().exception(timeout)
-        self._wait(timeout)
-        return super().exception(0)
-
-
-def _settle_futures(condition: threading.Condition, settled: list) -> list:
-    """Set many message futures (sharing `condition`) under one hold of it and wake waiters once.
-
-    A future someone waits on through `concurrent.futures.wait`, has callbacks on, or has
-    cancelled is returned, to be set the ordinary way (`_set_future`)."""
-    if not SHARED_CONDITION:
-        return settled
-    slow = []
-    with condition:
-        for item in settled:
-            future, meta, error = item
-            if future._waiters or future._done_callbacks or future._state != _PENDING:
-                slow.append(item)
-            elif error is None:
-                future._result = meta
-                future._state = _FINISHED
-            else:
-                future._exception = error
-                future._state = _FINISHED
-        condition.notify_all()
-    return slow
 
 
 class RecordMetadata(NamedTuple):
@@ -345,7 +267,7 @@ class Producer:
         if type(topic) is not str or not topic:
             raise TypeError(f"topic must be a non-empty str, not {topic!r}")
         ts = int(time.time() * 1000) if timestamp is None else _timestamp(timestamp)
-        future = _MessageFuture(self._futures_condition)
+        future = MessageFuture(self._futures_condition)
         if size > self.max_request_size:
             future.set_exception(MessageTooLargeError(
                 f"message of {size} bytes is larger than max.request.size={self.max_request_size}"))
@@ -602,8 +524,8 @@ class Producer:
             self._settling += 1  # flush() waits until these futures are set too
         try:
             self._complete_finished()
-            for future, meta, error in _settle_futures(self._futures_condition, settled):
-                _set_future(future, meta, error)
+            for future, meta, error in settle_futures(self._futures_condition, settled):
+                set_future(future, meta, error)
             if self._successes is not None or self._errors is not None or self.on_delivery is not None:
                 self._report(settled)
         finally:
@@ -666,7 +588,7 @@ class Producer:
         with self._lock:
             finished, self._finished = self._finished, []
         for state in finished:
-            _set_future(state.future, state.result(), None)
+            set_future(state.future, state.result(), None)
 
     # -- the async style: Sarama's Successes and Errors --------------------------------
 
@@ -898,20 +820,6 @@ class Producer:
 
 
 # ---------------------------------------------------------------------------- utilities
-
-
-def _set_future(future: Future, outcome: Any, error: Exception | None) -> None:
-    """Set a future the ordinary way. One its caller cancelled stays cancelled: the message went
-    (or not) all the same, and its outcome is reported to `on_delivery` and the queues."""
-    try:
-        if error is None:
-            future.set_result(outcome)
-        else:
-            future.set_exception(error)
-    except InvalidStateError:  # cancelled (or set) by someone else: nothing to tell it
-        return
-    except BaseException:  # noqa: B036 - a done-callback raising past concurrent.futures' own guard
-        log.exception("a callback on a producer future raised")
 
 
 def _headers(headers: Any, name: str = "headers") -> list | None:
