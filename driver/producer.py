@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import bisect
 import logging
-import math
 import numbers
 import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -47,7 +46,7 @@ from ..actors.calls import pipeline_error
 from ..actors.options import PipelineContext, create
 from ..actors.producer_results import Outcome
 from ..actors.shared_column import SHARE_MIN_BYTES, SharedColumn
-from ..wire.columns import BinaryColumn, HeaderColumn
+from ..wire.columns import BinaryColumn
 from ..wire.config import parse_config
 from ..wire.errors import (
     BufferExhaustedError,
@@ -56,9 +55,21 @@ from ..wire.errors import (
     MessageTooLargeError,
     ProducerClosedError,
 )
-from ..wire.records import encode_header_lists, encode_headers
+from ..wire.records import encode_header_lists
 from ..wire.serde import get_serializer, serialize_many, serialize_one
 from .message_futures import MessageFuture, set_future, settle_futures
+from .producer_input import (
+    MAX_PARTITION,
+    batch_columns,
+    packed,
+    partition_column,
+    record_headers,
+    record_sizes,
+    slice_bounds,
+    timestamp_column,
+    timestamp_ms,
+    topic_column,
+)
 from .ray_runtime import ensure_ray
 from .topic_routes import TopicRoutes
 
@@ -72,8 +83,6 @@ NAGLE_WAIT = 0.05
 # a send_batch larger than buffer.memory / SLICES_IN_BUFFER goes in slices of that size, each
 # waiting for room in turn, so a table of any size can be sent (as Java's producer blocks per record)
 SLICES_IN_BUFFER = 4
-MAX_PARTITION = (1 << 31) - 1  # Kafka's partition numbers are int32
-MAX_TIMESTAMP = (1 << 63) - 1  # and timestamps int64 ms
 # the time keys some thread of the producer waits on (threading.TIMEOUT_MAX bounds such a wait)
 WAITED_ON = ("linger.ms", "max.block.ms", "retry.backoff.ms", "request.timeout.ms", "delivery.timeout.ms")
 # close's shutdown of the actors takes at most this long (s) after the messages had their time;
@@ -153,8 +162,8 @@ class _Buffer:
         n = len(ids)
         return MessageBatch(
             topic=topic, ids=range(ids[0], ids[-1] + 1) if ids[-1] - ids[0] == n - 1 else np.array(ids, dtype=np.int64),
-            values=_shared(_packed(values)),
-            keys=None if keys.count(None) == n else _packed(keys),
+            values=_shared(packed(values)),
+            keys=None if keys.count(None) == n else packed(keys),
             timestamps=timestamps, headers=encode_header_lists(headers),
             partitions=None if partitions.count(-1) == n else partitions, created_ms=self.created_ms,
             nbytes=self.nbytes)
@@ -255,7 +264,7 @@ class Producer:
         k = key if key is None or (type(key) is bytes and self._bytes_keys) else serialize_one(self.key_serializer, key, "key")
         size = RECORD_OVERHEAD + (len(v) if v is not None else 0) + (len(k) if k is not None else 0)
         if headers is not None:
-            headers = _headers(headers)
+            headers = record_headers(headers)
             if headers:
                 size += sum(len(hk) + (len(hv) if hv else 0) + 4 for hk, hv in headers)
         if partition is None:
@@ -266,7 +275,7 @@ class Producer:
             raise ValueError(f"partition must be between 0 and {MAX_PARTITION}, not {partition}")
         if type(topic) is not str or not topic:
             raise TypeError(f"topic must be a non-empty str, not {topic!r}")
-        ts = int(time.time() * 1000) if timestamp is None else _timestamp(timestamp)
+        ts = int(time.time() * 1000) if timestamp is None else timestamp_ms(timestamp)
         future = MessageFuture(self._futures_condition)
         if size > self.max_request_size:
             future.set_exception(MessageTooLargeError(
@@ -304,18 +313,18 @@ class Producer:
         quarter of `buffer.memory` is taken in slices of that size, each waiting up to
         `max.block.ms` for room; if one cannot get it, it and the rest fail with that cause.
         """
-        columns = _columns(values, keys, headers, partitions, timestamps, self._raw_arrow)
+        columns = batch_columns(values, keys, headers, partitions, timestamps, self._raw_arrow)
         values, keys, headers, partitions, timestamps, topics = columns
         n = len(values)
         if topics is None and (not isinstance(topic, str) or not topic):
             raise TypeError(f"topic must be a non-empty str (or give a topic column), not {topic!r}")
-        values = _packed(serialize_many(self.value_serializer, values, "values"))
+        values = packed(serialize_many(self.value_serializer, values, "values"))
         if keys is not None:
-            keys = _packed(serialize_many(self.key_serializer, keys, "keys"))
+            keys = packed(serialize_many(self.key_serializer, keys, "keys"))
         for name, column in (("keys", keys), ("headers", headers), ("partitions", partitions), ("timestamps", timestamps)):
             if column is not None and not isinstance(column, numbers.Real) and len(column) != n:
                 raise ValueError(f"{name} has {len(column)} entries for {n} values")
-        sizes = _sizes(values, keys, headers)
+        sizes = record_sizes(values, keys, headers)
         total = int(sizes.sum())
         future: Future = Future()
         if n == 0:
@@ -324,11 +333,11 @@ class Producer:
         too_large = sizes > self.max_request_size
         values = _shared(values)
         now_ms = int(time.time() * 1000)
-        ts: int | list[int] = now_ms if timestamps is None else _timestamp_column(timestamps, now_ms)
-        explicit = None if partitions is None else _partition_column(partitions)
-        topic_arr = None if topics is None else _topic_column(topics)
+        ts: int | list[int] = now_ms if timestamps is None else timestamp_column(timestamps, now_ms)
+        explicit = None if partitions is None else partition_column(partitions)
+        topic_arr = None if topics is None else topic_column(topics)
         state: _BatchState | None = None
-        bounds = _slice_bounds(sizes, max(1, self.buffer_memory // SLICES_IN_BUFFER))
+        bounds = slice_bounds(sizes, max(1, self.buffer_memory // SLICES_IN_BUFFER))
         for lo, hi in bounds:
             with self._cond:
                 try:
@@ -822,105 +831,6 @@ class Producer:
 # ---------------------------------------------------------------------------- utilities
 
 
-def _headers(headers: Any, name: str = "headers") -> list | None:
-    """One record's headers as [(str, bytes or None)], from pairs or a dict; None when it has none."""
-    if headers is None:
-        return None
-    if isinstance(headers, str | bytes | bytearray | memoryview) or not isinstance(headers, Iterable):
-        raise TypeError(f"{name}: expected (str, bytes) pairs or a dict, not {type(headers).__name__}")
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    out = []
-    for item in items:
-        try:
-            k, v = item
-        except (TypeError, ValueError):
-            raise TypeError(f"{name}: expected (str, bytes) pairs or a dict, got {item!r}") from None
-        if not isinstance(k, str):
-            raise TypeError(f"{name}: header key must be str, not {type(k).__name__}")
-        if isinstance(v, str):
-            v = v.encode("utf-8")
-        elif v is not None and not isinstance(v, (bytes, bytearray, memoryview)):
-            raise TypeError(f"{name}: header {k!r} value must be bytes, str or None, not {type(v).__name__}")
-        out.append((k, None if v is None else bytes(v)))
-    return out or None
-
-
-def _timestamp(value: Any, name: str = "timestamp") -> int:
-    """A record timestamp in ms since the epoch, or a TypeError/ValueError naming `name`."""
-    if type(value) is int and 0 <= value <= MAX_TIMESTAMP:
-        return value
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be an int (ms since the epoch) or None, not {type(value).__name__}")
-    if not (math.isfinite(value) and 0 <= value <= MAX_TIMESTAMP):
-        raise ValueError(f"{name} must be between 0 and {MAX_TIMESTAMP} ms, not {value!r}")
-    return int(value)
-
-
-def _columns(values: Any, keys: Any, headers: Any, partitions: Any, timestamps: Any,
-             raw: tuple[bool, bool] = (False, False)) -> tuple:
-    """The columns of a `send_batch`, from lists or from a pyarrow Table/RecordBatch.
-
-    `raw`: whether the value and key serializers take bytes as they are, so binary and string
-    columns may be sliced to bytes from their buffers."""
-    topics = None
-    try:
-        import pyarrow as pa
-    except ImportError:  # pragma: no cover
-        pa = None
-    if pa is not None and isinstance(values, (pa.Table, pa.RecordBatch)):
-        table = values
-        names = table.schema.names
-        if "value" not in names:
-            raise ValueError(f"send_batch: the table needs a 'value' column (it has {names})")
-
-        def col(name: str, as_bytes: bool = False) -> list | None:
-            if name not in names:
-                return None
-            column = table.column(name)
-            packed = BinaryColumn.from_arrow(column) if as_bytes else None
-            return column.to_pylist() if packed is None else packed
-
-        values = col("value", raw[0])
-        keys = keys if keys is not None else col("key", raw[1])
-        partitions = partitions if partitions is not None else col("partition")
-        topics = col("topic")
-        if headers is None and "headers" in names:
-            headers = encode_headers(table.column("headers"))
-        if timestamps is None and "timestamp" in names:
-            timestamps = [int(t.timestamp() * 1000) if hasattr(t, "timestamp") else t for t in col("timestamp")]
-    if values is None:
-        raise TypeError("send_batch: values must be given (a list, or a pyarrow Table/RecordBatch)")
-    values = _as_list("values", values, pa)
-    keys = _as_list("keys", keys, pa)
-    headers = _as_list("headers", headers, pa)
-    partitions = _as_list("partitions", partitions, pa)
-    if timestamps is not None and not isinstance(timestamps, numbers.Real):  # else one for every record
-        timestamps = _as_list("timestamps", timestamps, pa)
-    if headers is not None and not isinstance(headers, HeaderColumn):
-        headers = encode_header_lists([_headers(h, f"headers[{i}]") for i, h in enumerate(headers)])
-    return values, keys, headers, partitions, timestamps, topics
-
-
-def _as_list(name: str, column: Any, pa: Any) -> Any:
-    """A `send_batch` column as a list (a BinaryColumn as it is), or a TypeError naming it."""
-    if column is None or isinstance(column, list | BinaryColumn):  # HeaderColumn is one too
-        return column
-    if pa is not None and isinstance(column, pa.Array | pa.ChunkedArray):
-        return column.to_pylist()
-    if isinstance(column, str | bytes | bytearray | memoryview | Mapping) or not isinstance(column, Iterable):
-        raise TypeError(f"send_batch: {name} must be a list (or a sequence) with one entry per record, "
-                        f"not {type(column).__name__}")
-    return list(column)
-
-
-def _packed(column: Any) -> Any:
-    """A list of bytes/None as one BinaryColumn (one buffer to pickle at each actor hop, not a
-    bytes object per message); anything else as it is."""
-    if isinstance(column, list):
-        return BinaryColumn.from_list(column) or column
-    return column
-
-
 def _shared(values: Any) -> Any:
     """A large column put in the object store once, for the flusher alone to read (`SharedColumn`)."""
     if isinstance(values, BinaryColumn) and values.nbytes >= SHARE_MIN_BYTES:
@@ -932,52 +842,6 @@ def _left(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
 
 
-def _slice_bounds(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
-    """Consecutive record ranges of about `limit` bytes each (at least one record each)."""
-    total = int(sizes.sum())
-    if total <= limit:
-        return [(0, len(sizes))]
-    cuts = np.searchsorted(np.cumsum(sizes), np.arange(limit, total, limit), side="right")
-    edges = [0, *np.unique(cuts[(cuts > 0) & (cuts < len(sizes))]).tolist(), len(sizes)]
-    return list(zip(edges, edges[1:]))  # noqa: B905 (one shorter by design)
-
-
-def _partition_column(partitions: list) -> list[int]:
-    """Explicit partitions as ints, -1 where None (numpy does the loop); a TypeError or
-    ValueError naming `partitions` for anything else."""
-    arr = np.asarray(partitions)
-    if arr.dtype.kind not in "iu":
-        kinds = set(map(type, partitions))
-        if arr.dtype.kind != "O" or not kinds <= {int, type(None)}:
-            names = ", ".join(sorted(k.__name__ for k in kinds))
-            raise TypeError(f"send_batch: partitions must be ints or None, got {names}")
-        arr = np.where(np.equal(arr, None), -1, arr)  # still Python ints: checked before the cast
-    low, high = arr.min(), arr.max()
-    if low < -1 or high > MAX_PARTITION:
-        raise ValueError(f"send_batch: partitions must be between 0 and {MAX_PARTITION} (or None), "
-                         f"got {low if low < -1 else high}")
-    return arr.astype(np.int64).tolist()
-
-
-def _timestamp_column(timestamps: int | list, now_ms: int) -> int | list[int]:
-    """A `send_batch`'s timestamps (one for all, or one per record, None for now) as ms."""
-    if not isinstance(timestamps, list):
-        return _timestamp(timestamps, "timestamps")
-    arr = np.asarray(timestamps)
-    if arr.dtype.kind not in "iu" or arr.min() < 0 or arr.max() > MAX_TIMESTAMP:
-        return [now_ms if t is None else _timestamp(t, f"timestamps[{i}]") for i, t in enumerate(timestamps)]
-    return arr.astype(np.int64).tolist()
-
-
-def _topic_column(topics: list) -> np.ndarray:
-    """A `topic` column's names; a ValueError naming the first row without one."""
-    if set(map(type, topics)) != {str} or "" in topics:
-        row = next(i for i, t in enumerate(topics) if type(t) is not str or not t)
-        raise ValueError(f"send_batch: the topic column needs a non-empty str in every row; "
-                         f"row {row} has {topics[row]!r}")
-    return np.asarray(topics, dtype=object)
-
-
 def _check_waits(config: Mapping[str, Any]) -> None:
     """A ConfigError naming a time key longer than a thread can wait (the producer waits on each)."""
     for key in WAITED_ON:
@@ -986,18 +850,3 @@ def _check_waits(config: Mapping[str, Any]) -> None:
                               f"({threading.TIMEOUT_MAX:.0f} s)")
 
 
-def _lengths(column: Any) -> np.ndarray:
-    if isinstance(column, BinaryColumn):
-        return column.lengths()
-    if None in column:
-        return np.fromiter((len(v) if v is not None else 0 for v in column), dtype=np.int64, count=len(column))
-    return np.fromiter(map(len, column), dtype=np.int64, count=len(column))
-
-
-def _sizes(values: list, keys: list | None, headers: HeaderColumn | None) -> np.ndarray:
-    sizes = _lengths(values) + RECORD_OVERHEAD
-    if keys is not None:
-        sizes += _lengths(keys)
-    if headers is not None:
-        sizes += headers.lengths()
-    return sizes
