@@ -23,6 +23,12 @@ What a caller does with a future cannot stop the producer: a cancelled future is
 message goes all the same, and `on_delivery`, `successes()` and `errors()` still hear of it),
 and a callback that raises is logged. A wrong argument is refused where it is given, with an
 error naming it (`ConfigError` for a config key).
+
+This module is the facade, the caller-side accumulator and the ledger of pending messages;
+beside it: `producer_input` (what `send`/`send_batch` accept, normalised), `message_futures`
+(the futures' shared-Condition fast path), `producer_pipeline` (the actors, started and stopped
+in order), `topic_routes` (where the sender hands each topic's batches) and `producer_watchdog`
+(every message's life bounded, through the watch interface below).
 """
 
 from __future__ import annotations
@@ -43,7 +49,6 @@ import numpy as np
 
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.calls import pipeline_error
-from ..actors.options import PipelineContext, create
 from ..actors.producer_results import Outcome
 from ..actors.shared_column import SHARE_MIN_BYTES, SharedColumn
 from ..wire.columns import BinaryColumn
@@ -51,7 +56,6 @@ from ..wire.config import parse_config
 from ..wire.errors import (
     BufferExhaustedError,
     ConfigError,
-    KafkaError,
     MessageTooLargeError,
     ProducerClosedError,
 )
@@ -70,6 +74,7 @@ from .producer_input import (
     timestamp_ms,
     topic_column,
 )
+from .producer_pipeline import ProducerPipeline, left
 from .ray_runtime import ensure_ray
 from .topic_routes import TopicRoutes
 
@@ -174,7 +179,6 @@ class Producer:
 
     def __init__(self, config: Mapping[str, Any], *, on_delivery: Callable[[RecordMetadata | None, Exception | None], None] | None = None,
                  return_successes: bool = False, return_errors: bool = False, name: str | None = None):
-        import ray
 
         if not isinstance(config, Mapping):
             raise ConfigError(f"config: expected a mapping of Kafka property names to values, got {type(config).__name__}")
@@ -220,33 +224,12 @@ class Producer:
         self._stopping = False  # the pipeline is being shut down on purpose
         self._results_stopped = False  # close takes the last reports itself
 
-        from ..actors.producer_results import ProducerResults
-        from ..actors.retry_handler import RetryHandler
-        from ..actors.topic_dispatcher import TopicDispatcher
-
         ensure_ray()
-        ctx = PipelineContext(config=self.config, prefix=self.name + "/")
-        self._actors: list[Any] = []
-        try:
-            # the three start at once (each is a process); then the driver takes its reference
-            ctx.results = create(ProducerResults, "producer_results", ctx)
-            self._actors.append(ctx.results)
-            ctx.retry_handler = create(RetryHandler, "retry_handler", ctx)
-            self._actors.append(ctx.retry_handler)
-            self._topic_dispatcher = create(TopicDispatcher, "topic_dispatcher", ctx)
-            self._actors.insert(0, self._topic_dispatcher)
-            ray.get([ctx.retry_handler.ref.remote(),  # the driver's reference, released at close
-                     ctx.retry_handler.set_topic_dispatcher.remote(self._topic_dispatcher)])
-            self.producer_id, self.producer_epoch = ray.get(self._topic_dispatcher.ping.remote())
-        except BaseException as exc:
-            for handle in self._actors:
-                ray.kill(handle, no_restart=True)
-            cause = getattr(exc, "cause", None)
-            if isinstance(cause, KafkaError):  # e.g. no broker reachable: say so, not "actor task failed"
-                raise cause from None
-            raise
-        self.ctx = ctx
-        self._routes = TopicRoutes(self._topic_dispatcher, ctx.window, self._wake_sender)
+        self._pipeline = ProducerPipeline(self.config, self.name)  # raises the cause if it cannot start
+        self.ctx = self._pipeline.ctx
+        self._topic_dispatcher = self._pipeline.topic_dispatcher
+        self.producer_id, self.producer_epoch = self._pipeline.producer_id, self._pipeline.producer_epoch
+        self._routes = TopicRoutes(self._topic_dispatcher, self.ctx.window, self._wake_sender)
         self._sender = threading.Thread(target=self._send_loop, name=f"{self.name}-sender", daemon=True)
         self._poller = threading.Thread(target=self._poll_loop, name=f"{self.name}-results", daemon=True)
         self._sender.start()
@@ -677,48 +660,15 @@ class Producer:
                 self._cond.notify_all()
             now = time.monotonic()
             stop_by = now + CLOSE_GRACE if deadline is None else max(deadline, now + CLOSE_MIN)
-            self._sender.join(_left(stop_by))
+            self._sender.join(left(stop_by))
             if not self._sender.is_alive():  # else stuck handing over: what it holds fails below
-                self._fail_handed_on(self._routes.drain(_left(stop_by)))
-            self._shut_down_pipeline(stop_by)
+                self._fail_handed_on(self._routes.drain(left(stop_by)))
+            self._pipeline.shut_down(stop_by, self.pending, self._watchdog.dead_count("flusher"))
         finally:
             self._take_last_results()
             self._fail_unresolved(self._close_error(timeout, deadline))
             dog.stop()
-            self._kill_actors()
-
-    def _shut_down_pipeline(self, stop_by: float) -> None:
-        """Sarama's order: the dispatchers, then each broker's Aggregator and Flusher once its last
-        writer has gone, then the retry handler. A step an actor's death breaks is logged and
-        skipped; what it held stays unresolved, for close to fail."""
-        import ray
-
-        if not self._ask("closing the dispatchers", self._topic_dispatcher.shutdown.remote(), _left(stop_by)):
-            return
-        rh = self.ctx.retry_handler
-        if not self._ask("closing the broker workers", [rh.release_all.remote(), rh.unref.remote()], _left(stop_by)):
-            return
-        # each living Flusher answers what is in flight, then lets go; a dead one never does
-        dead = self._watchdog.dead_count("flusher")
-        try:
-            while (self.pending() and time.monotonic() < stop_by
-                   and ray.get(rh.live_writers.remote(), timeout=_left(stop_by)) > dead):
-                time.sleep(0.02)
-        except Exception as exc:
-            log.warning("%s: close: the retry handler did not answer: %s", self.name, pipeline_error(exc))
-            return
-        self._ask("closing the retry handler", rh.shutdown.remote(), min(10.0, _left(stop_by)))
-
-    def _ask(self, what: str, refs: Any, timeout: float) -> bool:
-        """`ray.get(refs)` within `timeout` s; False (logged, not raised) if an actor died or did not answer."""
-        import ray
-
-        try:
-            ray.get(refs, timeout=timeout)
-        except Exception as exc:
-            log.warning("%s: close: %s failed: %s", self.name, what, pipeline_error(exc))
-            return False
-        return True
+            self._pipeline.kill_all(CLOSE_MIN)
 
     def _take_last_results(self) -> None:
         """Stop the results thread, then take what the pipeline reported last, so that a message
@@ -730,11 +680,7 @@ class Producer:
         self._poller.join(5)
         if self._poller.is_alive() or not ray.is_initialized():
             return
-        try:
-            entries = ray.get(self.ctx.results.poll.remote(0), timeout=5)
-        except Exception as exc:  # it died: the messages it did not report fail, naming it
-            log.warning("%s: close: the last results were not taken: %s", self.name, pipeline_error(exc))
-            return
+        entries = self._pipeline.last_results(5)
         if entries:
             self._resolve(entries)
 
@@ -745,30 +691,6 @@ class Producer:
         if deadline is not None and time.monotonic() >= deadline:
             return ProducerClosedError(f"producer closed after {timeout}s with the message still undelivered")
         return ProducerClosedError("producer closed before the message was delivered")
-
-    def _kill_actors(self) -> None:
-        """ray.kill every actor of this producer that is still alive (those its actors started too,
-        found by name), then wait (up to CLOSE_MIN s) until Ray lists none of them."""
-        import ray
-
-        if not ray.is_initialized():
-            return
-        prefix = self.name + "/"
-
-        def alive() -> list[str]:
-            return [name for name in ray.util.list_named_actors() if name.startswith(prefix)]
-
-        handles = list(self._actors)
-        for name in alive():
-            try:
-                handles.append(ray.get_actor(name))
-            except ValueError:  # died meanwhile
-                continue
-        for handle in handles:
-            ray.kill(handle, no_restart=True)
-        end = time.monotonic() + CLOSE_MIN
-        while alive() and time.monotonic() < end:
-            time.sleep(0.02)
 
     def _fail_unresolved(self, error: Exception) -> None:
         self.expire(self.unresolved_before(None), error)
@@ -836,10 +758,6 @@ def _shared(values: Any) -> Any:
     if isinstance(values, BinaryColumn) and values.nbytes >= SHARE_MIN_BYTES:
         return SharedColumn.put(values)
     return values
-
-
-def _left(deadline: float) -> float:
-    return max(0.0, deadline - time.monotonic())
 
 
 def _check_waits(config: Mapping[str, Any]) -> None:
