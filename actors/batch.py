@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..wire.columns import BinaryColumn, HeaderColumn
+from .idempotence import SEQUENCE_MASK
 from .shared_column import SharedColumn, positions_at, read_shared
 
 SYN = 1
@@ -123,7 +124,7 @@ class MessageBatch:
         if self.base_sequence < 0 and other.base_sequence < 0:
             return True
         return (self.producer_id == other.producer_id and self.numbering == other.numbering
-                and self.base_sequence == (other.base_sequence + len(other)) & 0x7FFFFFFF)
+                and self.base_sequence == (other.base_sequence + len(other)) & SEQUENCE_MASK)
 
     def timestamp_list(self) -> list[int]:
         ts = self.timestamps
@@ -161,7 +162,7 @@ class MessageBatch:
             timestamps=ts[start:stop] if isinstance(ts, list) else ts,
             headers=None if self.headers is None else self.headers[start:stop],
             partitions=None if self.partitions is None else self.partitions[start:stop],
-            base_sequence=seq if seq < 0 else (seq + start) & 0x7FFFFFFF)
+            base_sequence=seq if seq < 0 else (seq + start) & SEQUENCE_MASK)
         if len(self.values):
             part.nbytes = self.nbytes * (stop - start) // len(self.values)
         return part

@@ -29,8 +29,9 @@ runs out fail with `DeliveryTimeoutError` naming the refresh's error.
 
 Calls: the Aggregator of the leader's broker (get/ref on selection, unref on abandon), the
 ProducerResults (messages that cannot be routed, and the batch of a call to the
-Aggregator that failed, with its cause). With idempotence, assigns each new batch its
-partition's sequence numbers here, in the order the partition's messages leave.
+Aggregator that failed, with its cause). With idempotence, each batch gets its partition's
+sequence numbers here as it leaves, in the partition's order, from the partition's
+`PartitionSequences` (actors/idempotence.py, which owns the producer id, epoch and sequences).
 """
 
 from __future__ import annotations
@@ -39,10 +40,16 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..wire.errors import BrokerError, DeliveryTimeoutError, KafkaError
+from ..wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, KafkaError
 from .batch import FIN, RESET, SYN, MessageBatch
+from .hold import HoldBackoff, SelfTimer, split_expired
+from .idempotence import PartitionSequences
+
+__all__ = ["HoldBackoff", "LeaderDispatcher", "LeaderDispatcherState"]
 
 log = logging.getLogger("raykafka.producer.leader")
+
+LEADER_NOT_AVAILABLE = BY_NAME["LEADER_NOT_AVAILABLE"].code
 
 
 class LeaderBackend(Protocol):
@@ -87,13 +94,8 @@ class LeaderDispatcherState:
         self.high_watermark = 0
         self.levels: dict[int, _Level] = {}
         self.selected = False
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.next_sequence = 0
-        # which numbering a batch's sequences belong to: a restarted broker may hand out the same
-        # producer id and epoch again, so the id alone cannot tell an old numbering from the new
-        self.numbering = 0
         self.path = f"producer/leader/{topic}/{partition}"
+        self.sequences = PartitionSequences(producer_id, producer_epoch, self.path)
         # batches waiting for a reachable leader, in the order they came (the Java producer's
         # batch waiting for metadata): sent by `retry_held` once a refresh finds the leader, or
         # failed when their delivery.timeout.ms runs out
@@ -176,31 +178,16 @@ class LeaderDispatcherState:
                 return
 
     def reset_producer_id(self, broken: int, numbering: int, base_sequence: int) -> None:
-        """The broker answered OUT_OF_ORDER_SEQUENCE (or UNKNOWN_PRODUCER_ID) for the batch at
-        `base_sequence`. If a batch before it has not ended yet, that batch comes round again and the
-        sequence heals: nothing to do. If every batch before it has ended, the broker lost this
-        producer's sequence: number from 0 under a new producer id (not a local epoch bump: tansu
-        fences those for good). Batches numbered under the old id are numbered again when they
-        leave, in the order the chasers keep."""
-        if broken != self.producer_id or self.producer_id < 0 or numbering != self.numbering:
-            return  # stale: the partition already numbers anew
-        try:
-            first = self.backend.first_unresolved(self.producer_id, self.numbering)
-        except Exception as exc:  # cannot tell: keep the id, the batch is retried and asks again
-            log.warning("%s cannot tell whether the sequence is broken: %s", self.path, exc)
-            return
-        if first != base_sequence:
-            log.info("%s sequence %d out of order behind unresolved sequence %d: retrying", self.path,
-                     base_sequence, first)
-            return
-        try:
-            self.producer_id, self.producer_epoch = self.backend.new_producer_id()
-        except KafkaError as exc:
-            log.warning("%s cannot get a new producer id: %s", self.path, exc)
-            return
-        self.next_sequence = 0
-        self.numbering += 1
-        log.info("%s state change to [producer id %d]", self.path, self.producer_id)
+        """A RESET came back: the partition's sequence broke at `base_sequence`
+        (`PartitionSequences.reset` decides whether to number anew under a new producer id)."""
+        self.sequences.reset(broken, numbering, base_sequence, self.backend.first_unresolved,
+                             self.backend.new_producer_id)
+
+    # the partition's numbers, read-only (`PartitionSequences` owns them)
+    producer_id = property(lambda self: self.sequences.producer_id)
+    producer_epoch = property(lambda self: self.sequences.producer_epoch)
+    numbering = property(lambda self: self.sequences.numbering)
+    next_sequence = property(lambda self: self.sequences.next_sequence)
 
     # -- waiting for a leader ---------------------------------------------------
 
@@ -225,12 +212,8 @@ class LeaderDispatcherState:
         self.held.extend(batches)
 
     def _expire_held(self, now_ms: float) -> None:
-        if self.delivery_timeout_ms is None:
-            return
-        expired = [b for b in self.held if not b.is_control and b.created_ms
-                   and now_ms - b.created_ms > self.delivery_timeout_ms]
+        self.held, expired = split_expired(self.held, now_ms, self.delivery_timeout_ms)
         if expired:
-            self.held = [b for b in self.held if not any(b is e for e in expired)]
             self.backend.return_errors(expired, DeliveryTimeoutError(
                 f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms}: no leader for "
                 f"{self.topic}/{self.partition}; last error: {self._last_error}"))
@@ -256,35 +239,9 @@ class LeaderDispatcherState:
         self._send_selected(batch)
 
     def _send_selected(self, batch: MessageBatch) -> None:
-        if self.producer_id >= 0 and not batch.is_control and (
-                batch.base_sequence < 0 or batch.producer_id != self.producer_id
-                or batch.numbering != self.numbering):
-            batch.base_sequence = self.next_sequence
-            batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
-            batch.numbering = self.numbering
-            self.next_sequence = (self.next_sequence + len(batch)) & 0x7FFFFFFF
+        self.sequences.number(batch)
         batch.partition = self.partition
         self.backend.send(batch)
-
-
-class HoldBackoff:
-    """The wait between metadata refreshes while batches are held: `retry.backoff.ms`, doubling
-    up to `CAP_MS` (or `retry.backoff.ms` if larger); back to the start once nothing is held."""
-
-    CAP_MS = 1000
-
-    def __init__(self, base_ms: int):
-        self.base_ms = base_ms
-        self.attempts = 0
-
-    def next(self) -> float:
-        """Seconds to wait before the next refresh."""
-        wait = min(self.base_ms * 2 ** min(self.attempts, 16), max(self.CAP_MS, self.base_ms))
-        self.attempts += 1
-        return wait / 1000
-
-    def reset(self) -> None:
-        self.attempts = 0
 
 
 # ---------------------------------------------------------------------------- the Ray actor
@@ -309,7 +266,7 @@ class LeaderDispatcher:
         self.cluster = Cluster(ctx.config)
         self.partitions: dict[int, LeaderDispatcherState] = {}
         self.backoff = HoldBackoff(ctx.config["retry.backoff.ms"])
-        self.timer: Any = None
+        self.timer = SelfTimer("retry_held")
 
     def ping(self) -> bool:
         return True
@@ -329,7 +286,7 @@ class LeaderDispatcher:
         """Called by this actor's own timer: try the leaders of the partitions holding batches."""
         import time
 
-        self.timer = None
+        self.timer.fired()
         now_ms = time.time() * 1000
         waiting = False
         for state in self.partitions.values():
@@ -340,24 +297,15 @@ class LeaderDispatcher:
 
     def _arm_timer(self) -> None:
         """While a partition holds batches, call `retry_held` again after the next backoff."""
-        if self.timer is not None or not any(state.held for state in self.partitions.values()):
-            return
-        import threading
-
-        import ray
-
-        me = ray.get_runtime_context().current_actor
-        self.timer = threading.Timer(self.backoff.next(), lambda: me.retry_held.remote())
-        self.timer.daemon = True
-        self.timer.start()
+        if not self.timer.armed and any(state.held for state in self.partitions.values()):
+            self.timer.arm(self.backoff.next())
 
     def shutdown(self) -> None:
         """Release the brokers (a leader's Aggregator closes when its last writer has)."""
         from ..wire.errors import ProducerClosedError
 
         closed = ProducerClosedError("producer closed while the message waited for a retry")
-        if self.timer is not None:
-            self.timer.cancel()
+        self.timer.cancel()
         try:
             for state in self.partitions.values():
                 pending = [b for level in state.levels.values() for b in level.buf]
@@ -400,14 +348,14 @@ class PartitionRoute:
             raise KafkaError(f"metadata for {self.topic!r}: {exc}") from exc
         leader = cluster.metadata.leader(self.topic, self.partition)
         if leader < 0:
-            raise BrokerError(5, f"{self.topic}/{self.partition}")
+            raise BrokerError(LEADER_NOT_AVAILABLE, f"{self.topic}/{self.partition}")
         broker = cluster.metadata.brokers[leader]
         self.aggregator, self.generation = get_broker_worker(self.ctx, broker.node_id, broker.host, broker.port)
         self.node_id = broker.node_id
         log.info("%s selected broker %d", self.path, leader)
 
     def new_producer_id(self) -> tuple[int, int]:
-        from .topic_dispatcher import init_producer_id
+        from ..wire.producer_id import init_producer_id
 
         return self.actor.loop.run(init_producer_id(self.actor.cluster), self.ctx.timeout)
 

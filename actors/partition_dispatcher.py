@@ -21,6 +21,7 @@ from ..wire.columns import BinaryColumn
 from ..wire.errors import UnknownTopicError
 from ..wire.partitioners import get_partitioner
 from .batch import MessageBatch
+from .producer_results import Outcome
 
 
 class PartitionDispatcher:
@@ -67,8 +68,8 @@ class PartitionDispatcher:
                 for p in np.unique(explicit[bad]).tolist():
                     idx = np.flatnonzero(explicit == p).tolist()
                     failed = batch.take(idx)
-                    self.ctx.results.report.remote([(failed.ids, self.topic, int(p), -1, -1, UnknownTopicError(
-                        f"topic {self.topic!r} has no partition {p} (it has {n})"))])
+                    self.ctx.results.report.remote([Outcome.failed(failed.ids, UnknownTopicError(
+                        f"topic {self.topic!r} has no partition {p} (it has {n})"), self.topic, int(p))])
                 keep = np.flatnonzero(~bad)
                 if not len(keep):
                     return []

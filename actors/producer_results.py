@@ -8,12 +8,14 @@ what an async actor's does (0.34 against 0.6 ms of CPU, measured), and it takes 
 poll per Produce request. Reports may run in any order; the driver needs none across them,
 since every entry names the message ids it settles.
 
-An entry: (ids, topic, partition, first offset or -1, log-append time or -1, error or None); the
-i-th id's offset is first offset + i.
+An entry is an `Outcome` (ids, topic, partition, first offset or -1, log-append time or -1,
+error or None); the i-th id's offset is first offset + i. A numbered batch's sequence numbers
+come as a `SequenceSpan`.
 
 With idempotence it also knows, per partition and numbering, up to which sequence number every
-batch has ended (`first_unresolved`): a LeaderDispatcher asks before it takes a new producer id,
-since renumbering a batch whose earlier attempt may yet be written would write it twice.
+batch has ended (`first_unresolved`, kept by `idempotence.EndedSequences`): a LeaderDispatcher
+asks before it takes a new producer id, since renumbering a batch whose earlier attempt may yet
+be written would write it twice.
 
 `report_failed` is how a stage fails batches it cannot hand on (a call downstream failed):
 one entry per batch with messages, and the sequence spans of those that were numbered.
@@ -22,43 +24,54 @@ one entry per batch with messages, and the sequence spans of those that were num
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, NamedTuple
+
+from .idempotence import EndedSequences, SequenceSpan, sequence_span
+
+__all__ = ["Outcome", "ProducerResults", "SequenceSpan", "report_failed", "sequence_span"]
+
+
+class Outcome(NamedTuple):
+    """How some messages of one topic ended: delivered at `first_offset` (the i-th id at
+    `first_offset + i`; -1 when acks=0 gives none), or failed with `error`."""
+
+    ids: Any  # message ids: a list, range or numpy array
+    topic: str
+    partition: int
+    first_offset: int = -1
+    append_ms: int = -1  # the broker's log-append time, -1 for create time
+    error: Exception | None = None
+
+    @classmethod
+    def failed(cls, ids: Any, error: Exception, topic: str = "", partition: int = -1) -> Outcome:
+        return cls(ids, topic, partition, -1, -1, error)
 
 
 class ProducerResults:
     def __init__(self, ctx: Any = None):
-        self.entries: list[tuple] = []
+        self.entries: list[Outcome] = []
         self.cond = threading.Condition()
         self.reported = 0
-        # (topic, partition, producer id, numbering) -> [first unresolved sequence, {base: end} ended beyond it]
-        self.sequences: dict[tuple[str, int, int, int], list] = {}
+        self.sequences = EndedSequences()
 
     def ping(self) -> bool:
         return True
 
-    def report(self, entries: list[tuple], spans: list[tuple] = ()) -> None:
-        """`entries` ended; `spans` are the sequence numbers of those that were numbered:
-        (topic, partition, producer id, numbering, base sequence, count)."""
+    def report(self, entries: list[Outcome], spans: list[SequenceSpan] = ()) -> None:
+        """`entries` ended; `spans` are the sequence numbers of those that were numbered."""
         with self.cond:
             self.entries.extend(entries)
             self.reported += sum(len(e[0]) for e in entries)
-            for topic, partition, producer_id, numbering, base, count in spans:
-                self._ended(topic, partition, producer_id, numbering, base, count)
+            for span in spans:
+                self.sequences.ended(SequenceSpan(*span))
             self.cond.notify_all()
-
-    def _ended(self, topic: str, partition: int, producer_id: int, numbering: int, base: int, count: int) -> None:
-        state = self.sequences.setdefault((topic, partition, producer_id, numbering), [0, {}])
-        state[1][base] = (base + count) & 0x7FFFFFFF
-        while state[0] in state[1]:
-            state[0] = state[1].pop(state[0])
 
     def first_unresolved(self, topic: str, partition: int, producer_id: int, numbering: int) -> int:
         """The first sequence number of the partition's numbering whose batch has not ended."""
         with self.cond:
-            state = self.sequences.get((topic, partition, producer_id, numbering))
-            return 0 if state is None else state[0]
+            return self.sequences.first_unresolved(topic, partition, producer_id, numbering)
 
-    def poll(self, timeout: float) -> list[tuple]:
+    def poll(self, timeout: float) -> list[Outcome]:
         """Every entry reported since the last poll; waits up to `timeout` s for the first one."""
         with self.cond:
             if not self.entries:
@@ -72,5 +85,6 @@ def report_failed(results: Any, batches: list[Any], error: Exception) -> None:
     control batches carry no message."""
     ended = [b for b in batches if len(b.ids) and not b.is_control]
     if ended:
-        results.report.remote([(b.ids, b.topic, b.partition, -1, -1, error) for b in ended],
-                              [(b.topic, b.partition, *b.span()) for b in ended if b.span()])
+        results.report.remote([Outcome.failed(b.ids, error, b.topic, b.partition) for b in ended],
+                              [span for b in ended if (span := sequence_span(b)) is not None])
+

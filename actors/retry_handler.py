@@ -10,11 +10,9 @@ Aggregators it owns (`close`).
 a retry handler that waited on the TopicDispatcher could deadlock it. Its queue is unbounded for
 that reason; the forwarding thread is what waits.
 
-It is also the producer's registry of broker workers, Sarama's getBrokerProducer and
-unrefBrokerProducer: a single synchronous actor serialises them as Sarama's mutex does. A
-broker's Aggregator (with its Flusher) is created on the first reference, or ahead of it
-(`prestart`, for the first brokers of the cluster), and closed when the last LeaderDispatcher
-using it lets go (or at close: one nobody took, or one whose holder died).
+It also holds the producer's registry of broker workers (`BrokerRegistry`, Sarama's
+getBrokerProducer and unrefBrokerProducer: a single synchronous actor serialises them as
+Sarama's mutex does), and counts the Flushers that may still call `retry` (`ref`/`unref`).
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ from typing import Any
 
 from ..wire.errors import ProducerClosedError
 from .batch import MessageBatch
+from .broker_registry import BrokerRegistry
 
 log = logging.getLogger("raykafka.producer.retry")
 
@@ -41,9 +40,7 @@ class RetryHandler:
         self.queue: deque[tuple[float, list[MessageBatch]]] = deque()
         self.cond = threading.Condition()
         self.writers = 0  # live Flushers, each may still call `retry`
-        self.brokers: dict[int, list[Any]] = {}  # node id -> [aggregator, references, generation]
-        self.generation = 0
-        self.released = False
+        self.brokers = BrokerRegistry(self._start_worker)
         self.closing = False
         self.forwarded = 0
         self.thread = threading.Thread(target=self._forward_loop, name="retry-forwarder", daemon=True)
@@ -108,46 +105,34 @@ class RetryHandler:
 
     def get_broker(self, node_id: int, host: str, port: int) -> tuple[Any, int]:
         """The Aggregator of broker `node_id` and its generation, with one more reference on it."""
-        entry = self.brokers.get(node_id)
-        if entry is None:
-            entry = self._start_broker(node_id, host, port)
-        entry[1] += 1
-        return entry[0], entry[2]
+        return self.brokers.get(node_id, host, port)
 
-    def _start_broker(self, node_id: int, host: str, port: int) -> list[Any]:
+    def _start_worker(self, node_id: int, host: str, port: int, generation: int) -> Any:
         from .aggregator import Aggregator
         from .options import create
 
-        self.generation += 1
         self.writers += 1  # its Flusher's reference, released after its last response
-        handle = create(Aggregator, "aggregator", self.ctx, f"{node_id}-{self.generation}", node_id, host, port)
         log.info("producer/broker/%d starting", node_id)
-        entry = self.brokers[node_id] = [handle, 0, self.generation]
-        return entry
+        return create(Aggregator, "aggregator", self.ctx, f"{node_id}-{generation}", node_id, host, port)
 
     def prestart(self, brokers: list[tuple[int, str, int]]) -> None:
         """Start the workers of these brokers with no reference yet (closed by `release_all` if
         no LeaderDispatcher ever takes one)."""
+        if self.closing:
+            return
         for node_id, host, port in brokers:
-            if node_id not in self.brokers and not self.closing and not self.released:
-                self._start_broker(node_id, host, port)
+            self.brokers.prestart(node_id, host, port)
 
     def release_all(self) -> None:
         """The producer is closing and its dispatchers have closed: close every worker still
         open, those nobody ever took (started ahead) and those a dispatcher that died still holds."""
-        self.released = True  # a late `prestart` must not start workers nobody will close
-        for entry in self.brokers.values():
-            entry[0].close.remote()
-        self.brokers.clear()
+        for handle in self.brokers.release_all():  # a late `prestart` then starts nothing
+            handle.close.remote()
 
     def unref_broker(self, node_id: int, generation: int) -> None:
-        entry = self.brokers.get(node_id)
-        if entry is None or entry[2] != generation:
-            return
-        entry[1] -= 1
-        if entry[1] == 0:
-            del self.brokers[node_id]
-            entry[0].close.remote()
+        handle = self.brokers.unref(node_id, generation)
+        if handle is not None:
+            handle.close.remote()
 
     def shutdown(self) -> int:
         """Stop forwarding; the number of batches left (chasers only, once every message has ended)."""

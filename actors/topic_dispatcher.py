@@ -10,6 +10,13 @@ that matters (Sarama's chasers). Calls the PartitionDispatchers (created on a to
 message, after its metadata says how many partitions it has) and the ProducerResults (messages
 for a topic that does not exist fail here, alone, with `UnknownTopicError`).
 
+A topic whose partition count cannot be looked up (no broker reachable, a retriable error, a
+timeout) holds its batches in `TopicsAwaitingMetadata`, in the order they came: the actor's timer
+calls `retry_held` after `HoldBackoff`'s wait, and once a look-up answers, the topic's
+PartitionDispatcher is started and the held batches go to it in that order; those still held
+when their delivery.timeout.ms runs out fail with `DeliveryTimeoutError` naming the look-up's
+last error. While a topic holds, `route` refuses it, so its batches keep coming here, behind.
+
 Also asks the cluster for a producer id (InitProducerId) when idempotence is on and the broker
 supports it; every LeaderDispatcher numbers its partition's messages under that id.
 """
@@ -17,12 +24,14 @@ supports it; every LeaderDispatcher numbers its partition's messages under that 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
-from ..wire import messages
-from ..wire.errors import BrokerError, KafkaError, ProducerClosedError, UnsupportedVersionError
+from ..wire.errors import DeliveryTimeoutError, KafkaError, ProducerClosedError
+from ..wire.producer_id import init_producer_id
 from .batch import MessageBatch
 from .calls import pipeline_error
+from .hold import HoldBackoff, SelfTimer, split_expired
 from .producer_results import report_failed
 
 log = logging.getLogger("raykafka.producer.topic")
@@ -30,6 +39,79 @@ log = logging.getLogger("raykafka.producer.topic")
 # broker workers started before the first message, at most: on a large cluster the others start
 # when a partition they lead is first written (two processes each)
 PRESTART_BROKERS = 3
+
+
+class TopicsAwaitingMetadata:
+    """The topics whose partition count could not be looked up yet, each with its batches in the
+    order they came and the look-up's last error. Plain Python: the actor looks up and sends."""
+
+    def __init__(self, delivery_timeout_ms: int | None):
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.held: dict[str, list[MessageBatch]] = {}
+        self.last_error: dict[str, Exception] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.held)
+
+    def holds(self, topic: str) -> bool:
+        return topic in self.held
+
+    def hold(self, topic: str, batches: list[MessageBatch], error: Exception) -> None:
+        """Keep `batches` behind those already held for `topic`; `error` is why the look-up failed."""
+        if topic not in self.held:
+            log.info("producer/topic/%s no metadata (%s): holding batches until it comes", topic, error)
+        self.held.setdefault(topic, []).extend(batches)
+        self.last_error[topic] = error
+
+    def failed_again(self, topic: str, error: BaseException) -> None:
+        """Another look-up failed. A look-up cut short (a bare timeout) keeps the error before it,
+        which says more."""
+        if isinstance(error, TimeoutError) and topic in self.last_error:
+            return
+        self.last_error[topic] = error if isinstance(error, Exception) else KafkaError(str(error))
+
+    def next_deadline_ms(self, topic: str) -> float | None:
+        """When the topic's oldest held message reaches delivery.timeout.ms (None: never)."""
+        created = [b.created_ms for b in self.held.get(topic, []) if b.created_ms and not b.is_control]
+        if self.delivery_timeout_ms is None or not created:
+            return None
+        return min(created) + self.delivery_timeout_ms
+
+    def release(self, topic: str) -> list[MessageBatch]:
+        """The look-up answered: the topic's batches, in the order they came; it holds no more."""
+        self.last_error.pop(topic, None)
+        return self.held.pop(topic, [])
+
+    def expire(self, topic: str, now_ms: float) -> tuple[list[MessageBatch], Exception | None]:
+        """The topic's batches past delivery.timeout.ms, taken out, with the error to fail them with."""
+        kept, expired = split_expired(self.held.get(topic, []), now_ms, self.delivery_timeout_ms)
+        if not expired:
+            return [], None
+        if kept:
+            self.held[topic] = kept
+        else:
+            self.held.pop(topic, None)
+        error = DeliveryTimeoutError(
+            f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms}: no metadata for topic "
+            f"{topic!r}; last error: {self.last_error.get(topic)}")
+        if not kept:
+            self.last_error.pop(topic, None)
+        return expired, error
+
+    def take_all(self) -> list[MessageBatch]:
+        """Every held batch (at close), topic by topic."""
+        batches = [b for held in self.held.values() for b in held]
+        self.held.clear()
+        self.last_error.clear()
+        return batches
+
+
+def lookup_can_wait(error: BaseException) -> bool:
+    """Whether a failed partition-count look-up is worth trying again (the broker unreachable,
+    a retriable error, a timeout) rather than failing the topic's batches now."""
+    if isinstance(error, KafkaError):
+        return error.retriable
+    return isinstance(error, TimeoutError)
 
 
 class TopicDispatcher:
@@ -43,6 +125,9 @@ class TopicDispatcher:
         self.partition_dispatchers: dict[str, Any] = {}
         self.windows: dict[str, Any] = {}
         self.closed = False
+        self.awaiting = TopicsAwaitingMetadata(ctx.config["delivery.timeout.ms"])
+        self.backoff = HoldBackoff(ctx.config["retry.backoff.ms"])
+        self.timer = SelfTimer("retry_held")
         self.init_error: Exception | None = None
         try:
             if ctx.config["enable.idempotence"]:
@@ -75,25 +160,74 @@ class TopicDispatcher:
         for batch in batches:
             if self.closed:
                 self._fail(batch, ProducerClosedError("producer closed before the message was sent"))
-                continue
+            elif self.awaiting.holds(batch.topic):  # behind those already waiting for metadata
+                self.awaiting.hold(batch.topic, [batch], self.awaiting.last_error[batch.topic])
+            else:
+                self._forward(batch.topic, [batch])
+        self._arm_timer()
+
+    def retry_held(self) -> None:
+        """Called by this actor's own timer: look up each topic holding batches again; send them
+        on, in order, if it answers; fail those past delivery.timeout.ms if not."""
+        self.timer.fired()
+        if self.closed:
+            return
+        for topic in list(self.awaiting.held):
+            # a look-up ends by the oldest held message's deadline, so that it fails on time
+            deadline_ms = self.awaiting.next_deadline_ms(topic)
+            timeout = self.ctx.timeout
+            if deadline_ms is not None:
+                timeout = min(timeout, max(0.05, (deadline_ms - time.time() * 1000) / 1000 + 0.05))
             try:
-                dispatcher = self._partition_dispatcher(batch.topic)
-            except KafkaError as exc:
-                self._fail(batch, exc)
+                self._partition_dispatcher(topic, timeout)
+            except (KafkaError, TimeoutError) as exc:
+                if not lookup_can_wait(exc):
+                    self._fail_all(self.awaiting.release(topic), exc)
+                    continue
+                self.awaiting.failed_again(topic, exc)
+                expired, error = self.awaiting.expire(topic, time.time() * 1000)
+                self._fail_all(expired, error)
                 continue
-            self.windows[batch.topic].submit(dispatcher.dispatch.remote([batch]), [batch])
+            log.info("producer/topic/%s metadata found again: releasing its held batches", topic)
+            self._forward(topic, self.awaiting.release(topic))
+        if not self.awaiting:
+            self.backoff.reset()
+        self._arm_timer()
+
+    def _forward(self, topic: str, batches: list[MessageBatch]) -> None:
+        """Hand `batches` to the topic's PartitionDispatcher; hold them if its partition count
+        cannot be looked up for now; fail them if the topic cannot be written (unknown, say)."""
+        try:
+            dispatcher = self._partition_dispatcher(topic)
+        except (KafkaError, TimeoutError) as exc:
+            if lookup_can_wait(exc):
+                if isinstance(exc, TimeoutError):
+                    exc = KafkaError(f"metadata look-up for topic {topic!r} timed out after {self.ctx.timeout}s")
+                self.awaiting.hold(topic, batches, exc)
+            else:
+                self._fail_all(batches, exc)
+            return
+        for batch in batches:
+            self.windows[topic].submit(dispatcher.dispatch.remote([batch]), [batch])
+
+    def _arm_timer(self) -> None:
+        if self.awaiting and not self.timer.armed:
+            self.timer.arm(self.backoff.next())
 
     def route(self, topic: str) -> Any:
         """The topic's PartitionDispatcher, for the driver to hand new batches to directly
         (`driver.topic_routes`). Answered once every batch forwarded there has been taken, so
-        that the driver's next batches cannot overtake them."""
+        that the driver's next batches cannot overtake them. Refused while the topic's batches
+        wait here for its metadata: they go on coming here, behind those."""
         if self.closed:
             raise ProducerClosedError("producer closed")
+        if self.awaiting.holds(topic):
+            raise self.awaiting.last_error[topic]
         handle = self._partition_dispatcher(topic)  # raises UnknownTopicError
         self.windows[topic].drain()
         return handle
 
-    def _partition_dispatcher(self, topic: str) -> Any:
+    def _partition_dispatcher(self, topic: str, timeout: float | None = None) -> Any:
         found = self.partition_dispatchers.get(topic)
         if found is not None:
             return found
@@ -102,7 +236,7 @@ class TopicDispatcher:
         from .options import create
         from .partition_dispatcher import PartitionDispatcher
 
-        info = self.loop.run(self.cluster.topic(topic), self.ctx.timeout)  # raises UnknownTopicError
+        info = self.loop.run(self.cluster.topic(topic), timeout or self.ctx.timeout)  # raises UnknownTopicError
         # both processes start at once: each takes about a second to come up
         leader = create(LeaderDispatcher, "leader_dispatcher", self.ctx, topic, topic)
         handle = create(PartitionDispatcher, "partition_dispatcher", self.ctx, topic, topic, len(info.partitions), leader)
@@ -117,11 +251,18 @@ class TopicDispatcher:
     def _fail(self, batch: MessageBatch, error: Exception) -> None:
         report_failed(self.ctx.results, [batch], error)
 
+    def _fail_all(self, batches: list[MessageBatch], error: Exception | None) -> None:
+        if batches and error is not None:
+            report_failed(self.ctx.results, batches, error)
+
     def shutdown(self) -> None:
         """Close every PartitionDispatcher (each closes its LeaderDispatchers first)."""
         import ray
 
         self.closed = True
+        self.timer.cancel()
+        self._fail_all(self.awaiting.take_all(),
+                       ProducerClosedError("producer closed while the message waited for its topic's metadata"))
         for topic, handle in self.partition_dispatchers.items():
             self.windows[topic].drain()
             try:
@@ -134,23 +275,3 @@ class TopicDispatcher:
             self.loop.run(self.cluster.close(), 5)
         finally:
             self.loop.stop()
-
-
-# -- a coroutine kept outside the class: an `async def` method would make Ray run the whole actor
-# as an async actor, which gives up the in-order execution this stage relies on
-
-
-async def init_producer_id(cluster: Any) -> tuple[int, int]:
-    """A producer id and epoch from InitProducerId, or (-1, -1) when the broker has none."""
-    conn = await cluster.any_connection()
-    try:
-        conn.version_for(messages.INIT_PRODUCER_ID)
-    except UnsupportedVersionError:
-        log.info("producer/topic: the broker has no InitProducerId; idempotence off")
-        return -1, -1
-    response = await conn.request(messages.INIT_PRODUCER_ID, {
-        "transactional_id": None, "transaction_timeout_ms": 2147483647})
-    if response.error_code:
-        raise BrokerError(response.error_code, "InitProducerId")
-    log.info("producer/topic: producer id %d epoch %d", response.producer_id, response.producer_epoch)
-    return response.producer_id, response.producer_epoch

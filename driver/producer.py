@@ -23,20 +23,25 @@ What a caller does with a future cannot stop the producer: a cancelled future is
 message goes all the same, and `on_delivery`, `successes()` and `errors()` still hear of it),
 and a callback that raises is logged. A wrong argument is refused where it is given, with an
 error naming it (`ConfigError` for a config key).
+
+This module is the facade, the caller-side accumulator and the ledger of pending messages;
+beside it: `producer_input` (what `send`/`send_batch` accept, normalised), `message_futures`
+(the futures' shared-Condition fast path), `producer_pipeline` (the actors, started and stopped
+in order), `topic_routes` (where the sender hands each topic's batches) and `producer_watchdog`
+(every message's life bounded, through the watch interface below).
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
-import math
 import numbers
 import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, InvalidStateError
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -44,19 +49,32 @@ import numpy as np
 
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.calls import pipeline_error
-from ..actors.options import PipelineContext, create
+from ..actors.producer_results import Outcome
 from ..actors.shared_column import SHARE_MIN_BYTES, SharedColumn
-from ..wire.columns import BinaryColumn, HeaderColumn
+from ..wire.columns import BinaryColumn
 from ..wire.config import parse_config
 from ..wire.errors import (
     BufferExhaustedError,
     ConfigError,
-    KafkaError,
     MessageTooLargeError,
     ProducerClosedError,
 )
-from ..wire.records import encode_header_lists, encode_headers
+from ..wire.records import encode_header_lists
 from ..wire.serde import get_serializer, serialize_many, serialize_one
+from .message_futures import MessageFuture, set_future, settle_futures
+from .producer_input import (
+    MAX_PARTITION,
+    batch_columns,
+    packed,
+    partition_column,
+    record_headers,
+    record_sizes,
+    slice_bounds,
+    timestamp_column,
+    timestamp_ms,
+    topic_column,
+)
+from .producer_pipeline import ProducerPipeline, left
 from .ray_runtime import ensure_ray
 from .topic_routes import TopicRoutes
 
@@ -70,93 +88,12 @@ NAGLE_WAIT = 0.05
 # a send_batch larger than buffer.memory / SLICES_IN_BUFFER goes in slices of that size, each
 # waiting for room in turn, so a table of any size can be sent (as Java's producer blocks per record)
 SLICES_IN_BUFFER = 4
-MAX_PARTITION = (1 << 31) - 1  # Kafka's partition numbers are int32
-MAX_TIMESTAMP = (1 << 63) - 1  # and timestamps int64 ms
 # the time keys some thread of the producer waits on (threading.TIMEOUT_MAX bounds such a wait)
 WAITED_ON = ("linger.ms", "max.block.ms", "retry.backoff.ms", "request.timeout.ms", "delivery.timeout.ms")
 # close's shutdown of the actors takes at most this long (s) after the messages had their time;
 # with a timeout, what is left of it, but at least CLOSE_MIN
 CLOSE_GRACE = 30.0
 CLOSE_MIN = 5.0
-
-
-try:  # the fields of a Future that `_MessageFuture` and `_settle_futures` set themselves
-    from concurrent.futures._base import FINISHED as _FINISHED
-    from concurrent.futures._base import PENDING as _PENDING
-    from concurrent.futures._base import RUNNING as _RUNNING
-
-    _FIELDS = {"_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks"}
-    SHARED_CONDITION = set(vars(Future())) == _FIELDS
-except ImportError:  # pragma: no cover - another Python's concurrent.futures
-    SHARED_CONDITION = False
-
-
-class _MessageFuture(Future):
-    """A `concurrent.futures.Future` sharing one Condition with the producer's other futures.
-
-    Building a Condition (and its RLock) per message costs more than the rest of `send`; shared,
-    a `set_result` wakes every waiting thread, each of which checks its own future again. This
-    sets Future's private fields, so it is used only where they are the ones it knows
-    (`SHARED_CONDITION`, checked at import); elsewhere it is a plain Future.
-
-    Cancelling one (as `asyncio.wait_for` does when it times out) does not recall the message:
-    it still goes, and its outcome still reaches `on_delivery`, `successes()` and `errors()`."""
-
-    def __init__(self, condition: threading.Condition):  # what Future.__init__ sets, minus the Condition
-        if not SHARED_CONDITION:
-            super().__init__()
-            return
-        self._condition = condition
-        self._state = _PENDING
-        self._result = None
-        self._exception = None
-        self._waiters: list = []
-        self._done_callbacks: list = []
-
-    def _wait(self, timeout: float | None) -> None:
-        """Wait until done: a wake-up may be for another future, so check again until the deadline."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._condition:
-            while self._state == _PENDING or self._state == _RUNNING:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return
-                self._condition.wait(left)
-
-    def result(self, timeout: float | None = None) -> Any:
-        if not SHARED_CONDITION:
-            return super().result(timeout)
-        self._wait(timeout)
-        return super().result(0)
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        if not SHARED_CONDITION:
-            return super().exception(timeout)
-        self._wait(timeout)
-        return super().exception(0)
-
-
-def _settle_futures(condition: threading.Condition, settled: list) -> list:
-    """Set many message futures (sharing `condition`) under one hold of it and wake waiters once.
-
-    A future someone waits on through `concurrent.futures.wait`, has callbacks on, or has
-    cancelled is returned, to be set the ordinary way (`_set_future`)."""
-    if not SHARED_CONDITION:
-        return settled
-    slow = []
-    with condition:
-        for item in settled:
-            future, meta, error = item
-            if future._waiters or future._done_callbacks or future._state != _PENDING:
-                slow.append(item)
-            elif error is None:
-                future._result = meta
-                future._state = _FINISHED
-            else:
-                future._exception = error
-                future._state = _FINISHED
-        condition.notify_all()
-    return slow
 
 
 class RecordMetadata(NamedTuple):
@@ -230,8 +167,8 @@ class _Buffer:
         n = len(ids)
         return MessageBatch(
             topic=topic, ids=range(ids[0], ids[-1] + 1) if ids[-1] - ids[0] == n - 1 else np.array(ids, dtype=np.int64),
-            values=_shared(_packed(values)),
-            keys=None if keys.count(None) == n else _packed(keys),
+            values=_shared(packed(values)),
+            keys=None if keys.count(None) == n else packed(keys),
             timestamps=timestamps, headers=encode_header_lists(headers),
             partitions=None if partitions.count(-1) == n else partitions, created_ms=self.created_ms,
             nbytes=self.nbytes)
@@ -242,7 +179,6 @@ class Producer:
 
     def __init__(self, config: Mapping[str, Any], *, on_delivery: Callable[[RecordMetadata | None, Exception | None], None] | None = None,
                  return_successes: bool = False, return_errors: bool = False, name: str | None = None):
-        import ray
 
         if not isinstance(config, Mapping):
             raise ConfigError(f"config: expected a mapping of Kafka property names to values, got {type(config).__name__}")
@@ -288,33 +224,12 @@ class Producer:
         self._stopping = False  # the pipeline is being shut down on purpose
         self._results_stopped = False  # close takes the last reports itself
 
-        from ..actors.producer_results import ProducerResults
-        from ..actors.retry_handler import RetryHandler
-        from ..actors.topic_dispatcher import TopicDispatcher
-
         ensure_ray()
-        ctx = PipelineContext(config=self.config, prefix=self.name + "/")
-        self._actors: list[Any] = []
-        try:
-            # the three start at once (each is a process); then the driver takes its reference
-            ctx.results = create(ProducerResults, "producer_results", ctx)
-            self._actors.append(ctx.results)
-            ctx.retry_handler = create(RetryHandler, "retry_handler", ctx)
-            self._actors.append(ctx.retry_handler)
-            self._topic_dispatcher = create(TopicDispatcher, "topic_dispatcher", ctx)
-            self._actors.insert(0, self._topic_dispatcher)
-            ray.get([ctx.retry_handler.ref.remote(),  # the driver's reference, released at close
-                     ctx.retry_handler.set_topic_dispatcher.remote(self._topic_dispatcher)])
-            self.producer_id, self.producer_epoch = ray.get(self._topic_dispatcher.ping.remote())
-        except BaseException as exc:
-            for handle in self._actors:
-                ray.kill(handle, no_restart=True)
-            cause = getattr(exc, "cause", None)
-            if isinstance(cause, KafkaError):  # e.g. no broker reachable: say so, not "actor task failed"
-                raise cause from None
-            raise
-        self.ctx = ctx
-        self._routes = TopicRoutes(self._topic_dispatcher, ctx.window, self._wake_sender)
+        self._pipeline = ProducerPipeline(self.config, self.name)  # raises the cause if it cannot start
+        self.ctx = self._pipeline.ctx
+        self._topic_dispatcher = self._pipeline.topic_dispatcher
+        self.producer_id, self.producer_epoch = self._pipeline.producer_id, self._pipeline.producer_epoch
+        self._routes = TopicRoutes(self._topic_dispatcher, self.ctx.window, self._wake_sender)
         self._sender = threading.Thread(target=self._send_loop, name=f"{self.name}-sender", daemon=True)
         self._poller = threading.Thread(target=self._poll_loop, name=f"{self.name}-results", daemon=True)
         self._sender.start()
@@ -332,7 +247,7 @@ class Producer:
         k = key if key is None or (type(key) is bytes and self._bytes_keys) else serialize_one(self.key_serializer, key, "key")
         size = RECORD_OVERHEAD + (len(v) if v is not None else 0) + (len(k) if k is not None else 0)
         if headers is not None:
-            headers = _headers(headers)
+            headers = record_headers(headers)
             if headers:
                 size += sum(len(hk) + (len(hv) if hv else 0) + 4 for hk, hv in headers)
         if partition is None:
@@ -343,8 +258,8 @@ class Producer:
             raise ValueError(f"partition must be between 0 and {MAX_PARTITION}, not {partition}")
         if type(topic) is not str or not topic:
             raise TypeError(f"topic must be a non-empty str, not {topic!r}")
-        ts = int(time.time() * 1000) if timestamp is None else _timestamp(timestamp)
-        future = _MessageFuture(self._futures_condition)
+        ts = int(time.time() * 1000) if timestamp is None else timestamp_ms(timestamp)
+        future = MessageFuture(self._futures_condition)
         if size > self.max_request_size:
             future.set_exception(MessageTooLargeError(
                 f"message of {size} bytes is larger than max.request.size={self.max_request_size}"))
@@ -381,18 +296,18 @@ class Producer:
         quarter of `buffer.memory` is taken in slices of that size, each waiting up to
         `max.block.ms` for room; if one cannot get it, it and the rest fail with that cause.
         """
-        columns = _columns(values, keys, headers, partitions, timestamps, self._raw_arrow)
+        columns = batch_columns(values, keys, headers, partitions, timestamps, self._raw_arrow)
         values, keys, headers, partitions, timestamps, topics = columns
         n = len(values)
         if topics is None and (not isinstance(topic, str) or not topic):
             raise TypeError(f"topic must be a non-empty str (or give a topic column), not {topic!r}")
-        values = _packed(serialize_many(self.value_serializer, values, "values"))
+        values = packed(serialize_many(self.value_serializer, values, "values"))
         if keys is not None:
-            keys = _packed(serialize_many(self.key_serializer, keys, "keys"))
+            keys = packed(serialize_many(self.key_serializer, keys, "keys"))
         for name, column in (("keys", keys), ("headers", headers), ("partitions", partitions), ("timestamps", timestamps)):
             if column is not None and not isinstance(column, numbers.Real) and len(column) != n:
                 raise ValueError(f"{name} has {len(column)} entries for {n} values")
-        sizes = _sizes(values, keys, headers)
+        sizes = record_sizes(values, keys, headers)
         total = int(sizes.sum())
         future: Future = Future()
         if n == 0:
@@ -401,11 +316,11 @@ class Producer:
         too_large = sizes > self.max_request_size
         values = _shared(values)
         now_ms = int(time.time() * 1000)
-        ts: int | list[int] = now_ms if timestamps is None else _timestamp_column(timestamps, now_ms)
-        explicit = None if partitions is None else _partition_column(partitions)
-        topic_arr = None if topics is None else _topic_column(topics)
+        ts: int | list[int] = now_ms if timestamps is None else timestamp_column(timestamps, now_ms)
+        explicit = None if partitions is None else partition_column(partitions)
+        topic_arr = None if topics is None else topic_column(topics)
         state: _BatchState | None = None
-        bounds = _slice_bounds(sizes, max(1, self.buffer_memory // SLICES_IN_BUFFER))
+        bounds = slice_bounds(sizes, max(1, self.buffer_memory // SLICES_IN_BUFFER))
         for lo, hi in bounds:
             with self._cond:
                 try:
@@ -538,7 +453,7 @@ class Producer:
         """Batches whose hand-over failed (`TopicRoutes`): each ends with its call's cause."""
         for lost, error in failed:
             log.error("%s: handing %d batch(es) to the pipeline failed: %s", self.name, len(lost), error)
-            self._resolve([(b.ids, b.topic, -1, -1, -1, error) for b in lost])
+            self._resolve([Outcome.failed(b.ids, error, b.topic) for b in lost])
 
     # -- results -----------------------------------------------------------------------
 
@@ -560,7 +475,7 @@ class Producer:
                     if self._stopping:
                         return
                 if not ray.is_initialized():
-                    self._ray_gone()
+                    self.ray_gone()
                     return
                 if isinstance(exc, RayActorError):  # nothing more will come: the watchdog names it
                     log.error("%s: %s; messages unresolved now end by delivery.timeout.ms", self.name,
@@ -575,7 +490,7 @@ class Producer:
                 except Exception:  # a bug here must not stop every later message from resolving
                     log.exception("%s: settling %d reports failed", self.name, len(entries))
 
-    def _resolve(self, entries: list[tuple]) -> None:
+    def _resolve(self, entries: list[Outcome]) -> None:
         settled: list[tuple[Future, RecordMetadata | None, Exception | None]] = []
         add = settled.append
         meta_of = tuple.__new__  # RecordMetadata(...) without the NamedTuple's Python-level __new__
@@ -601,8 +516,8 @@ class Producer:
             self._settling += 1  # flush() waits until these futures are set too
         try:
             self._complete_finished()
-            for future, meta, error in _settle_futures(self._futures_condition, settled):
-                _set_future(future, meta, error)
+            for future, meta, error in settle_futures(self._futures_condition, settled):
+                set_future(future, meta, error)
             if self._successes is not None or self._errors is not None or self.on_delivery is not None:
                 self._report(settled)
         finally:
@@ -665,7 +580,7 @@ class Producer:
         with self._lock:
             finished, self._finished = self._finished, []
         for state in finished:
-            _set_future(state.future, state.result(), None)
+            set_future(state.future, state.result(), None)
 
     # -- the async style: Sarama's Successes and Errors --------------------------------
 
@@ -731,7 +646,7 @@ class Producer:
             return
         dog = self._watchdog
         if not ray.is_initialized():  # shut down under us: its actors went with it
-            self._ray_gone()
+            self.ray_gone()
             dog.stop()
             return
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -745,48 +660,15 @@ class Producer:
                 self._cond.notify_all()
             now = time.monotonic()
             stop_by = now + CLOSE_GRACE if deadline is None else max(deadline, now + CLOSE_MIN)
-            self._sender.join(_left(stop_by))
+            self._sender.join(left(stop_by))
             if not self._sender.is_alive():  # else stuck handing over: what it holds fails below
-                self._fail_handed_on(self._routes.drain(_left(stop_by)))
-            self._shut_down_pipeline(stop_by)
+                self._fail_handed_on(self._routes.drain(left(stop_by)))
+            self._pipeline.shut_down(stop_by, self.pending, self._watchdog.dead_count("flusher"))
         finally:
             self._take_last_results()
             self._fail_unresolved(self._close_error(timeout, deadline))
             dog.stop()
-            self._kill_actors()
-
-    def _shut_down_pipeline(self, stop_by: float) -> None:
-        """Sarama's order: the dispatchers, then each broker's Aggregator and Flusher once its last
-        writer has gone, then the retry handler. A step an actor's death breaks is logged and
-        skipped; what it held stays unresolved, for close to fail."""
-        import ray
-
-        if not self._ask("closing the dispatchers", self._topic_dispatcher.shutdown.remote(), _left(stop_by)):
-            return
-        rh = self.ctx.retry_handler
-        if not self._ask("closing the broker workers", [rh.release_all.remote(), rh.unref.remote()], _left(stop_by)):
-            return
-        # each living Flusher answers what is in flight, then lets go; a dead one never does
-        dead = self._watchdog.dead_count("flusher")
-        try:
-            while (self.pending() and time.monotonic() < stop_by
-                   and ray.get(rh.live_writers.remote(), timeout=_left(stop_by)) > dead):
-                time.sleep(0.02)
-        except Exception as exc:
-            log.warning("%s: close: the retry handler did not answer: %s", self.name, pipeline_error(exc))
-            return
-        self._ask("closing the retry handler", rh.shutdown.remote(), min(10.0, _left(stop_by)))
-
-    def _ask(self, what: str, refs: Any, timeout: float) -> bool:
-        """`ray.get(refs)` within `timeout` s; False (logged, not raised) if an actor died or did not answer."""
-        import ray
-
-        try:
-            ray.get(refs, timeout=timeout)
-        except Exception as exc:
-            log.warning("%s: close: %s failed: %s", self.name, what, pipeline_error(exc))
-            return False
-        return True
+            self._pipeline.kill_all(CLOSE_MIN)
 
     def _take_last_results(self) -> None:
         """Stop the results thread, then take what the pipeline reported last, so that a message
@@ -798,11 +680,7 @@ class Producer:
         self._poller.join(5)
         if self._poller.is_alive() or not ray.is_initialized():
             return
-        try:
-            entries = ray.get(self.ctx.results.poll.remote(0), timeout=5)
-        except Exception as exc:  # it died: the messages it did not report fail, naming it
-            log.warning("%s: close: the last results were not taken: %s", self.name, pipeline_error(exc))
-            return
+        entries = self._pipeline.last_results(5)
         if entries:
             self._resolve(entries)
 
@@ -814,31 +692,46 @@ class Producer:
             return ProducerClosedError(f"producer closed after {timeout}s with the message still undelivered")
         return ProducerClosedError("producer closed before the message was delivered")
 
-    def _kill_actors(self) -> None:
-        """ray.kill every actor of this producer that is still alive (those its actors started too,
-        found by name), then wait (up to CLOSE_MIN s) until Ray lists none of them."""
-        import ray
+    def _fail_unresolved(self, error: Exception) -> None:
+        self.expire(self.unresolved_before(None), error)
 
-        if not ray.is_initialized():
-            return
-        prefix = self.name + "/"
+    # -- what the watchdog uses (driver/producer_watchdog.py) --------------------------
 
-        def alive() -> list[str]:
-            return [name for name in ray.util.list_named_actors() if name.startswith(prefix)]
+    @property
+    def stopping(self) -> bool:
+        """close() is shutting the pipeline down (on purpose: its actors end now)."""
+        return self._stopping
 
-        handles = list(self._actors)
-        for name in alive():
-            try:
-                handles.append(ray.get_actor(name))
-            except ValueError:  # died meanwhile
-                continue
-        for handle in handles:
-            ray.kill(handle, no_restart=True)
-        end = time.monotonic() + CLOSE_MIN
-        while alive() and time.monotonic() < end:
-            time.sleep(0.02)
+    def watch_mark(self) -> int | None:
+        """The id the next message will get (every message sent so far has a smaller one), or
+        None once the producer is stopping with nothing unresolved: nothing left to watch."""
+        with self._cond:
+            if self._stopping and not self._pending and not self._batches:
+                return None
+            return self._next_id
 
-    def _ray_gone(self) -> None:
+    def unresolved_before(self, cutoff: int | None) -> list[list[int]]:
+        """The ids of the messages still unresolved, below `cutoff` (None: all), in groups."""
+        with self._cond:
+            singles = []
+            for mid in self._pending:  # insertion order is id order
+                if cutoff is not None and mid >= cutoff:
+                    break
+                singles.append(mid)
+            groups = [singles] if singles else []
+            for state in list(self._batches.values()):
+                ids = state.start + np.flatnonzero(~state.settled)
+                if cutoff is not None:
+                    ids = ids[ids < cutoff]
+                if len(ids):
+                    groups.append(ids.tolist())
+        return groups
+
+    def expire(self, groups: list[list[int]], error: Exception) -> None:
+        """End these messages (unresolved ones; the others are skipped) with `error`."""
+        self._resolve([Outcome.failed(ids, error) for ids in groups])
+
+    def ray_gone(self) -> None:
         """Ray was shut down under this producer, and its actors with it: fail what is still
         pending, say no more sends, and let the background threads end."""
         with self._cond:
@@ -850,13 +743,6 @@ class Producer:
             self._cond.notify_all()
         self._fail_unresolved(ProducerClosedError("Ray was shut down before the message was delivered"))
 
-    def _fail_unresolved(self, error: Exception) -> None:
-        with self._cond:
-            entries = [(list(self._pending), "", -1, -1, -1, error)]
-            for state in list(self._batches.values()):
-                entries.append(((state.start + np.flatnonzero(~state.settled)).tolist(), "", -1, -1, -1, error))
-        self._resolve(entries)
-
     def __enter__(self) -> Producer:
         return self
 
@@ -867,174 +753,11 @@ class Producer:
 # ---------------------------------------------------------------------------- utilities
 
 
-def _set_future(future: Future, outcome: Any, error: Exception | None) -> None:
-    """Set a future the ordinary way. One its caller cancelled stays cancelled: the message went
-    (or not) all the same, and its outcome is reported to `on_delivery` and the queues."""
-    try:
-        if error is None:
-            future.set_result(outcome)
-        else:
-            future.set_exception(error)
-    except InvalidStateError:  # cancelled (or set) by someone else: nothing to tell it
-        return
-    except BaseException:  # noqa: B036 - a done-callback raising past concurrent.futures' own guard
-        log.exception("a callback on a producer future raised")
-
-
-def _headers(headers: Any, name: str = "headers") -> list | None:
-    """One record's headers as [(str, bytes or None)], from pairs or a dict; None when it has none."""
-    if headers is None:
-        return None
-    if isinstance(headers, str | bytes | bytearray | memoryview) or not isinstance(headers, Iterable):
-        raise TypeError(f"{name}: expected (str, bytes) pairs or a dict, not {type(headers).__name__}")
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    out = []
-    for item in items:
-        try:
-            k, v = item
-        except (TypeError, ValueError):
-            raise TypeError(f"{name}: expected (str, bytes) pairs or a dict, got {item!r}") from None
-        if not isinstance(k, str):
-            raise TypeError(f"{name}: header key must be str, not {type(k).__name__}")
-        if isinstance(v, str):
-            v = v.encode("utf-8")
-        elif v is not None and not isinstance(v, (bytes, bytearray, memoryview)):
-            raise TypeError(f"{name}: header {k!r} value must be bytes, str or None, not {type(v).__name__}")
-        out.append((k, None if v is None else bytes(v)))
-    return out or None
-
-
-def _timestamp(value: Any, name: str = "timestamp") -> int:
-    """A record timestamp in ms since the epoch, or a TypeError/ValueError naming `name`."""
-    if type(value) is int and 0 <= value <= MAX_TIMESTAMP:
-        return value
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be an int (ms since the epoch) or None, not {type(value).__name__}")
-    if not (math.isfinite(value) and 0 <= value <= MAX_TIMESTAMP):
-        raise ValueError(f"{name} must be between 0 and {MAX_TIMESTAMP} ms, not {value!r}")
-    return int(value)
-
-
-def _columns(values: Any, keys: Any, headers: Any, partitions: Any, timestamps: Any,
-             raw: tuple[bool, bool] = (False, False)) -> tuple:
-    """The columns of a `send_batch`, from lists or from a pyarrow Table/RecordBatch.
-
-    `raw`: whether the value and key serializers take bytes as they are, so binary and string
-    columns may be sliced to bytes from their buffers."""
-    topics = None
-    try:
-        import pyarrow as pa
-    except ImportError:  # pragma: no cover
-        pa = None
-    if pa is not None and isinstance(values, (pa.Table, pa.RecordBatch)):
-        table = values
-        names = table.schema.names
-        if "value" not in names:
-            raise ValueError(f"send_batch: the table needs a 'value' column (it has {names})")
-
-        def col(name: str, as_bytes: bool = False) -> list | None:
-            if name not in names:
-                return None
-            column = table.column(name)
-            packed = BinaryColumn.from_arrow(column) if as_bytes else None
-            return column.to_pylist() if packed is None else packed
-
-        values = col("value", raw[0])
-        keys = keys if keys is not None else col("key", raw[1])
-        partitions = partitions if partitions is not None else col("partition")
-        topics = col("topic")
-        if headers is None and "headers" in names:
-            headers = encode_headers(table.column("headers"))
-        if timestamps is None and "timestamp" in names:
-            timestamps = [int(t.timestamp() * 1000) if hasattr(t, "timestamp") else t for t in col("timestamp")]
-    if values is None:
-        raise TypeError("send_batch: values must be given (a list, or a pyarrow Table/RecordBatch)")
-    values = _as_list("values", values, pa)
-    keys = _as_list("keys", keys, pa)
-    headers = _as_list("headers", headers, pa)
-    partitions = _as_list("partitions", partitions, pa)
-    if timestamps is not None and not isinstance(timestamps, numbers.Real):  # else one for every record
-        timestamps = _as_list("timestamps", timestamps, pa)
-    if headers is not None and not isinstance(headers, HeaderColumn):
-        headers = encode_header_lists([_headers(h, f"headers[{i}]") for i, h in enumerate(headers)])
-    return values, keys, headers, partitions, timestamps, topics
-
-
-def _as_list(name: str, column: Any, pa: Any) -> Any:
-    """A `send_batch` column as a list (a BinaryColumn as it is), or a TypeError naming it."""
-    if column is None or isinstance(column, list | BinaryColumn):  # HeaderColumn is one too
-        return column
-    if pa is not None and isinstance(column, pa.Array | pa.ChunkedArray):
-        return column.to_pylist()
-    if isinstance(column, str | bytes | bytearray | memoryview | Mapping) or not isinstance(column, Iterable):
-        raise TypeError(f"send_batch: {name} must be a list (or a sequence) with one entry per record, "
-                        f"not {type(column).__name__}")
-    return list(column)
-
-
-def _packed(column: Any) -> Any:
-    """A list of bytes/None as one BinaryColumn (one buffer to pickle at each actor hop, not a
-    bytes object per message); anything else as it is."""
-    if isinstance(column, list):
-        return BinaryColumn.from_list(column) or column
-    return column
-
-
 def _shared(values: Any) -> Any:
     """A large column put in the object store once, for the flusher alone to read (`SharedColumn`)."""
     if isinstance(values, BinaryColumn) and values.nbytes >= SHARE_MIN_BYTES:
         return SharedColumn.put(values)
     return values
-
-
-def _left(deadline: float) -> float:
-    return max(0.0, deadline - time.monotonic())
-
-
-def _slice_bounds(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
-    """Consecutive record ranges of about `limit` bytes each (at least one record each)."""
-    total = int(sizes.sum())
-    if total <= limit:
-        return [(0, len(sizes))]
-    cuts = np.searchsorted(np.cumsum(sizes), np.arange(limit, total, limit), side="right")
-    edges = [0, *np.unique(cuts[(cuts > 0) & (cuts < len(sizes))]).tolist(), len(sizes)]
-    return list(zip(edges, edges[1:]))  # noqa: B905 (one shorter by design)
-
-
-def _partition_column(partitions: list) -> list[int]:
-    """Explicit partitions as ints, -1 where None (numpy does the loop); a TypeError or
-    ValueError naming `partitions` for anything else."""
-    arr = np.asarray(partitions)
-    if arr.dtype.kind not in "iu":
-        kinds = set(map(type, partitions))
-        if arr.dtype.kind != "O" or not kinds <= {int, type(None)}:
-            names = ", ".join(sorted(k.__name__ for k in kinds))
-            raise TypeError(f"send_batch: partitions must be ints or None, got {names}")
-        arr = np.where(np.equal(arr, None), -1, arr)  # still Python ints: checked before the cast
-    low, high = arr.min(), arr.max()
-    if low < -1 or high > MAX_PARTITION:
-        raise ValueError(f"send_batch: partitions must be between 0 and {MAX_PARTITION} (or None), "
-                         f"got {low if low < -1 else high}")
-    return arr.astype(np.int64).tolist()
-
-
-def _timestamp_column(timestamps: int | list, now_ms: int) -> int | list[int]:
-    """A `send_batch`'s timestamps (one for all, or one per record, None for now) as ms."""
-    if not isinstance(timestamps, list):
-        return _timestamp(timestamps, "timestamps")
-    arr = np.asarray(timestamps)
-    if arr.dtype.kind not in "iu" or arr.min() < 0 or arr.max() > MAX_TIMESTAMP:
-        return [now_ms if t is None else _timestamp(t, f"timestamps[{i}]") for i, t in enumerate(timestamps)]
-    return arr.astype(np.int64).tolist()
-
-
-def _topic_column(topics: list) -> np.ndarray:
-    """A `topic` column's names; a ValueError naming the first row without one."""
-    if set(map(type, topics)) != {str} or "" in topics:
-        row = next(i for i, t in enumerate(topics) if type(t) is not str or not t)
-        raise ValueError(f"send_batch: the topic column needs a non-empty str in every row; "
-                         f"row {row} has {topics[row]!r}")
-    return np.asarray(topics, dtype=object)
 
 
 def _check_waits(config: Mapping[str, Any]) -> None:
@@ -1045,18 +768,3 @@ def _check_waits(config: Mapping[str, Any]) -> None:
                               f"({threading.TIMEOUT_MAX:.0f} s)")
 
 
-def _lengths(column: Any) -> np.ndarray:
-    if isinstance(column, BinaryColumn):
-        return column.lengths()
-    if None in column:
-        return np.fromiter((len(v) if v is not None else 0 for v in column), dtype=np.int64, count=len(column))
-    return np.fromiter(map(len, column), dtype=np.int64, count=len(column))
-
-
-def _sizes(values: list, keys: list | None, headers: HeaderColumn | None) -> np.ndarray:
-    sizes = _lengths(values) + RECORD_OVERHEAD
-    if keys is not None:
-        sizes += _lengths(keys)
-    if headers is not None:
-        sizes += headers.lengths()
-    return sizes

@@ -1,7 +1,8 @@
 """`ProducerWatchdog`: one per `Producer`, a driver-side thread that bounds every message's life.
 
-Started by the `Producer` (`ProducerWatchdog.watch(producer)`); reads the producer's pending
-messages under its lock and the GCS actor table; calls nothing in the pipeline. It keeps no
+Started by the `Producer` (`ProducerWatchdog.watch(producer)`); reads the producer's unresolved
+messages through its public watch interface (`watch_mark`, `unresolved_before`, `expire`,
+`stopping`, `ray_gone`) and the GCS actor table; calls nothing in the pipeline. It keeps no
 order: it only settles messages the pipeline has not settled in time.
 
 Why: pipeline actors are never restarted, and a message inside an actor that dies (killed, out of
@@ -24,8 +25,6 @@ import threading
 import time
 from collections import deque
 from typing import Any
-
-import numpy as np
 
 from ..wire.errors import DeliveryTimeoutError
 
@@ -86,13 +85,13 @@ class ProducerWatchdog:
         p = self.producer
         while not self._stop.wait(TICK):
             if not ray.is_initialized():  # shut down under the producer: nothing left to watch
-                p._ray_gone()
+                p.ray_gone()
                 return
             try:
-                with p._cond:
-                    if p._stopping and not p._pending and not p._batches:
-                        return
-                    self.marks.append((time.monotonic(), p._next_id))
+                mark = p.watch_mark()
+                if mark is None:
+                    return
+                self.marks.append((time.monotonic(), mark))
                 now = time.monotonic()
                 if now - self._last_scan >= ACTOR_SCAN:
                     self._last_scan = now
@@ -107,7 +106,7 @@ class ProducerWatchdog:
         Broker workers close in normal life: an Aggregator exits by itself (`exit_actor`) after
         killing its Flusher. A dead Flusher whose Aggregator (its owner) still lives, a few
         seconds later, or any other dead role, is a death the pipeline did not ask for."""
-        if self.producer._stopping:
+        if self.producer.stopping:
             return  # close() shuts them down on purpose
         import ray._private.state
 
@@ -142,20 +141,7 @@ class ProducerWatchdog:
         if cutoff < 0:
             return
         p = self.producer
-        with p._cond:
-            singles = []
-            for mid in p._pending:  # insertion order is id order
-                if mid >= cutoff:
-                    break
-                singles.append(mid)
-            entries = []
-            if singles:
-                entries.append(singles)
-            for state in list(p._batches.values()):
-                ids = state.start + np.flatnonzero(~state.settled)
-                ids = ids[ids < cutoff]
-                if len(ids):
-                    entries.append(ids.tolist())
+        entries = p.unresolved_before(cutoff)
         if not entries:
             return
         if not self.dead:  # look once more, impatiently, so the error names a death if there was one
@@ -163,7 +149,7 @@ class ProducerWatchdog:
         error = DeliveryTimeoutError(self._message(bound))
         self.expired += sum(len(ids) for ids in entries)
         log.error("%s: %d message(s) expired: %s", p.name, sum(len(ids) for ids in entries), error)
-        p._resolve([(ids, "", -1, -1, -1, error) for ids in entries])
+        p.expire(entries, error)
 
     def _message(self, bound: float) -> str:
         text = f"not delivered within {bound:g}s (delivery.timeout.ms={int(self.delivery_timeout * 1000)})"

@@ -185,9 +185,13 @@ def record(request: pytest.FixtureRequest, chaos_full: bool) -> Callable[..., No
 
 @pytest.fixture(scope="session")
 def kit():
-    """The helpers above for test modules (importlib mode cannot import conftest by name)."""
+    """The helpers above for test modules (importlib mode cannot import conftest by name), and
+    `FaultProxy` from proxy.py beside this file."""
+    import proxy
+
     return SimpleNamespace(wait_for=wait_for, cause_of=cause_of, read_back=read_back, create_topic=create_topic,
-                           kill_by_role=kill_by_role, rows=rows, consumed_figures=consumed_figures)
+                           kill_by_role=kill_by_role, rows=rows, consumed_figures=consumed_figures,
+                           FaultProxy=proxy.FaultProxy)
 
 
 def rows(batch) -> list[tuple[int, bytes]]:

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import time
 
-import proxy as proxy_mod  # tests/chaos/, on the path (conftest.py)
 import pytest
 
 from raykafka.driver.embedded_broker import EmbeddedBroker, free_port
 from raykafka.driver.producer import Producer
 
 pytestmark = [pytest.mark.ray, pytest.mark.broker, pytest.mark.timeout(180)]
-
 
 PARTITIONS = 4
 OUTAGE_S = 3.0
@@ -24,7 +22,7 @@ OUTAGE_S = 3.0
 def test_producer_rides_a_three_second_outage(ray_session, kit, tmp_path):
     proxy_port = free_port()
     with EmbeddedBroker(advertised_port=proxy_port, log_path=tmp_path / "tansu.log") as broker:
-        proxy = proxy_mod.FaultProxy(broker.port, port=proxy_port).start()
+        proxy = kit.FaultProxy(broker.port, port=proxy_port).start()
         bootstrap = f"127.0.0.1:{proxy_port}"
         kit.create_topic(bootstrap, "outage", PARTITIONS)
         producer = Producer({"bootstrap.servers": bootstrap})
@@ -46,7 +44,7 @@ def test_producer_rides_a_three_second_outage(ray_session, kit, tmp_path):
             down_until = time.monotonic() + OUTAGE_S
             while time.monotonic() < down_until:
                 send_some()
-            proxy = proxy_mod.FaultProxy(broker.port, port=proxy_port).start()
+            proxy = kit.FaultProxy(broker.port, port=proxy_port).start()
             for _ in range(30):
                 send_some()
             failed, offsets = [], 0

@@ -12,9 +12,10 @@ from concurrent.futures import CancelledError, Future
 
 import pytest
 
-from raykafka.driver import producer as producer_module
+from raykafka.driver import message_futures
 from raykafka.driver.admin import Admin
-from raykafka.driver.producer import Producer, _MessageFuture
+from raykafka.driver.message_futures import MessageFuture, set_future, settle_futures
+from raykafka.driver.producer import Producer
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(300)]
 
@@ -117,26 +118,26 @@ def test_raising_callbacks_and_an_unread_successes_queue_do_not_stop_the_results
 
 
 def test_message_futures_are_plain_futures_where_their_fields_differ(monkeypatch):
-    """Where concurrent.futures keeps other private fields than those `_MessageFuture` sets,
+    """Where concurrent.futures keeps other private fields than those `MessageFuture` sets,
     message futures are ordinary Futures, set the ordinary way; a cancelled one stays cancelled."""
-    monkeypatch.setattr(producer_module, "SHARED_CONDITION", False)
+    monkeypatch.setattr(message_futures, "SHARED_CONDITION", False)
     shared = threading.Condition()
-    future = _MessageFuture(shared)
+    future = MessageFuture(shared)
     assert future._condition is not shared
-    threading.Timer(0.05, lambda: producer_module._set_future(future, 7, None)).start()
+    threading.Timer(0.05, lambda: set_future(future, 7, None)).start()
     assert future.result(5) == 7
-    cancelled = _MessageFuture(shared)
+    cancelled = MessageFuture(shared)
     assert cancelled.cancel()
-    producer_module._set_future(cancelled, 8, None)  # skipped, not raised
+    set_future(cancelled, 8, None)  # skipped, not raised
     assert cancelled.cancelled()
 
 
 def test_settling_skips_a_cancelled_message_future():
     shared = threading.Condition()
-    kept, cancelled = _MessageFuture(shared), _MessageFuture(shared)
+    kept, cancelled = MessageFuture(shared), MessageFuture(shared)
     assert cancelled.cancel()
-    slow = producer_module._settle_futures(shared, [(kept, 1, None), (cancelled, 2, None)])
+    slow = settle_futures(shared, [(kept, 1, None), (cancelled, 2, None)])
     assert [item[0] for item in slow] == [cancelled]
     for future, meta, error in slow:
-        producer_module._set_future(future, meta, error)
+        set_future(future, meta, error)
     assert kept.result(0) == 1 and cancelled.cancelled()

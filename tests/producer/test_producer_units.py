@@ -7,18 +7,18 @@ import time
 
 import pytest
 
-from raykafka.driver.producer import _MessageFuture
+from raykafka.driver.message_futures import MessageFuture
 from raykafka.wire.serde import get_serializer, serialize_many
 
 
 def test_message_futures_share_a_condition_but_wait_for_their_own_result():
     shared = threading.Condition()
-    mine, other = _MessageFuture(shared), _MessageFuture(shared)
+    mine, other = MessageFuture(shared), MessageFuture(shared)
     threading.Timer(0.05, lambda: other.set_result(1)).start()  # wakes `mine`'s waiter too
     threading.Timer(0.3, lambda: mine.set_result(2)).start()
     start = time.monotonic()
     assert mine.result(5) == 2 and time.monotonic() - start >= 0.25
-    late = _MessageFuture(shared)
+    late = MessageFuture(shared)
     with pytest.raises(TimeoutError):
         late.result(0.1)
 

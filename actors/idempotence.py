@@ -1,0 +1,121 @@
+"""Idempotence: who numbers what, without Ray. The one place that knows the rules for the
+producer id, its epoch and the sequence numbers.
+
+- The TopicDispatcher asks the cluster for the producer id and epoch at start
+  (wire/producer_id.py); every LeaderDispatcher starts its partitions' `PartitionSequences` from
+  them.
+- `PartitionSequences` (one per partition, in its LeaderDispatcherState) numbers each batch as it
+  leaves, in the partition's order, and after a broken sequence decides whether to number anew
+  under a new producer id (`reset`: only when every batch before the broken one has ended).
+- `EndedSequences` (one per producer, in the ProducerResults) knows, per partition and
+  numbering, the first sequence whose batch has not ended: what `reset` asks before it
+  renumbers, since renumbering a batch whose earlier attempt may yet be written would write it
+  twice.
+- The Flusher reports a broken sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID)
+  in-band, as a RESET batch back through the retry loop; a batch carries its own numbers
+  (`MessageBatch.producer_id`, `producer_epoch`, `base_sequence`, `numbering`), so a retry goes
+  out as it went the first time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+log = logging.getLogger("raykafka.producer.idempotence")
+
+SEQUENCE_MASK = 0x7FFFFFFF  # sequences wrap at 2**31
+
+
+class SequenceSpan(NamedTuple):
+    """The sequence numbers of a numbered batch that ended."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    numbering: int
+    base: int
+    count: int
+
+
+def sequence_span(batch: Any) -> SequenceSpan | None:
+    """The sequence numbers of a numbered MessageBatch, else None."""
+    span = batch.span()
+    return None if span is None else SequenceSpan(batch.topic, batch.partition, *span)
+
+
+class PartitionSequences:
+    """One partition's producer id, epoch and next sequence number.
+
+    `numbering` says which numbering a batch's sequences belong to: a restarted broker may hand
+    out the same producer id and epoch again, so the id alone cannot tell an old numbering from
+    the new."""
+
+    def __init__(self, producer_id: int = -1, producer_epoch: int = -1, path: str = "producer/idempotence"):
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.next_sequence = 0
+        self.numbering = 0
+        self.path = path
+
+    def number(self, batch: Any) -> None:
+        """Give `batch` its sequences as it leaves, unless it carries this numbering's already
+        (a retry keeps the numbers it was first sent with)."""
+        if self.producer_id < 0 or batch.is_control:
+            return
+        if batch.base_sequence >= 0 and batch.producer_id == self.producer_id and batch.numbering == self.numbering:
+            return
+        batch.base_sequence = self.next_sequence
+        batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
+        batch.numbering = self.numbering
+        self.next_sequence = (self.next_sequence + len(batch)) & SEQUENCE_MASK
+
+    def reset(self, broken: int, numbering: int, base_sequence: int,
+              first_unresolved: Callable[[int, int], int], new_producer_id: Callable[[], tuple[int, int]]) -> bool:
+        """The broker answered OUT_OF_ORDER_SEQUENCE_NUMBER (or UNKNOWN_PRODUCER_ID) for the batch at
+        `base_sequence` of producer `broken`'s `numbering`. If a batch before it has not ended
+        yet, that batch comes round again and the sequence heals: nothing to do. If every batch
+        before it has ended, the broker lost this producer's sequence: number from 0 under a new
+        producer id (not a local epoch bump: tansu fences those for good). True if renumbered."""
+        from ..wire.errors import KafkaError
+
+        if broken != self.producer_id or self.producer_id < 0 or numbering != self.numbering:
+            return False  # stale: the partition already numbers anew
+        try:
+            first = first_unresolved(self.producer_id, self.numbering)
+        except Exception as exc:  # cannot tell: keep the id, the batch is retried and asks again
+            log.warning("%s cannot tell whether the sequence is broken: %s", self.path, exc)
+            return False
+        if first != base_sequence:
+            log.info("%s sequence %d out of order behind unresolved sequence %d: retrying", self.path,
+                     base_sequence, first)
+            return False
+        try:
+            self.producer_id, self.producer_epoch = new_producer_id()
+        except KafkaError as exc:
+            log.warning("%s cannot get a new producer id: %s", self.path, exc)
+            return False
+        self.next_sequence = 0
+        self.numbering += 1
+        log.info("%s state change to [producer id %d]", self.path, self.producer_id)
+        return True
+
+
+class EndedSequences:
+    """Per (topic, partition, producer id, numbering): the first sequence whose batch has not
+    ended, and the spans that ended beyond it."""
+
+    def __init__(self) -> None:
+        self._state: dict[tuple[str, int, int, int], list] = {}  # key -> [first unresolved, {base: end}]
+
+    def ended(self, span: SequenceSpan) -> None:
+        topic, partition, producer_id, numbering, base, count = span
+        state = self._state.setdefault((topic, partition, producer_id, numbering), [0, {}])
+        state[1][base] = (base + count) & SEQUENCE_MASK
+        while state[0] in state[1]:
+            state[0] = state[1].pop(state[0])
+
+    def first_unresolved(self, topic: str, partition: int, producer_id: int, numbering: int) -> int:
+        state = self._state.get((topic, partition, producer_id, numbering))
+        return 0 if state is None else state[0]

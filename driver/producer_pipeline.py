@@ -1,0 +1,129 @@
+"""`ProducerPipeline`: the actors behind one `Producer`, started and stopped in order.
+
+Start: the ProducerResults, the RetryHandler and the TopicDispatcher at once (each is a
+process), then the driver's reference on the RetryHandler, and the producer id the
+TopicDispatcher got (a broker that cannot be reached fails the start with that cause, not
+"actor task failed"). The TopicDispatcher starts everything further down itself.
+
+Stop, in Sarama's order: the dispatchers, then each broker's Aggregator and Flusher once its last
+writer has gone, then the retry handler; every step bounded, and a step an actor's death breaks
+is logged and skipped. Last, `kill_all` leaves no actor of the producer alive, those the
+pipeline started itself too (found by the producer's name prefix).
+
+Called by driver/producer.py only; calls Ray and the actors' control methods, never a message path.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..actors.calls import pipeline_error
+from ..actors.options import PipelineContext, create
+from ..wire.errors import KafkaError
+
+log = logging.getLogger("raykafka.producer")
+
+
+def left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+class ProducerPipeline:
+    def __init__(self, config: Mapping[str, Any], name: str):
+        import ray
+
+        from ..actors.producer_results import ProducerResults
+        from ..actors.retry_handler import RetryHandler
+        from ..actors.topic_dispatcher import TopicDispatcher
+
+        self.name = name
+        ctx = PipelineContext(config=config, prefix=name + "/")
+        self.handles: list[Any] = []
+        try:
+            # the three start at once (each is a process); then the driver takes its reference
+            ctx.results = create(ProducerResults, "producer_results", ctx)
+            self.handles.append(ctx.results)
+            ctx.retry_handler = create(RetryHandler, "retry_handler", ctx)
+            self.handles.append(ctx.retry_handler)
+            self.topic_dispatcher = create(TopicDispatcher, "topic_dispatcher", ctx)
+            self.handles.insert(0, self.topic_dispatcher)
+            ray.get([ctx.retry_handler.ref.remote(),  # the driver's reference, released at close
+                     ctx.retry_handler.set_topic_dispatcher.remote(self.topic_dispatcher)])
+            self.producer_id, self.producer_epoch = ray.get(self.topic_dispatcher.ping.remote())
+        except BaseException as exc:
+            for handle in self.handles:
+                ray.kill(handle, no_restart=True)
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, KafkaError):  # e.g. no broker reachable: say so, not "actor task failed"
+                raise cause from None
+            raise
+        self.ctx = ctx
+
+    def shut_down(self, stop_by: float, pending: Callable[[], int], dead_flushers: int) -> None:
+        """Sarama's order, by `stop_by`: the dispatchers, the broker workers (waiting while
+        messages are `pending` and more Flushers live than the `dead_flushers`), the retry handler.
+        What a broken step held stays unresolved, for the caller to fail."""
+        import ray
+
+        if not self._ask("closing the dispatchers", self.topic_dispatcher.shutdown.remote(), left(stop_by)):
+            return
+        rh = self.ctx.retry_handler
+        if not self._ask("closing the broker workers", [rh.release_all.remote(), rh.unref.remote()], left(stop_by)):
+            return
+        # each living Flusher answers what is in flight, then lets go; a dead one never does
+        try:
+            while (pending() and time.monotonic() < stop_by
+                   and ray.get(rh.live_writers.remote(), timeout=left(stop_by)) > dead_flushers):
+                time.sleep(0.02)
+        except Exception as exc:
+            log.warning("%s: close: the retry handler did not answer: %s", self.name, pipeline_error(exc))
+            return
+        self._ask("closing the retry handler", rh.shutdown.remote(), min(10.0, left(stop_by)))
+
+    def last_results(self, timeout: float) -> list[Any]:
+        """What the ProducerResults holds still (nothing if it died: logged)."""
+        import ray
+
+        try:
+            return ray.get(self.ctx.results.poll.remote(0), timeout=timeout)
+        except Exception as exc:  # it died: the messages it did not report fail, naming it
+            log.warning("%s: close: the last results were not taken: %s", self.name, pipeline_error(exc))
+            return []
+
+    def kill_all(self, wait: float) -> None:
+        """ray.kill every actor of this producer that is still alive (those its actors started too,
+        found by name), then wait (up to `wait` s) until Ray lists none of them."""
+        import ray
+
+        if not ray.is_initialized():
+            return
+        prefix = self.name + "/"
+
+        def alive() -> list[str]:
+            return [name for name in ray.util.list_named_actors() if name.startswith(prefix)]
+
+        handles = list(self.handles)
+        for name in alive():
+            try:
+                handles.append(ray.get_actor(name))
+            except ValueError:  # died meanwhile
+                continue
+        for handle in handles:
+            ray.kill(handle, no_restart=True)
+        end = time.monotonic() + wait
+        while alive() and time.monotonic() < end:
+            time.sleep(0.02)
+
+    def _ask(self, what: str, refs: Any, timeout: float) -> bool:
+        """`ray.get(refs)` within `timeout` s; False (logged, not raised) if an actor died or did not answer."""
+        import ray
+
+        try:
+            ray.get(refs, timeout=timeout)
+        except Exception as exc:
+            log.warning("%s: close: %s failed: %s", self.name, what, pipeline_error(exc))
+            return False
+        return True

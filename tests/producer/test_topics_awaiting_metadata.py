@@ -1,0 +1,73 @@
+"""The TopicDispatcher's hold for topics whose partition count cannot be looked up, without Ray."""
+
+from __future__ import annotations
+
+from raykafka.actors.batch import FIN, MessageBatch
+from raykafka.actors.hold import split_expired
+from raykafka.actors.topic_dispatcher import TopicsAwaitingMetadata, lookup_can_wait
+from raykafka.wire.errors import (
+    AuthenticationError,
+    BrokerConnectionError,
+    BrokerError,
+    DeliveryTimeoutError,
+    UnknownTopicError,
+)
+
+
+def msg(name: str, created_ms: int, topic: str = "t") -> MessageBatch:
+    return MessageBatch(topic=topic, ids=[hash(name)], values=[name.encode()], created_ms=created_ms)
+
+
+def names(batches: list[MessageBatch]) -> list[bytes]:
+    return [b.values[0] for b in batches]
+
+
+def test_held_batches_come_back_in_the_order_they_came_per_topic():
+    awaiting = TopicsAwaitingMetadata(delivery_timeout_ms=1000)
+    down = BrokerConnectionError("no bootstrap server reachable")
+    awaiting.hold("t", [msg("a", 1)], down)
+    awaiting.hold("u", [msg("x", 1, "u")], down)
+    awaiting.hold("t", [msg("b", 2), msg("c", 3)], down)
+    assert awaiting.holds("t") and awaiting.holds("u") and awaiting
+    assert names(awaiting.release("t")) == [b"a", b"b", b"c"]
+    assert not awaiting.holds("t") and awaiting.holds("u")
+    assert names(awaiting.take_all()) == [b"x"] and not awaiting
+
+
+def test_expiry_fails_only_those_past_delivery_timeout_naming_the_last_cause():
+    awaiting = TopicsAwaitingMetadata(delivery_timeout_ms=1000)
+    awaiting.hold("t", [msg("old", 1000), msg("new", 1900)], BrokerConnectionError("no bootstrap server reachable"))
+    assert awaiting.next_deadline_ms("t") == 2000
+    assert awaiting.expire("t", now_ms=1500) == ([], None)
+    expired, error = awaiting.expire("t", now_ms=2500)
+    assert names(expired) == [b"old"]
+    assert isinstance(error, DeliveryTimeoutError)
+    assert "delivery.timeout.ms=1000" in str(error) and "'t'" in str(error)
+    assert "no bootstrap server reachable" in str(error)
+    assert names(awaiting.release("t")) == [b"new"]
+
+
+def test_a_cut_short_lookup_keeps_the_cause_before_it():
+    awaiting = TopicsAwaitingMetadata(delivery_timeout_ms=1000)
+    awaiting.hold("t", [msg("a", 1000)], BrokerConnectionError("no bootstrap server reachable"))
+    awaiting.failed_again("t", TimeoutError())
+    _, error = awaiting.expire("t", now_ms=5000)
+    assert "no bootstrap server reachable" in str(error)
+    assert not awaiting
+
+
+def test_split_expired_keeps_control_batches_and_order():
+    fin = MessageBatch.control("t", 0, FIN)
+    held = [msg("a", 1000), fin, msg("b", 0), msg("c", 5000)]
+    kept, expired = split_expired(held, now_ms=4000, delivery_timeout_ms=1000)
+    assert names(expired) == [b"a"]
+    assert kept[0] is fin and names(kept[1:]) == [b"b", b"c"]
+    assert split_expired(held, now_ms=9999, delivery_timeout_ms=None) == (held, [])
+
+
+def test_only_errors_that_can_pass_are_waited_out():
+    assert lookup_can_wait(BrokerConnectionError("down"))
+    assert lookup_can_wait(TimeoutError())
+    assert lookup_can_wait(BrokerError(5, "metadata for topic 't'"))  # LEADER_NOT_AVAILABLE
+    assert not lookup_can_wait(UnknownTopicError("topic 't' does not exist"))
+    assert not lookup_can_wait(AuthenticationError("bad password"))
