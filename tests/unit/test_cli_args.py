@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raykafka.driver.cli import _commands, build_parser, parse_args
+from raykafka.app.cli import _commands, build_parser, parse_args
 
 
 def parsed(argv: list[str]) -> dict:

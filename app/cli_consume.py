@@ -198,7 +198,7 @@ def _start(offset: str) -> Any:
 
 def _consume_assigned(args: argparse.Namespace, config: dict[str, Any], printer: _Printer,
                       interrupts: _Interrupts) -> None:
-    from .consumer import Consumer
+    from ..driver.consumer import Consumer
 
     consumer = Consumer(config)
     try:
@@ -261,8 +261,8 @@ def _consume_group(args: argparse.Namespace, config: dict[str, Any], printer: _P
 
 
 def _require_topic(config: dict[str, Any], topic: str) -> None:
+    from ..driver.admin import Admin
     from ..wire.errors import UnknownTopicError
-    from .admin import Admin
 
     with Admin(config) as admin:
         if topic not in admin.list_topics():

@@ -26,7 +26,7 @@ def _properties(pairs: list[str] | None) -> dict[str, str]:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from .embedded_broker import EmbeddedBroker
+    from ..driver.embedded_broker import EmbeddedBroker
 
     broker = EmbeddedBroker(port=args.port, host=args.host)
     print(f"tansu listening on {broker.bootstrap} (in-memory storage; Ctrl-C stops it)", file=sys.stderr)
@@ -34,7 +34,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_topic(args: argparse.Namespace) -> int:
-    from .admin import Admin
+    from ..driver.admin import Admin
 
     with Admin({"bootstrap.servers": args.brokers, **_properties(args.X)}) as admin:
         if args.action == "create":
@@ -80,9 +80,9 @@ def _add_more_commands(sub: Any) -> None:
 
     for name in ("produce", "consume", "bench", "demo"):
         try:
-            module = importlib.import_module(f"raykafka.driver.cli_{name}")
+            module = importlib.import_module(f"raykafka.app.cli_{name}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"raykafka.driver.cli_{name}":
+            if exc.name != f"raykafka.app.cli_{name}":
                 raise
             continue
         module.add_parser(sub)

@@ -39,9 +39,9 @@ def add_parser(subparsers: Any) -> None:
 
 
 def cmd_produce(args: argparse.Namespace, stdin: Any = None) -> int:
+    from ..driver.producer import Producer
+    from ..driver.ray_runtime import ensure_ray
     from .cli import _properties
-    from .producer import Producer
-    from .ray_runtime import ensure_ray
 
     config = {"bootstrap.servers": args.brokers, "max.block.ms": INT_MAX, **_properties(args.X)}
     ensure_ray()
