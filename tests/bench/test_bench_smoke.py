@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from raykafka.bench.report import render_markdown, target_results
-from raykafka.bench.suite import Settings, run_suite
+from raykafka.app.bench.report import render_markdown, target_results
+from raykafka.app.bench.suite import Settings, run_suite
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(240)]
 

@@ -251,7 +251,7 @@ def test_cli_group_consumer_rides_out_a_six_second_outage(restartable_broker, ki
     topic, group = "cli-outage", "cli-outage-group"
     kit.create_topic(outage.bootstrap, topic, 2)
     outage_mod.produce(outage.bootstrap, topic, [b"before-%d" % i for i in range(10)], 2)
-    proc = subprocess.Popen([sys.executable, "-m", "raykafka.driver.cli", "consume", "-b", outage.bootstrap, "-t", topic,
+    proc = subprocess.Popen([sys.executable, "-m", "raykafka.app.cli", "consume", "-b", outage.bootstrap, "-t", topic,
                              "-g", group, "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=1000"],
                             stdout=subprocess.PIPE, stderr=open(tmp_path / "cli.err", "w"), text=True)  # noqa: SIM115
     printed: queue.Queue[str] = queue.Queue()

@@ -10,7 +10,7 @@ import pytest
 
 from raykafka.driver.consumer import Consumer, ConsumerError
 from raykafka.driver.producer import Producer
-from raykafka.wire.mock_broker import MockCluster
+from raykafka.mock import MockCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 

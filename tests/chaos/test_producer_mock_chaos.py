@@ -17,9 +17,9 @@ import time
 import pytest
 
 from raykafka.driver.producer import Producer
+from raykafka.mock import MockCluster
 from raykafka.wire import messages
 from raykafka.wire.errors import BY_NAME
-from raykafka.wire.mock_broker import MockCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.broker]
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "raykafka.driver.cli", "consume", *args]
+    return [sys.executable, "-m", "raykafka.app.cli", "consume", *args]
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_group_runs_until_sigterm_then_commits_what_it_printed(bootstrap, topic)
 
 
 def raykafka(*args: str) -> list[str]:
-    return [sys.executable, "-m", "raykafka.driver.cli", *args]
+    return [sys.executable, "-m", "raykafka.app.cli", *args]
 
 
 def committed(bootstrap: str, group: str, topic: str) -> list[int]:
@@ -172,9 +172,9 @@ def test_group_exits_non_zero_naming_a_fatal_error(kit, tmp_path):
     """Only a fatal error ends `consume -g`: here the coordinator fences the static member."""
     import time
 
+    from raykafka.mock import MockCluster
     from raykafka.wire import messages
     from raykafka.wire.group_coordinator import FENCED_INSTANCE_ID
-    from raykafka.wire.mock_broker import MockCluster
 
     with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
         kit.mock_produce(cluster, "t", 0, [b"one"])

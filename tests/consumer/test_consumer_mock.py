@@ -11,11 +11,11 @@ import ray
 from raykafka.actors.broker_consumer import CATCH_UP_WAIT_MS
 from raykafka.driver.consumer import Consumer
 from raykafka.driver.consumer_group import ConsumerGroup
+from raykafka.mock import MockCluster, PartitionState
 from raykafka.wire import messages
 from raykafka.wire.cluster import Cluster
 from raykafka.wire.config import parse_config
 from raykafka.wire.fetch import log_bounds
-from raykafka.wire.mock_broker import MockCluster, PartitionState
 
 pytestmark = [pytest.mark.ray]
 

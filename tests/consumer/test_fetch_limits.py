@@ -13,7 +13,7 @@ from raykafka.driver.consumer import Consumer
 from raykafka.spark_bridge.offsets import PartitionRange
 from raykafka.spark_bridge.ray_data import read_range
 from raykafka.wire.errors import ConsumerError, RecordTooLargeError
-from raykafka.wire.mock_broker import MockCluster
+from raykafka.mock import MockCluster
 
 pytestmark = [pytest.mark.timeout(120)]
 

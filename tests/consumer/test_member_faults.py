@@ -19,12 +19,12 @@ import pytest
 
 from raykafka.actors.group_member import MemberRuntime
 from raykafka.driver.embedded_broker import free_port
+from raykafka.mock import MockCluster
 from raykafka.wire import messages
 from raykafka.wire.cluster import Cluster, ReconnectBackoff
 from raykafka.wire.config import parse_config
 from raykafka.wire.errors import BrokerConnectionError, BrokerError, ConsumerError
 from raykafka.wire.group_coordinator import FENCED_INSTANCE_ID, GroupCoordinator
-from raykafka.wire.mock_broker import MockCluster
 
 FAST = {"heartbeat.interval.ms": 100, "session.timeout.ms": 6000, "auto.offset.reset": "earliest",
         "fetch.max.wait.ms": 50, "auto.commit.interval.ms": 200, "retry.backoff.ms": 20}

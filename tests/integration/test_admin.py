@@ -14,6 +14,7 @@ import time
 import pytest
 
 from raykafka.driver.admin import Admin
+from raykafka.mock import MockCluster, PartitionState
 from raykafka.wire import messages
 from raykafka.wire.admin import TopicPartition
 from raykafka.wire.errors import (
@@ -24,7 +25,6 @@ from raykafka.wire.errors import (
     UnknownTopicError,
     UnsupportedVersionError,
 )
-from raykafka.wire.mock_broker import MockCluster, PartitionState
 
 FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}  # tansu answers a join after half of it
 T0 = 1_700_000_000_000  # record timestamps: T0 + 1000 * offset in every partition

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.broker]
 
 def raykafka(*args: str) -> subprocess.CompletedProcess:
     script = Path(sys.executable).with_name("raykafka")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "raykafka.driver.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "raykafka.app.cli"]
     return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120)
 
 

@@ -95,7 +95,7 @@ def test_admin_create_delete_and_errors_name_the_topic(bootstrap, topic_name):
 
 def test_cli_topic_commands(bootstrap, topic_name):
     name = topic_name("cli")
-    cli = [sys.executable, "-m", "raykafka.driver.cli"]
+    cli = [sys.executable, "-m", "raykafka.app.cli"]
     created = subprocess.run([*cli, "topic", "create", name, "-p", "3", "-b", bootstrap],
                              capture_output=True, text=True, timeout=60)
     assert created.returncode == 0, created.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raykafka.driver import cli
+from raykafka.app import cli
 from raykafka.driver.admin import Admin
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(180)]
@@ -55,7 +55,7 @@ def test_produce_to_a_missing_topic_exits_non_zero(ray_session, bootstrap, topic
 def raykafka(*args: str, **popen) -> subprocess.Popen:
     """The installed entry point (as a user runs it) in a subprocess."""
     script = Path(sys.executable).with_name("raykafka")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "raykafka.driver.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "raykafka.app.cli"]
     return subprocess.Popen([*command, *args], **popen)
 
 

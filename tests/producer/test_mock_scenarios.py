@@ -9,9 +9,9 @@ import pytest
 import ray
 
 from raykafka.driver.producer import Producer
+from raykafka.mock import MockCluster
 from raykafka.wire import messages
 from raykafka.wire.errors import BY_NAME, BrokerError, BufferExhaustedError, DeliveryTimeoutError
-from raykafka.wire.mock_broker import MockCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 

@@ -16,10 +16,10 @@ import pytest
 
 from raykafka.actors.batch import MessageBatch
 from raykafka.actors.flusher import Flusher, PartitionMuter
+from raykafka.mock import MockCluster
 from raykafka.wire import messages
 from raykafka.wire.config import parse_config
 from raykafka.wire.errors import BY_NAME, BrokerConnectionError, BrokerError
-from raykafka.wire.mock_broker import MockCluster
 
 pytestmark = pytest.mark.timeout(60)
 

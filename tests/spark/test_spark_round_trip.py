@@ -72,7 +72,7 @@ def test_write_fails_loudly_naming_the_cause(spark, bootstrap, topic_name):
 
 def test_demo_runs_end_to_end_and_checks_its_counts(tmp_path):
     """`raykafka demo` (a smaller run): its own broker, Ray and Spark; exit 0 and correct counts."""
-    result = subprocess.run([sys.executable, "-m", "raykafka.driver.cli", "demo", "--rows", "20000"],
+    result = subprocess.run([sys.executable, "-m", "raykafka.app.cli", "demo", "--rows", "20000"],
                             capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "write    20,000 delivered, 0 failed" in result.stdout

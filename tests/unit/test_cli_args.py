@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raykafka.driver.cli import _commands, build_parser, parse_args
+from raykafka.app.cli import _commands, build_parser, parse_args
 
 
 def parsed(argv: list[str]) -> dict:
@@ -19,9 +19,17 @@ LINES = {
                                                        ["-X", "client.id=x"]]),
     "topic delete": (["topic"], ["delete", "events", "more"], [["-b", "h:1"], ["--if-exists"]]),
     "topic list": (["topic"], ["list"], [["-b", "h:1"], ["-X", "client.id=x"]]),
-    "produce": (["produce"], [], [["-b", "h:1"], ["-t", "events"], ["-K", ":"], ["-p", "2"], ["-X", "linger.ms=1"]]),
+    "produce": (["produce"], ["in.txt", "-"], [["-b", "h:1"], ["-t", "events"], ["-K", ":"], ["-p", "2"],
+                                               ["-X", "linger.ms=1"]]),
     "consume": (["consume"], [], [["-b", "h:1"], ["-t", "events"], ["-g", "g1"], ["-o", "-5"], ["-c", "3"], ["-e"],
-                                  ["-f", "json"], ["-X", "value.deserializer=json"]]),
+                                  ["-f", "%t %p %o %k %s\\n"], ["-X", "value.deserializer=json"]]),
+    "metadata": (["metadata"], [], [["-b", "h:1"], ["-t", "events"], ["-f", "json"],
+                                    ["-X", "client.id=x"]]),
+    "group list": (["group"], ["list"], [["-b", "h:1"], ["-f", "json"]]),
+    "group describe": (["group"], ["describe", "g1", "g2"], [["-b", "h:1"], ["-X", "client.id=x"]]),
+    "group delete": (["group"], ["delete", "g1"], [["-b", "h:1"], ["--if-exists"]]),
+    "group reset-offsets": (["group"], ["reset-offsets", "g1"], [["-b", "h:1"], ["-t", "events:0,2"],
+                                                                 ["--to-offset", "-5"], ["--execute"], ["-f", "json"]]),
     "broker": (["broker"], [], [["--port", "9093"], ["--host", "0.0.0.0"]]),
     "demo": (["demo"], [], [["--rows", "10"], ["--partitions", "3"], ["--members", "1"]]),
     "bench": (["bench"], [], [["--quick"], ["--messages", "10"], ["--runs", "1"], ["--out", "x.md"], ["--spark"],
@@ -73,6 +81,17 @@ def test_a_value_that_looks_like_a_command_is_a_value():
     for line in (["-t", "produce", "consume", "-b", "h:1"], ["consume", "-t", "produce", "-b", "h:1"]):
         args = parsed(line)
         assert (args["command"], args["topic"]) == ("consume", "produce")
+
+
+def test_reset_offsets_targets():
+    for line, named, datetime, offset in (
+        (["--to-earliest"], ["earliest"], None, None), (["--to-latest"], ["latest"], None, None),
+        (["--to-datetime", "2024-05-01T12:00:00Z"], None, "2024-05-01T12:00:00Z", None),
+        (["--to-offset", "42"], None, None, 42),
+    ):
+        args = parsed(["group", "reset-offsets", "g", "-b", "h:1", "--all-topics", *line])
+        assert (args["to_named"], args["to_datetime"], args["to_offset"]) == (named, datetime, offset)
+        assert not args["execute"] and not args["dry_run"]  # a dry run unless --execute
 
 
 def test_every_command_is_covered():

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from raykafka.mock import MockCluster
 from raykafka.wire import messages
 from raykafka.wire.config import parse_config
 from raykafka.wire.connection import BrokerConnection
 from raykafka.wire.errors import BY_NAME
 from raykafka.wire.fetch import find_batch_offset
-from raykafka.wire.mock_broker import MockCluster
 from raykafka.wire.records import encode_record_batch
 
 pytestmark = pytest.mark.timeout(60)

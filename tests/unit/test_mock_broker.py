@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
+from raykafka.mock import MockCluster
 from raykafka.wire import messages
 from raykafka.wire.cluster import Cluster
 from raykafka.wire.config import parse_config
 from raykafka.wire.connection import BrokerConnection
 from raykafka.wire.errors import BY_NAME, BrokerConnectionError, RequestTimedOutError, UnknownTopicError
-from raykafka.wire.mock_broker import MockCluster
 from raykafka.wire.protocol import encode_request
 from raykafka.wire.records import decode_record_batches, encode_record_batch
 

@@ -1,7 +1,7 @@
 """`raykafka consume`: print a topic's messages, as kcat -C does.
 
     raykafka consume -b HOST:PORT -t TOPIC [-g GROUP] [-o beginning|end|OFFSET] [-c COUNT] [-e]
-                     [-f value|json] [-X key=value]...
+                     [-f value|json|FORMAT] [-X key=value]...
 
 Without -g every partition is assigned through a `Consumer` (Ray actors); with -g this process
 joins the group as one member (the member runtime runs in-process, so it prints here).
@@ -11,6 +11,13 @@ commits what it printed, flushes and exits 0. A second signal does not cut that 
 the commit is under way); a third exits at once, without committing.
 With `-X key.deserializer=...` / `-X value.deserializer=...` keys and values print as
 deserialized: text as it is, parsed json or msgpack as JSON.
+
+`-f` takes `value` (each value on a line, the default), `json` (an object a line) or a format
+string as kcat's: %t topic, %p partition, %o offset, %k key, %s value, %T timestamp (ms, -1 for
+none), %h headers (k=v,k=v), %K and %S the key's and value's lengths (-1 for null), %% a percent
+sign; \n, \r, \t, \0 and \\ are escapes. A format string adds no newline of its own, and writes
+keys and values as the bytes they are. With -c or -e a progress bar counts the messages on
+stderr, when stderr is a terminal (app/progress.py).
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from .args import EXIT_OK, UsageError, client_config
+from .progress import bar, printing
+
 
 class _Stop(Exception):
     pass
@@ -41,7 +51,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("-c", "--count", type=int, help="exit after COUNT messages")
     p.add_argument("-e", "--exit-at-end", action="store_true",
                    help="exit at the end of every partition (the topic must exist)")
-    p.add_argument("-f", "--format", choices=["value", "json"], default="value")
+    p.add_argument("-f", "--format", default="value", metavar="FORMAT",
+                   help="value, json, or a kcat format string such as '%%t %%p %%o %%k %%s\\n'")
     p.add_argument("-X", action="append", metavar="key=value", help="client property")
     p.set_defaults(func=cmd_consume)
 
@@ -68,30 +79,107 @@ def _field(raw: Any) -> Any:
     return _text(raw) if raw is None or isinstance(raw, (str, bytes)) else raw
 
 
-def format_batch(batch: pa.RecordBatch, fmt: str, limit: int | None = None) -> list[str]:
-    """One line per record (up to `limit`)."""
-    if limit is not None:
-        batch = batch.slice(0, limit)
-    if fmt == "value":
-        return [_text(v) or "" for v in batch.column("value").to_pylist()]
-    lines = []
-    for row in batch.to_pylist():
-        lines.append(json.dumps({
-            "topic": row["topic"], "partition": row["partition"], "offset": row["offset"],
-            "key": _field(row["key"]), "value": _field(row["value"]),
-            "timestamp": int(row["timestamp"].timestamp() * 1000) if row["timestamp"] is not None else None,
-            "headers": [[h["key"], _text(h["value"])] for h in row["headers"]],
-        }, default=_jsonable))
-    return lines
+def _bytes(raw: Any) -> bytes:
+    """A key or value as the bytes a format string writes: bytes as they are, the rest as `_text`."""
+    if isinstance(raw, bytes):
+        return raw
+    text = _text(raw)
+    return b"" if text is None else text.encode()
+
+
+def _length(raw: Any) -> bytes:
+    return b"-1" if raw is None else str(len(_bytes(raw))).encode()
+
+
+# kcat's format tokens: each letter -> the bytes it writes for one row
+TOKENS = {
+    "t": lambda row: row["topic"].encode(),
+    "p": lambda row: str(row["partition"]).encode(),
+    "o": lambda row: str(row["offset"]).encode(),
+    "k": lambda row: _bytes(row["key"]),
+    "s": lambda row: _bytes(row["value"]),
+    "K": lambda row: _length(row["key"]),
+    "S": lambda row: _length(row["value"]),
+    "T": lambda row: str(row["timestamp_ms"]).encode(),
+    "h": lambda row: b",".join(h["key"].encode() + b"=" + _bytes(h["value"]) for h in row["headers"]),
+}
+ESCAPES = {"n": b"\n", "r": b"\r", "t": b"\t", "0": b"\0", "\\": b"\\"}
+
+
+def compile_format(fmt: str) -> list[bytes | str]:
+    """A kcat format string as literal bytes and token letters, in order (`UsageError` naming an
+    unknown token or escape)."""
+    parts: list[bytes | str] = []
+    literal = bytearray()
+    i = 0
+    while i < len(fmt):
+        c = fmt[i]
+        if c in "%\\" and i + 1 == len(fmt):
+            raise UsageError(f"-f: {fmt!r} ends inside {'a token' if c == '%' else 'an escape'}")
+        if c == "%":
+            letter = fmt[i + 1]
+            if letter == "%":
+                literal += b"%"
+            elif letter in TOKENS:
+                parts += [bytes(literal), letter] if literal else [letter]
+                literal = bytearray()
+            else:
+                raise UsageError(f"-f: unknown token %{letter} in {fmt!r}; known: "
+                                 + " ".join("%" + t for t in TOKENS) + " %%")
+            i += 2
+        elif c == "\\":
+            escaped = ESCAPES.get(fmt[i + 1])
+            if escaped is None:
+                raise UsageError(f"-f: unknown escape \\{fmt[i + 1]} in {fmt!r}; known: \\n \\r \\t \\0 \\\\")
+            literal += escaped
+            i += 2
+        else:
+            literal += c.encode()
+            i += 1
+    if literal:
+        parts.append(bytes(literal))
+    return parts
+
+
+class Formatter:
+    """Renders a batch's records as bytes: `value`, `json`, or a compiled kcat format string."""
+
+    def __init__(self, fmt: str):
+        self.fmt = fmt
+        self.parts = None if fmt in ("value", "json") else compile_format(fmt)
+
+    def render(self, batch: pa.RecordBatch, limit: int | None = None) -> bytes:
+        """Records of `batch` (up to `limit`) as they are printed."""
+        if limit is not None:
+            batch = batch.slice(0, limit)
+        if batch.num_rows == 0:
+            return b""
+        if self.fmt == "value":
+            return "".join((_text(v) or "") + "\n" for v in batch.column("value").to_pylist()).encode()
+        stamps = batch.column("timestamp").cast(pa.int64()).to_pylist()  # ms since the epoch, as stored
+        rows = batch.to_pylist()
+        for row, stamp in zip(rows, stamps, strict=True):
+            row["timestamp_ms"] = -1 if stamp is None else stamp
+        if self.parts is None:
+            return "".join(json.dumps({
+                "topic": row["topic"], "partition": row["partition"], "offset": row["offset"],
+                "key": _field(row["key"]), "value": _field(row["value"]),
+                "timestamp": None if row["timestamp"] is None else row["timestamp_ms"],
+                "headers": [[h["key"], _text(h["value"])] for h in row["headers"]],
+            }, default=_jsonable) + "\n" for row in rows).encode()
+        parts = self.parts
+        return b"".join(part if isinstance(part, bytes) else TOKENS[part](row) for row in rows for part in parts)
 
 
 class _Printer:
-    """Counts and prints lines; thread-safe (group claims print from their own threads)."""
+    """Counts and prints records, and moves the progress bar; thread-safe (group claims print
+    from their own threads)."""
 
-    def __init__(self, fmt: str, count: int | None):
-        self.fmt = fmt
+    def __init__(self, formatter: Formatter, count: int | None, progress: Any):
+        self.formatter = formatter
         self.remaining = count
         self.printed = 0
+        self.progress = progress
         self.lock = threading.Lock()
         self.done = threading.Event()
 
@@ -101,10 +189,14 @@ class _Printer:
             if self.done.is_set():
                 return 0
             n = batch.num_rows if self.remaining is None else min(batch.num_rows, self.remaining)
-            lines = format_batch(batch, self.fmt, n)
-            if lines:
-                sys.stdout.write("\n".join(lines) + "\n")
+            out = self.formatter.render(batch, n)
+            if out:
+                with printing(self.progress):
+                    sys.stdout.flush()
+                    sys.stdout.buffer.write(out)
+                    sys.stdout.buffer.flush()
             self.printed += n
+            self.progress.update(n)
             if self.remaining is not None:
                 self.remaining -= n
                 if self.remaining <= 0:
@@ -166,10 +258,13 @@ def _say(text: str) -> None:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from .cli import _properties
-
-    config = {"bootstrap.servers": args.brokers, **_properties(args.X)}
-    printer = _Printer(args.format, args.count)
+    config = client_config(args)
+    formatter = Formatter(args.format)  # a bad format string is a usage error before anything starts
+    if args.count is not None and args.count < 1:
+        raise UsageError(f"-c: at least 1, got {args.count}")
+    # a run until Ctrl-C has no end to make progress towards: no bar
+    progress = bar(f"consume {args.topic}", total=args.count, enabled=args.count is not None or args.exit_at_end)
+    printer = _Printer(formatter, args.count, progress)
     interrupts = _Interrupts("leaving the group and committing what was printed" if args.group
                              else "closing the consumer")
     interrupts.install()
@@ -179,10 +274,11 @@ def cmd_consume(args: argparse.Namespace) -> int:
         else:
             _consume_assigned(args, config, printer, interrupts)
     finally:
+        progress.close()
         sys.stdout.flush()
         interrupts.uninstall()
     print(f"raykafka: {printer.printed} messages", file=sys.stderr)
-    return 0
+    return EXIT_OK
 
 
 def _start(offset: str) -> Any:
@@ -193,12 +289,12 @@ def _start(offset: str) -> Any:
     try:
         return int(offset)
     except ValueError:
-        raise ValueError(f"-o: expected beginning, end or an offset, got {offset!r}") from None
+        raise UsageError(f"-o: expected beginning, end or an offset, got {offset!r}") from None
 
 
 def _consume_assigned(args: argparse.Namespace, config: dict[str, Any], printer: _Printer,
                       interrupts: _Interrupts) -> None:
-    from .consumer import Consumer
+    from ..driver.consumer import Consumer
 
     consumer = Consumer(config)
     try:
@@ -225,7 +321,7 @@ def _consume_group(args: argparse.Namespace, config: dict[str, Any], printer: _P
 
     start = _start(args.offset)
     if isinstance(start, int):
-        raise ValueError("-o: with -g only beginning or end (the group's committed offsets come first)")
+        raise UsageError("-o: with -g only beginning or end (the group's committed offsets come first)")
     config = {**config, "group.id": args.group, "auto.offset.reset": start}
     if args.exit_at_end:
         _require_topic(config, args.topic)  # else the group would wait for it to appear
@@ -261,9 +357,9 @@ def _consume_group(args: argparse.Namespace, config: dict[str, Any], printer: _P
 
 
 def _require_topic(config: dict[str, Any], topic: str) -> None:
+    from ..driver.admin import Admin
     from ..wire.config import common_part
     from ..wire.errors import UnknownTopicError
-    from .admin import Admin
 
     with Admin(common_part(config)) as admin:
         if topic not in admin.list_topics():

@@ -155,12 +155,12 @@ def render_markdown(report: Any, chart: str | None, chart_note: str = "") -> str
                 "random, half repeated bytes), null keys, no headers; median of 5 runs, each at least 0.2 s of "
                 "repeated calls. Encode includes compression, decode the crc32c check and decompression.", ""]
         out += HEADER + [row(r) for r in report.record_batches]
-        out += ["", "Alone: `python bench/record_batches.py`.", ""]
+        out += ["", "Alone: `python -m raykafka.app.bench.record_batches`.", ""]
     if report.hot_paths:
         against = report.against
         out += ["## Hot paths", "",
                 "The producer's and consumer's hot paths alone, in the driver process (no broker, no actors), "
-                "median of 9; alone: `python bench/hot_paths.py" + (f" --against {against}`" if against else "`")
+                "median of 9; alone: `python -m raykafka.app.bench.hot_paths" + (f" --against {against}`" if against else "`")
                 + (f"; `{against}` is the code before this round of optimization, loaded beside the current code."
                    if against else "."), ""]
         if against:

@@ -43,12 +43,12 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from . import messages
-from .errors import DecodeError, code_for
-from .protocol import Api, Struct, decode_request, encode_response
-from .records import Record, decode_record_batches
+from ..wire import messages
+from ..wire.errors import DecodeError, code_for
+from ..wire.protocol import Api, Struct, decode_request, encode_response
+from ..wire.records import Record, decode_record_batches
 
-log = logging.getLogger("raykafka.wire.mock_broker")
+log = logging.getLogger("raykafka.mock")
 
 T = TypeVar("T")
 

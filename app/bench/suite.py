@@ -854,7 +854,7 @@ def run_suite(s: Settings, command: str = "") -> Report:
     if s.record_batches:
         report.record_batches = record_batch_rates()
     if s.hot_paths:
-        from raykafka.bench import hot_paths
+        from raykafka.app.bench import hot_paths
 
         _log("hot paths")
         report.hot_paths, report.against = hot_paths.measure(s.against), s.against
@@ -904,7 +904,7 @@ def _measure(kind: str, label: str, size: int, codec: str, s: Settings, fn: Call
 
 
 def record_batch_rates() -> list[dict[str, Any]]:
-    """The codec table of bench/record_batches.py (encode/decode in this process)."""
-    from raykafka.bench import record_batches
+    """The codec table of app/bench/record_batches.py (encode/decode in this process)."""
+    from raykafka.app.bench import record_batches
 
     return record_batches.measure()

@@ -1,4 +1,4 @@
-"""`raykafka demo`: the main job (see driver/demo.py)."""
+"""`raykafka demo`: the main job (see app/demo.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Record-batch encode and decode rates (records/s) for 100-byte values, per codec and batch size.
 
 Prints a Markdown table: median of 5 runs, each timed with time.perf_counter.
-Run: python bench/record_batches.py
+Run: python -m raykafka.app.bench.record_batches
 """
 
 from __future__ import annotations

@@ -102,12 +102,12 @@ def expected_aggregates(rows: int) -> dict[str, tuple[int, int]]:
 
 
 def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: Any = sys.stdout) -> DemoReport:
+    from ..driver.admin import Admin
+    from ..driver.consumer_group import ConsumerGroup
+    from ..driver.embedded_broker import EmbeddedBroker
     from ..spark_bridge import write_kafka
     from ..spark_bridge.producer_cache import PRODUCERS
     from ..spark_bridge.session import init_ray, init_spark, stop_spark
-    from .admin import Admin
-    from .consumer_group import ConsumerGroup
-    from .embedded_broker import EmbeddedBroker
 
     def say(text: str) -> None:
         print(text, file=out, flush=True)

@@ -1,6 +1,6 @@
 """The producer's and consumer's hot paths alone, in this process (no broker, no actors).
 
-    python bench/hot_paths.py [--against GIT_REF]
+    python -m raykafka.app.bench.hot_paths [--against GIT_REF]
 
 `send` on the caller's side, `_resolve` settling 20,000 single-message futures, `send_batch`
 turning a 20,000-row Arrow slice into columns, `records_to_arrow` decoding ten record batches of
@@ -135,7 +135,7 @@ def measure(against: str | None = None, runs: int = 9) -> list[dict[str, Any]]:
     current = {"producer": producer, "arrow": arrow, "compression": compression}
     before: dict[str, Any] = {}
     if against:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         for key, path, name in (("producer", "driver/producer.py", "raykafka.driver._bench_producer_before"),
                                 ("arrow", "wire/arrow_batches.py", "raykafka.wire._bench_arrow_before"),
                                 ("compression", "wire/compression.py", "raykafka.wire._bench_compression_before")):

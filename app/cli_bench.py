@@ -1,4 +1,4 @@
-"""`raykafka bench`: the benchmark suite (bench/suite.py) on its own tansu; writes BENCHMARKS.md.
+"""`raykafka bench`: the benchmark suite (app/bench/suite.py) on its own tansu; writes BENCHMARKS.md.
 
     raykafka bench [--quick] [--messages N] [--runs 3] [--out BENCHMARKS.md] [--spark] [--against REF]
 """
@@ -27,8 +27,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..bench.report import render_chart, render_markdown, target_results
-    from ..bench.suite import Settings, run_suite
+    from .bench.report import render_chart, render_markdown, target_results
+    from .bench.suite import Settings, run_suite
 
     if args.runs < 1:
         raise ValueError(f"--runs: at least 1, got {args.runs}")

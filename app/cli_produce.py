@@ -1,4 +1,6 @@
-"""`raykafka produce -b HOST:PORT -t TOPIC [-K SEP] [-X key=value]...`: one message per stdin line.
+"""`raykafka produce -b HOST:PORT -t TOPIC [-K SEP] [-X key=value]... [FILE]...`: one message per line.
+
+Lines come from each FILE in turn (`-` is stdin), or from stdin when no FILE is named.
 
 With `-K SEP` the text before the first SEP is the key (a line without SEP has no key). Lines are
 bytes as read: a line that is not UTF-8 is sent as it is. A summary goes to stderr; the exit
@@ -10,18 +12,26 @@ Input of any length streams through in bounded memory: lines are read a chunk at
 only when `buffer.memory` has room, so reading waits while the broker is behind. Unless
 `-X max.block.ms` says otherwise, it waits as long as that takes (kcat's habit) rather than
 failing the lines after the producer's 60 s. Results are counted as they arrive and dropped.
+
+A progress bar counts the bytes read on stderr when stderr is a terminal (app/progress.py),
+against the input's size where it has one (files, and stdin redirected from a file).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import stat
 import sys
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..wire.config import INT_MAX
+from .args import EXIT_ERROR, EXIT_OK, client_config
+from .progress import bar
 
 CHUNK = 10_000  # lines handed to send_batch at a time, at most
 CHUNK_BYTES = 1 << 20  # bytes of lines in one chunk, at most (a line longer than this is a chunk alone)
@@ -29,50 +39,73 @@ CAUSES_KEPT = 100  # distinct failure causes counted by name; the rest together
 
 
 def add_parser(subparsers: Any) -> None:
-    parser = subparsers.add_parser("produce", help="send stdin lines as messages")
+    parser = subparsers.add_parser("produce", help="send each line of files or stdin as a message")
     parser.add_argument("-b", "--brokers", required=True, help="bootstrap servers, host:port[,host:port]")
     parser.add_argument("-t", "--topic", required=True)
     parser.add_argument("-K", dest="key_separator", metavar="SEP", help="split each line into key SEP value")
     parser.add_argument("-p", "--partition", type=int, default=None, help="send every line to this partition")
     parser.add_argument("-X", action="append", metavar="key=value", help="producer property")
+    parser.add_argument("files", nargs="*", metavar="FILE", help="read lines from these files (- is stdin)")
     parser.set_defaults(func=cmd_produce)
 
 
 def cmd_produce(args: argparse.Namespace, stdin: Any = None) -> int:
-    from .cli import _properties
-    from .producer import Producer
-    from .ray_runtime import ensure_ray
+    from ..driver.producer import Producer
+    from ..driver.ray_runtime import ensure_ray
 
-    config = {"bootstrap.servers": args.brokers, "max.block.ms": INT_MAX, **_properties(args.X)}
-    ensure_ray()
-    stream = stdin if stdin is not None else sys.stdin.buffer
-    sep = args.key_separator.encode() if args.key_separator else None
-    tally = _Tally()
-    with Producer(config) as producer:
-        for chunk in _chunks(stream):
-            tally.add(_send(producer, args, chunk, sep), len(chunk))  # waits while buffer.memory is full
-        producer.flush()
-    tally.finish()
+    config = client_config(args, **{"max.block.ms": INT_MAX})
+    stdin = stdin if stdin is not None else sys.stdin.buffer
+    names = args.files or ["-"]
+    with contextlib.ExitStack() as opened:
+        streams = [stdin if name == "-" else opened.enter_context(open(name, "rb")) for name in names]
+        ensure_ray()
+        sep = args.key_separator.encode() if args.key_separator else None
+        tally = _Tally()
+        progress = opened.enter_context(bar(f"produce {args.topic}", total=_size(streams), unit="B", unit_scale=True))
+        with Producer(config) as producer:
+            for stream in streams:
+                for chunk, size in _chunks(stream):
+                    tally.add(_send(producer, args, chunk, sep), len(chunk))  # waits while buffer.memory is full
+                    progress.update(size)
+            producer.flush()
+        tally.finish()
     print(f"raykafka produce: {tally.delivered} delivered, {tally.failed} failed of {tally.lines} lines to "
           f"{args.topic}", file=sys.stderr)
     for cause, count in tally.causes.most_common(5):
         print(f"  {count} x {cause}", file=sys.stderr)
-    return 0 if tally.failed == 0 and tally.delivered == tally.lines else 1
+    return EXIT_OK if tally.failed == 0 and tally.delivered == tally.lines else EXIT_ERROR
 
 
-def _chunks(stream: Iterable[Any]) -> Iterator[list[bytes]]:
-    """Lines (bytes, line end removed) in chunks of at most CHUNK lines and CHUNK_BYTES."""
+def _size(streams: list[BinaryIO]) -> int | None:
+    """Bytes left to read in `streams`, where every one is a regular file; else None (a pipe or
+    a terminal has no size)."""
+    total = 0
+    for stream in streams:
+        try:
+            info = os.fstat(stream.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            total += info.st_size - stream.tell()
+        except (AttributeError, OSError, ValueError):  # no file behind it (a test's BytesIO)
+            return None
+    return total
+
+
+def _chunks(stream: Iterable[Any]) -> Iterator[tuple[list[bytes], int]]:
+    """Lines (bytes, line end removed) in chunks of at most CHUNK lines and CHUNK_BYTES, each
+    with the bytes it was read from."""
     chunk: list[bytes] = []
-    size = 0
+    size = read = 0
     for raw in stream:
         line = raw.rstrip(b"\r\n") if isinstance(raw, bytes) else raw.rstrip("\r\n").encode()
         chunk.append(line)
         size += len(line)
+        read += len(raw)
         if len(chunk) >= CHUNK or size >= CHUNK_BYTES:
-            yield chunk
-            chunk, size = [], 0
+            yield chunk, read
+            chunk, size, read = [], 0, 0
     if chunk:
-        yield chunk
+        yield chunk, read
 
 
 class _Tally:

@@ -1,11 +1,19 @@
-"""The `raykafka` command line, with kcat's habits: options may stand anywhere on the line.
+"""The `raykafka` command line, with kcat's and kafka-consumer-groups' habits: options may stand
+anywhere on the line, before or after the command word and between its names.
 
     raykafka broker [--port 9092]
     raykafka topic create|delete|list -b HOST:PORT ...
-    raykafka produce -b HOST:PORT -t TOPIC [-K SEP] [-X key=value]...
-    raykafka consume -b HOST:PORT -t TOPIC [-g GROUP] [-o beginning|end|OFFSET] [-c N] [-e] [-f value|json]
+    raykafka metadata -b HOST:PORT [-t TOPIC]... [-f text|json]
+    raykafka group list|describe|delete|reset-offsets -b HOST:PORT [GROUP]... ...
+    raykafka produce -b HOST:PORT -t TOPIC [-K SEP] [-X key=value]... [FILE]...
+    raykafka consume -b HOST:PORT -t TOPIC [-g GROUP] [-o beginning|end|OFFSET] [-c N] [-e] [-f FORMAT]
     raykafka bench ...
     raykafka demo
+
+Exit status (`main`): EXIT_OK when the command did all it was asked; EXIT_ERROR when Kafka or
+the network said no (a broker's error code, a timeout, a topic or group that does not exist, a
+message not delivered); EXIT_USAGE for a command line or a config that cannot work (argparse's
+own errors, an unknown or bad `-X` property); EXIT_INTERRUPTED when Ctrl-C cut a command short.
 """
 
 from __future__ import annotations
@@ -14,19 +22,11 @@ import argparse
 import sys
 from typing import Any
 
-
-def _properties(pairs: list[str] | None) -> dict[str, str]:
-    out = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"raykafka: -X takes key=value, got {pair!r}")
-        out[key.strip()] = value
-    return out
+from .args import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, client_config
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from .embedded_broker import EmbeddedBroker
+    from ..driver.embedded_broker import EmbeddedBroker
 
     broker = EmbeddedBroker(port=args.port, host=args.host)
     print(f"tansu listening on {broker.bootstrap} (in-memory storage; Ctrl-C stops it)", file=sys.stderr)
@@ -34,9 +34,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_topic(args: argparse.Namespace) -> int:
-    from .admin import Admin
+    from ..driver.admin import Admin
 
-    with Admin({"bootstrap.servers": args.brokers, **_properties(args.X)}) as admin:
+    with Admin(client_config(args)) as admin:
         if args.action == "create":
             admin.create_topics(args.topics, num_partitions=args.partitions,
                                 replication_factor=args.replication_factor, exist_ok=args.if_not_exists)
@@ -75,14 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_more_commands(sub: Any) -> None:
-    """The commands that live in their own modules (they import Ray)."""
+    """The commands that live in their own modules, `cli_<command>.py`."""
     import importlib
 
-    for name in ("produce", "consume", "bench", "demo"):
+    for name in ("metadata", "group", "produce", "consume", "bench", "demo"):
         try:
-            module = importlib.import_module(f"raykafka.driver.cli_{name}")
+            module = importlib.import_module(f"raykafka.app.cli_{name}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"raykafka.driver.cli_{name}":
+            if exc.name != f"raykafka.app.cli_{name}":
                 raise
             continue
         module.add_parser(sub)
@@ -98,7 +98,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         return parser.parse_args(argv)  # help, or the error saying which command is missing
     sub = commands[command]
     args = sub.parse_intermixed_args(rest)
-    if getattr(args, "action", None) in ("create", "delete") and not args.topics:
+    if command == "topic" and args.action in ("create", "delete") and not args.topics:
         sub.error(f"topic {args.action} needs at least one topic name")
     args.command = command
     return args
@@ -129,21 +129,24 @@ def _split_command(argv: list[str], commands: dict[str, argparse.ArgumentParser]
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else list(argv))
+    """Run one command; its exit status (see the module's docstring). An error is one line on
+    stderr naming its cause; anything unforeseen keeps its traceback."""
+    from ..wire.errors import ConfigError, KafkaError
+
+    args = parse_args(sys.argv[1:] if argv is None else list(argv))  # a bad line exits EXIT_USAGE here
     try:
         return args.func(args)
     except KeyboardInterrupt:
-        return 130
-    except (ValueError, OSError) as exc:
+        return EXIT_INTERRUPTED
+    except (ConfigError, UsageError) as exc:
         print(f"raykafka: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # a KafkaError or anything else: one clear line, non-zero status
-        from ..wire.errors import KafkaError
-
-        if isinstance(exc, KafkaError):
-            print(f"raykafka: {exc}", file=sys.stderr)
-            return 1
-        raise
+        return EXIT_USAGE
+    except (KafkaError, OSError) as exc:  # the broker or the network said no
+        print(f"raykafka: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except ValueError as exc:  # a value of the line or of the config that cannot work
+        print(f"raykafka: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":
