@@ -10,10 +10,10 @@ import time
 import pytest
 
 from raykafka.driver.consumer import Consumer
+from raykafka.mock import MockCluster
 from raykafka.spark_bridge.offsets import PartitionRange
 from raykafka.spark_bridge.ray_data import read_range
 from raykafka.wire.errors import ConsumerError, RecordTooLargeError
-from raykafka.mock import MockCluster
 
 pytestmark = [pytest.mark.timeout(120)]
 
