@@ -1,0 +1,248 @@
+"""Write pipelines where the blocks are: a pool of `NodeWriter` actors, one per node or more.
+
+Cardinality: one `WriterPool` per config and size (kept between writes in `POOLS`, as
+`producer_cache.PRODUCERS` keeps producers), holding `pipelines_per_node` `NodeWriter`s on every
+live node that has CPUs (write tasks run only there). Each `NodeWriter` owns one `Producer`: a
+whole Sarama pipeline (dispatchers, a per-broker aggregator and flusher, a retry handler) of
+its own. The writer lives in a placement group of its own, STRICT_PACK on its node as a soft
+target, and captures its children, so the Producer's actors start on the same node; if the
+node is lost, Ray places the group elsewhere and restarts the writer there (`max_restarts=-1`),
+with a new pipeline.
+
+Who calls: the driver builds a pool (`WriterPool.start`) and hands its routes (node id to
+writer handles) to the write tasks; a write task (`write_here`, in `KafkaDatasink.write`) runs
+where Ray Data put it, beside its blocks, and hands each block to a writer of its own node
+(`Routes.pick`). The block goes through the node's object store, never through the driver.
+Whom it calls: `Producer.send_batch`, once per block.
+
+Order kept: a block is one `send_batch`, so its rows keep their order within each partition
+(per key, with the default partitioner), as a single producer keeps them. Blocks of different
+tasks go through different pipelines at once: there is no order across blocks, as Spark's
+Kafka sink promises none across tasks. A block sent again after its writer died (at least once)
+may repeat rows that had already been delivered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+log = logging.getLogger("raykafka.spark_bridge")
+
+# A writer's calls run in threads: the blocks of several write tasks on its node go at once.
+WRITER_CONCURRENCY = 16
+# A block whose writer died is sent again, to the writer Ray restarted, up to this many times.
+WRITE_ATTEMPTS = 3
+# How long (s) a write task waits for a restarted writer to answer before it gives up.
+RESTART_WAIT = 120.0
+# The one resource a placement group's bundle must hold: a byte of memory, nothing anyone misses.
+BUNDLE = {"memory": 1}
+
+
+class BlockOutcome(NamedTuple):
+    """How the rows of one block ended, and on which node their pipeline ran."""
+
+    delivered: int
+    failed: int
+    causes: dict[str, int]  # "ErrorName: message" -> rows
+    node_id: str
+
+
+class NodeWriter:
+    """One per pipeline (so per node, or `pipelines_per_node` per node): owns a `Producer` whose
+    actors run on this writer's node. Called by write tasks on the same node, each with whole
+    blocks; calls `Producer.send_batch` once per block and waits for its outcome."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        import ray
+
+        from ..driver.producer import Producer
+
+        self.node_id = ray.get_runtime_context().get_node_id()
+        self.producer = Producer(config)
+
+    def write(self, topic: str | None, block: Any) -> BlockOutcome:
+        """Send `block` (an Arrow table or pandas frame with Kafka sink columns) and wait until
+        every row of it has ended."""
+        from .writer import sink_table
+
+        result = self.producer.send_batch(topic, sink_table(block)).result()
+        return BlockOutcome(result.delivered, result.failed, count_causes(result.errors), self.node_id)
+
+    def where(self) -> tuple[str, str]:
+        """This writer's node and its producer's name (whose actors are named `<name>/...`)."""
+        return self.node_id, self.producer.name
+
+    def close(self, timeout: float = 30.0) -> None:
+        self.producer.close(timeout=timeout)
+
+
+def count_causes(errors: list) -> dict[str, int]:
+    """How many rows failed of each cause, by the cause's name and message."""
+    causes: dict[str, int] = {}
+    for error in errors:
+        if error is not None:
+            cause = f"{type(error).__name__}: {error}"
+            causes[cause] = causes.get(cause, 0) + 1
+    return causes
+
+
+@dataclass(frozen=True)
+class Routes:
+    """What a write task needs to find the writers of its node: node id -> writer handles."""
+
+    writers: Mapping[str, tuple[Any, ...]]
+
+    def pick(self, node_id: str, task_index: int) -> Any:
+        """A writer on `node_id`, spread by task; a node that joined after the pool was built
+        (none of its own) borrows one of another node's."""
+        local = self.writers.get(node_id)
+        if local:
+            return local[task_index % len(local)]
+        every = [w for _, ws in sorted(self.writers.items()) for w in ws]
+        log.info("raykafka/writer: node %s has no pipeline of its own; a block goes to another node's", node_id)
+        return every[task_index % len(every)]
+
+
+@dataclass
+class WriterPool:
+    """The writers of one config, `per_node` on each live node with CPUs, started by the driver."""
+
+    config: dict[str, Any]
+    per_node: int
+    writers: dict[str, list[Any]] = field(default_factory=dict)
+    groups: list[Any] = field(default_factory=list)  # the placement groups, one per writer
+
+    @classmethod
+    def start(cls, config: Mapping[str, Any], per_node: int = 1) -> WriterPool:
+        pool = cls(dict(config), per_node)
+        try:
+            pool.cover_nodes()
+        except BaseException:
+            pool.close()
+            raise
+        return pool
+
+    def cover_nodes(self) -> None:
+        """Start writers on every live node with CPUs that has none yet, and wait until all answer
+        (a writer that cannot start, say no broker reachable, raises here, in the driver)."""
+        import ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        started = []
+        for node_id in write_nodes():
+            if node_id in self.writers:
+                continue
+            for _ in range(self.per_node):
+                group = placement_group([BUNDLE], strategy="STRICT_PACK", _soft_target_node_id=node_id)
+                self.groups.append(group)
+                strategy = PlacementGroupSchedulingStrategy(group, placement_group_capture_child_tasks=True)
+                writer = ray.remote(NodeWriter).options(
+                    num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=WRITER_CONCURRENCY,
+                    scheduling_strategy=strategy).remote(self.config)
+                self.writers.setdefault(node_id, []).append(writer)
+                started.append(writer)
+        if started:
+            ray.get([w.where.remote() for w in started])
+
+    def routes(self) -> Routes:
+        return Routes({node: tuple(ws) for node, ws in self.writers.items()})
+
+    def handles(self) -> list[Any]:
+        return [w for ws in self.writers.values() for w in ws]
+
+    def alive(self) -> bool:
+        """Whether every writer still answers (Ray may have been restarted under the pool)."""
+        import ray
+
+        if not self.writers or not ray.is_initialized():
+            return False
+        try:
+            ray.get([w.where.remote() for w in self.handles()], timeout=30)
+            return True
+        except Exception:
+            return False
+
+    def close(self) -> None:
+        """Close every writer's producer (delivering what it holds), then stop the writers and
+        free their placement groups."""
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        if not ray.is_initialized():
+            return  # the actors went with Ray
+        handles = self.handles()
+        try:
+            ray.get([w.close.remote() for w in handles], timeout=60)
+        except Exception as exc:  # a writer died: its pipeline went with it
+            log.warning("raykafka/writer: closing a pool: %s", exc)
+        for writer in handles:
+            ray.kill(writer, no_restart=True)
+        for group in self.groups:
+            try:
+                remove_placement_group(group)
+            except Exception as exc:
+                log.debug("raykafka/writer: removing a placement group: %s", exc)
+        self.writers, self.groups = {}, []
+
+
+def write_nodes() -> list[str]:
+    """The live nodes where Ray may run a write task (those with CPUs)."""
+    import ray
+
+    return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)
+
+
+def write_here(routes: Routes, topic: str | None, block: Any, task_index: int) -> BlockOutcome:
+    """Inside a write task: hand `block` to a writer on this task's node and return its outcome.
+
+    If the writer dies meanwhile (its node was lost, or its process), the block is sent again to
+    the writer Ray restarts (its calls wait while it restarts, up to `RESTART_WAIT` s), up to
+    `WRITE_ATTEMPTS` times in all: at least once, so rows delivered before the death may be
+    delivered twice."""
+    import ray
+    from ray.exceptions import RayActorError
+
+    writer = routes.pick(ray.get_runtime_context().get_node_id(), task_index)
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        try:
+            return ray.get(writer.write.remote(topic, block))
+        except RayActorError as exc:
+            if attempt == WRITE_ATTEMPTS:
+                raise
+            log.warning("raykafka/writer: a writer died with a block (%s); sending it again, attempt %d",
+                        exc, attempt + 1)
+            ray.get(writer.where.remote(), timeout=RESTART_WAIT)  # back, on this node or another
+    raise AssertionError("unreachable")
+
+
+class _Pools:
+    """The `ProducerCache` hooks for writer pools."""
+
+    @staticmethod
+    def open(config: Mapping[str, Any], per_node: Any) -> WriterPool:
+        return WriterPool.start(config, per_node or 1)
+
+    @staticmethod
+    def alive(pool: WriterPool) -> bool:
+        return pool.alive()
+
+    @staticmethod
+    def close(pool: WriterPool) -> None:
+        pool.close()
+
+
+def _make_cache() -> Any:
+    import atexit
+
+    from .producer_cache import Kept, ProducerCache
+
+    cache = ProducerCache(kept=Kept(_Pools.open, _Pools.alive, _Pools.close))
+    atexit.register(cache.close_all)
+    return cache
+
+
+POOLS = _make_cache()
