@@ -28,6 +28,9 @@ import pyarrow as pa
 log = logging.getLogger("raykafka.spark_bridge")
 
 SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
+# Ray Data's write tasks: Ray's default scheduling puts a task where most of its input is (Ray
+# Data would SPREAD them), so a block is written by the pipeline of the node that holds it
+WRITE_TASKS = {"scheduling_strategy": "DEFAULT"}
 
 
 class KafkaWriteError(RuntimeError):
@@ -154,8 +157,7 @@ def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None =
     from .ray_data import KafkaDatasink
 
     sink = KafkaDatasink(topic, config, pipelines_per_node=pipelines_per_node)
-    # Ray's default scheduling puts a task where most of its input is (Ray Data would SPREAD them)
-    ds.write_datasink(sink, ray_remote_args={"scheduling_strategy": "DEFAULT"})
+    ds.write_datasink(sink, ray_remote_args=dict(WRITE_TASKS))
     if on_progress is not None:
         on_progress(sink.result.delivered + sink.result.failed)
     return sink.result.counts()

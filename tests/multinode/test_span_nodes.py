@@ -1,0 +1,99 @@
+"""Writes and reads that span the nodes of a three-node Ray cluster on this machine.
+
+A write's tasks run on every node and hand their blocks to that node's pipeline, whose actors
+run on the same node; every row arrives once, and rows keep their order within a block, per
+partition. A read's tasks run on more than one node and read every record once."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+import ray
+
+from raykafka.driver.admin import Admin
+from raykafka.spark_bridge.node_writers import POOLS
+from raykafka.spark_bridge.ray_data import KafkaDatasink, KafkaDatasource
+from raykafka.spark_bridge.writer import WRITE_TASKS
+
+pytestmark = [pytest.mark.broker, pytest.mark.ray]
+
+BLOCKS = 6
+BLOCK_ROWS = 20_000
+
+
+def sink_rows(batch: pa.Table) -> pa.Table:
+    """Row i: key k<i % 13>, value the 8 digits of i (so its block is i // BLOCK_ROWS)."""
+    ids = batch.column("id").to_pylist()
+    return pa.table({"key": [b"k%d" % (i % 13) for i in ids], "value": [b"%08d" % i for i in ids]})
+
+
+def tag_node(batch: pa.Table) -> pa.Table:
+    return batch.append_column("node", pa.array([ray.get_runtime_context().get_node_id()] * batch.num_rows))
+
+
+def node_of_actors() -> dict[str, str]:
+    """Every live actor's name -> the node it runs on, from the GCS actor table."""
+    import ray._private.state
+
+    return {a["Name"]: a["Address"]["NodeID"] for a in ray._private.state.actors().values()
+            if a["Name"] and a["State"] == "ALIVE"}
+
+
+def test_a_write_runs_on_every_node_through_pipelines_beside_it(three_nodes, bootstrap, topic_name):
+    topic = topic_name("span-write")
+    config = {"bootstrap.servers": bootstrap}
+    with Admin(config) as admin:
+        admin.create_topics({topic: 6})
+    ds = ray.data.range(BLOCKS * BLOCK_ROWS, override_num_blocks=BLOCKS).map_batches(
+        sink_rows, batch_format="pyarrow", batch_size=None)
+    sink = KafkaDatasink(topic, config)
+    ds.write_datasink(sink, ray_remote_args=dict(WRITE_TASKS))
+
+    assert (sink.result.delivered, sink.result.failed) == (BLOCKS * BLOCK_ROWS, 0)
+    assert len(sink.result.nodes) >= 2, sink.result.nodes  # blocks were written from more than one node
+    pool = POOLS.acquire(config, 1)
+    POOLS.release(pool)
+    assert sorted(pool.writers) == sorted([three_nodes.head_id, *three_nodes.worker_ids()])
+    placed = node_of_actors()
+    for node, writers in pool.writers.items():
+        for writer in writers:
+            where, name = ray.get(writer.where.remote())
+            assert where == node
+            pipeline = {a: n for a, n in placed.items() if a.startswith(name + "/")}
+            assert pipeline and set(pipeline.values()) == {node}, pipeline  # its actors beside it
+
+    back = ray.data.read_datasource(KafkaDatasource(topic, config)).take_all()
+    values = sorted(r["value"] for r in back)
+    assert values == [b"%08d" % i for i in range(BLOCKS * BLOCK_ROWS)]  # every row once
+    by_partition: dict[int, list[tuple[int, int]]] = {}
+    for r in back:
+        by_partition.setdefault(r["partition"], []).append((r["offset"], int(r["value"])))
+    for rows in by_partition.values():  # within a block, rows keep their order in each partition
+        for block in range(BLOCKS):
+            ids = [i for _, i in sorted(rows) if i // BLOCK_ROWS == block]
+            assert ids == sorted(ids)
+
+
+@pytest.fixture(scope="module")
+def filled_topic(three_nodes, bootstrap):
+    """6 partitions of 5,000 records each, values r<partition>-<i>."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    import uuid
+
+    topic = f"span-read-{uuid.uuid4().hex[:8]}"
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 6})
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for p in range(6):
+        for i in range(5000):
+            producer.produce(topic, value=b"r%d-%d" % (p, i), partition=p)
+    assert producer.flush(60) == 0
+    return topic
+
+
+def test_a_read_runs_its_tasks_on_more_than_one_node(three_nodes, bootstrap, filled_topic):
+    ds = ray.data.read_datasource(KafkaDatasource(filled_topic, {"bootstrap.servers": bootstrap}))
+    rows = ds.map_batches(tag_node, batch_format="pyarrow").take_all()
+    assert len({r["node"] for r in rows}) >= 2
+    assert sorted((r["partition"], r["offset"]) for r in rows) == [(p, o) for p in range(6) for o in range(5000)]
+    assert all(r["value"] == b"r%d-%d" % (r["partition"], r["offset"]) for r in rows)
