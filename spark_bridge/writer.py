@@ -1,13 +1,13 @@
 """DataFrames and Datasets into Kafka through the producer actors.
 
 A Spark DataFrame with Spark's Kafka sink columns (`value` required; `key`, `topic`,
-`partition`, `headers` optional; string or binary) becomes a Ray Dataset through RayDP, and a
-Ray Dataset is written by Ray Data's write tasks (`ray_data.KafkaDatasink`): each task runs where
-its blocks are and hands them whole, as Arrow tables, to a producer pipeline on its own node
-(`node_writers`), so no row passes through the driver and no Python call is made per row. The
-driver only starts the pipelines (kept for the next write with the same config, as Spark keeps
-its Kafka sink's producers) and sums the counts. The write fails loudly, naming the first
-causes, if any row failed.
+`partition`, `headers` optional; string or binary) becomes a Ray Dataset through RayDP. A
+Dataset's blocks go whole, by reference, to a producer pipeline on the node that holds each
+(`node_writers`): `write_dataset` hands each block to a writer of its node itself, and
+`ray_data.KafkaDatasink` does it from Ray Data's write tasks. No row passes through the driver
+and no Python call is made per row: the driver only starts the pipelines (kept for the next
+write with the same config, as Spark keeps its Kafka sink's producers), hands on references and
+sums the counts. The write fails loudly, naming the first causes, if any row failed.
 
 Given a `producer` of its own, a write goes through that one pipeline instead, from the driver
 (`write_blocks`): every block then passes through the driver process.
@@ -146,21 +146,33 @@ def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None =
                   producer: Any = None, pipelines_per_node: int = 1) -> dict[str, int]:
     """A Ray Dataset with Kafka sink columns into Kafka; returns {"delivered", "failed"}.
 
-    With `config`: written by Ray Data's write tasks, each handing its blocks to a pipeline on
-    its own node (`pipelines_per_node` on each node, kept for the next write with this config).
-    With `producer`: through that one pipeline, from the driver, which it leaves open.
-    `on_progress(rows)` is called as rows end, on the driver path only."""
+    With `config`: each block is handed, by reference, to a pipeline on the node that holds it
+    (`pipelines_per_node` on each node, kept for the next write with this config); the driver
+    touches no row. With `producer`: through that one pipeline, from the driver, which it leaves
+    open. `on_progress(rows)` is called as blocks end."""
     _check_target(config, producer)
     if producer is not None:
         blocks = ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=2)
         return write_blocks(blocks, topic, None, on_progress, producer)
-    from .ray_data import KafkaDatasink
+    from .node_writers import POOLS, write_bundles
 
-    sink = KafkaDatasink(topic, config, pipelines_per_node=pipelines_per_node)
-    ds.write_datasink(sink, ray_remote_args=dict(WRITE_TASKS))
-    if on_progress is not None:
-        on_progress(sink.result.delivered + sink.result.failed)
-    return sink.result.counts()
+    if type(pipelines_per_node) is not int or pipelines_per_node < 1:
+        raise ValueError(f"pipelines_per_node must be an int of at least 1, not {pipelines_per_node!r}")
+    pool = POOLS.acquire(config, pipelines_per_node)
+    try:
+        pool.cover_nodes()  # nodes that joined since the pool was built
+        progress = None if on_progress is None else (lambda o: on_progress(o.delivered + o.failed))
+        result = write_bundles(pool.routes(), topic, ds.iter_internal_ref_bundles(), progress)
+    except (TypeError, ValueError):  # the input's mistake: the pipelines are as good as before
+        POOLS.release(pool)
+        raise
+    except BaseException:  # the pipelines failed: the next write gets new ones
+        POOLS.discard(pool)
+        raise
+    POOLS.release(pool)
+    if result.failed:
+        raise KafkaWriteError(result)
+    return result.counts()
 
 
 def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | None = None,
