@@ -11,9 +11,9 @@ import pytest
 import ray
 
 from raykafka.driver.admin import Admin
-from raykafka.spark_bridge.node_writers import POOLS
+from raykafka.spark_bridge.node_writers import POOLS, write_bundles
 from raykafka.spark_bridge.ray_data import KafkaDatasink, KafkaDatasource
-from raykafka.spark_bridge.writer import WRITE_TASKS
+from raykafka.spark_bridge.writer import WRITE_TASKS, WriteResult
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray]
 
@@ -39,18 +39,32 @@ def node_of_actors() -> dict[str, str]:
             if a["Name"] and a["State"] == "ALIVE"}
 
 
-def test_a_write_runs_on_every_node_through_pipelines_beside_it(three_nodes, bootstrap, topic_name):
+def write(how: str, ds: ray.data.Dataset, topic: str, config: dict) -> WriteResult:
+    """As `write_dataset` does (blocks by reference from the driver), or through the datasink."""
+    if how == "datasink":
+        sink = KafkaDatasink(topic, config)
+        ds.write_datasink(sink, ray_remote_args=dict(WRITE_TASKS))
+        return sink.result
+    pool = POOLS.acquire(config, 1)
+    try:
+        pool.cover_nodes()
+        return write_bundles(pool.routes(), topic, ds.iter_internal_ref_bundles())
+    finally:
+        POOLS.release(pool)
+
+
+@pytest.mark.parametrize("how", ["dataset", pytest.param("datasink", marks=pytest.mark.slow)])
+def test_a_write_runs_on_every_node_through_pipelines_beside_it(three_nodes, bootstrap, topic_name, how):
     topic = topic_name("span-write")
     config = {"bootstrap.servers": bootstrap}
     with Admin(config) as admin:
         admin.create_topics({topic: 6})
     ds = ray.data.range(BLOCKS * BLOCK_ROWS, override_num_blocks=BLOCKS).map_batches(
         sink_rows, batch_format="pyarrow", batch_size=None)
-    sink = KafkaDatasink(topic, config)
-    ds.write_datasink(sink, ray_remote_args=dict(WRITE_TASKS))
+    result = write(how, ds, topic, config)
 
-    assert (sink.result.delivered, sink.result.failed) == (BLOCKS * BLOCK_ROWS, 0)
-    assert len(sink.result.nodes) >= 2, sink.result.nodes  # blocks were written from more than one node
+    assert (result.delivered, result.failed) == (BLOCKS * BLOCK_ROWS, 0)
+    assert len(result.nodes) >= 2, result.nodes  # blocks were written from more than one node
     pool = POOLS.acquire(config, 1)
     POOLS.release(pool)
     assert sorted(pool.writers) == sorted([three_nodes.head_id, *three_nodes.worker_ids()])
