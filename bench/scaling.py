@@ -5,7 +5,8 @@ and nodes on this machine.
     python bench/scaling.py pipelines [--rows 2000000] [--runs 3]  # 1, 2, 3 pipelines on one node
     python bench/scaling.py nodes    [--rows 1000000] [--runs 3]   # 1, 2, 3 simulated nodes of 1 CPU
 
-Every run writes `--rows` rows of 100-byte values (no keys) from a materialized Ray Dataset of
+Object-store bytes are Ray's own count of bytes created in the stores (needs grpcio, which
+`ray[data]` does not install: `pip install grpcio`). Every run writes `--rows` rows of 100-byte values (no keys) from a materialized Ray Dataset of
 100,000-row blocks to a 6-partition topic on an embedded tansu. The node writers are started by
 an untimed first write. CPU is read per process from /proc (user + system) before and after
 each run, and attributed by role: the driver, the write tasks (Ray workers that are no actor),
@@ -73,6 +74,16 @@ def processes(broker_pid: int) -> dict[int, str]:
     return roles
 
 
+def store_created() -> int | None:
+    """Bytes ever created in the object stores of the cluster (Ray's store stats; needs grpcio)."""
+    try:
+        from ray._private.internal_api import get_memory_info_reply, get_state_from_address
+
+        return int(get_memory_info_reply(get_state_from_address()).store_stats.cumulative_created_bytes)
+    except Exception:  # grpcio missing: say nothing rather than a wrong figure
+        return None
+
+
 def snapshot(roles: dict[int, str]) -> dict[int, float]:
     return {pid: cpu_of(pid) for pid in roles}
 
@@ -103,13 +114,17 @@ def timed_write(write: Any, rows: int, broker_pid: int) -> dict[str, Any]:
     """One write: wall time, rows/s and CPU-seconds by role."""
     roles = processes(broker_pid)
     before = snapshot(roles)
+    created = store_created()
     start = time.perf_counter()
     counts = write()
     wall = time.perf_counter() - start
+    created_after = store_created()
     roles.update({p: r for p, r in processes(broker_pid).items() if p not in roles})  # workers started meanwhile
     cpu = by_role(roles, before, snapshot(roles))
     assert counts == {"delivered": rows, "failed": 0}, counts
-    return {"wall_s": round(wall, 3), "msg_per_s": round(rows / wall), "cpu_s": {k: round(v, 3) for k, v in cpu.items()}}
+    store = None if created is None or created_after is None else round((created_after - created) / rows, 1)
+    return {"wall_s": round(wall, 3), "msg_per_s": round(rows / wall), "store_bytes_per_msg": store,
+            "cpu_s": {k: round(v, 3) for k, v in cpu.items()}}
 
 
 def summary(label: str, values: list[float], unit: str = "") -> str:
@@ -140,6 +155,8 @@ def run_driver(args: argparse.Namespace, config: dict[str, Any], admin: Any, bro
         print(summary(f"{label}: driver CPU per row", [r["cpu_s"].get("driver", 0) / args.rows * 1e6 for r in runs],
                       " us"))
         print(summary(f"{label}: msg/s", [r["msg_per_s"] for r in runs]))
+        if all(r["store_bytes_per_msg"] is not None for r in runs):
+            print(summary(f"{label}: object-store bytes created per msg", [r["store_bytes_per_msg"] for r in runs]))
         roles = sorted({k for r in runs for k in r["cpu_s"]})
         for role in roles:
             print(summary(f"{label}: {role} CPU per msg", [r["cpu_s"].get(role, 0) / args.rows * 1e6 for r in runs],

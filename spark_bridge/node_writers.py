@@ -102,15 +102,18 @@ class Routes:
 
     writers: Mapping[str, tuple[Any, ...]]
 
-    def pick(self, node_id: str, task_index: int) -> Any:
-        """A writer on `node_id`, spread by task; a node that joined after the pool was built
-        (none of its own) borrows one of another node's."""
-        local = self.writers.get(node_id)
+    def pick(self, node_id: str, task_index: int, avoid: Iterable[Any] = ()) -> Any:
+        """A writer on `node_id`, spread by task, other than those to `avoid` (seen dying); a
+        node without one of its own (it joined after the pool was built, or the block's place is
+        unknown) borrows another node's."""
+        avoid = set(avoid)
+        local = [w for w in self.writers.get(node_id, ()) if w not in avoid]
         if local:
             return local[task_index % len(local)]
         every = [w for _, ws in sorted(self.writers.items()) for w in ws]
-        log.info("raykafka/writer: node %s has no pipeline of its own; a block goes to another node's", node_id)
-        return every[task_index % len(every)]
+        alive = [w for w in every if w not in avoid] or every
+        log.info("raykafka/writer: no writer of node %s to take a block; it goes to another node's", node_id or "?")
+        return alive[task_index % len(alive)]
 
 
 @dataclass
@@ -222,8 +225,16 @@ def write_here(routes: Routes, topic: str | None, block: Any, task_index: int) -
                 raise
             log.warning("raykafka/writer: a writer died with a block (%s); sending it again, attempt %d",
                         exc, attempt + 1)
-            ray.get(writer.where.remote(), timeout=RESTART_WAIT)  # back, on this node or another
+            where(writer, RESTART_WAIT)  # back, on this node or another
     raise AssertionError("unreachable")
+
+
+def where(writer: Any, timeout: float) -> tuple[str, str]:
+    """`writer`'s node and producer name, once it answers: a call to a writer Ray is restarting
+    waits for the restart (it is retried until then), up to `timeout` s."""
+    import ray
+
+    return ray.get(writer.where.options(max_task_retries=-1).remote(), timeout=timeout)
 
 
 class _Sent(NamedTuple):
@@ -253,10 +264,16 @@ def write_bundles(routes: Routes, topic: str | None, bundles: Iterable[Any],
     pending: dict[Any, tuple[Any, _Sent]] = {}  # outcome ref -> (writer, block)
     waiting: dict[Any, deque[_Sent]] = {}  # writer -> blocks for it beyond its window, in order
     busy: dict[Any, int] = {}  # writer -> blocks in flight
+    dying: set[Any] = set()  # writers whose last call failed: no block goes to them until one answers
 
     def send(sent: _Sent) -> None:
+        """To a writer of the node that holds the block (one that is not dying)."""
         where = ray.experimental.get_object_locations([sent.block]).get(sent.block, {}).get("node_ids") or [""]
-        writer = routes.pick(where[0], sent.index)
+        submit(routes.pick(where[0], sent.index, avoid=dying), sent)
+
+    def submit(writer: Any, sent: _Sent) -> None:
+        """Now, or after the blocks in flight to `writer` (a writer with blocks waiting always
+        has some in flight, whose ends send the next)."""
         if busy.get(writer, 0) >= WRITER_WINDOW:
             waiting.setdefault(writer, deque()).append(sent)
             return
@@ -267,22 +284,31 @@ def write_bundles(routes: Routes, topic: str | None, bundles: Iterable[Any],
         for ref in ready:
             writer, sent = pending.pop(ref)
             busy[writer] -= 1
-            if waiting.get(writer):
-                send(waiting[writer].popleft())
+            again = []
             try:
                 outcome = ray.get(ref)
             except ObjectLostError as exc:  # the block went with its node and could not be rebuilt
                 result.add_outcome(BlockOutcome(0, sent.count, {f"{type(exc).__name__}: {exc}": sent.count}, ""))
-                continue
             except RayActorError as exc:
                 if sent.attempt >= WRITE_ATTEMPTS:
                     raise
                 log.warning("raykafka/writer: a writer died with block %d (%s); sending it again", sent.index, exc)
-                send(sent._replace(attempt=sent.attempt + 1))
-                continue
-            result.add_outcome(outcome)
-            if on_outcome is not None:
-                on_outcome(outcome)
+                dying.add(writer)
+                again.append(sent._replace(attempt=sent.attempt + 1))
+            else:
+                dying.discard(writer)
+                result.add_outcome(outcome)
+                if on_outcome is not None:
+                    on_outcome(outcome)
+            backlog = waiting.pop(writer, deque())
+            if writer in dying:  # what waited for it goes elsewhere too
+                again.extend(backlog)
+            elif backlog:
+                submit(writer, backlog.popleft())
+                if backlog:
+                    waiting[writer] = deque([*waiting.get(writer, ()), *backlog])
+            for block in again:
+                send(block)
 
     index = 0
     for bundle in bundles:
@@ -299,6 +325,8 @@ def write_bundles(routes: Routes, topic: str | None, bundles: Iterable[Any],
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
         settle(done)
+    if waiting:  # the invariant above was broken: say so rather than lose the blocks
+        raise AssertionError(f"blocks left waiting with none in flight: {sum(map(len, waiting.values()))}")
     return result
 
 

@@ -6,14 +6,14 @@ partition. A read's tasks run on more than one node and read every record once."
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pytest
 import ray
 
 from raykafka.driver.admin import Admin
-from raykafka.spark_bridge.node_writers import POOLS, write_bundles
 from raykafka.spark_bridge.ray_data import KafkaDatasink, KafkaDatasource
-from raykafka.spark_bridge.writer import WRITE_TASKS, WriteResult
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray]
 
@@ -39,8 +39,12 @@ def node_of_actors() -> dict[str, str]:
             if a["Name"] and a["State"] == "ALIVE"}
 
 
-def write(how: str, ds: ray.data.Dataset, topic: str, config: dict) -> WriteResult:
-    """As `write_dataset` does (blocks by reference from the driver), or through the datasink."""
+def write(how: str, ds: ray.data.Dataset, topic: str, config: dict) -> Any:
+    """As `write_dataset` does (blocks by reference from the driver), or through the datasink;
+    the `WriteResult`."""
+    from raykafka.spark_bridge.node_writers import POOLS, write_bundles
+    from raykafka.spark_bridge.writer import WRITE_TASKS
+
     if how == "datasink":
         sink = KafkaDatasink(topic, config)
         ds.write_datasink(sink, ray_remote_args=dict(WRITE_TASKS))
@@ -65,6 +69,8 @@ def test_a_write_runs_on_every_node_through_pipelines_beside_it(three_nodes, boo
 
     assert (result.delivered, result.failed) == (BLOCKS * BLOCK_ROWS, 0)
     assert len(result.nodes) >= 2, result.nodes  # blocks were written from more than one node
+    from raykafka.spark_bridge.node_writers import POOLS
+
     pool = POOLS.acquire(config, 1)
     POOLS.release(pool)
     assert sorted(pool.writers) == sorted([three_nodes.head_id, *three_nodes.worker_ids()])
@@ -111,3 +117,26 @@ def test_a_read_runs_its_tasks_on_more_than_one_node(three_nodes, bootstrap, fil
     assert len({r["node"] for r in rows}) >= 2
     assert sorted((r["partition"], r["offset"]) for r in rows) == [(p, o) for p in range(6) for o in range(5000)]
     assert all(r["value"] == b"r%d-%d" % (r["partition"], r["offset"]) for r in rows)
+
+
+def test_the_driver_carries_no_rows(three_nodes, bootstrap, topic_name):
+    """`write_dataset` of 1,000,000 rows of 100 B costs the driver process (all its threads) well
+    under 0.15 µs of CPU a row: it hands on block references and sums counts. (Measured here:
+    0.025 µs a row; a driver that iterates the blocks into one producer spends 0.37–0.8 µs.)"""
+    import time
+
+    from raykafka.spark_bridge.writer import write_dataset
+
+    config = {"bootstrap.servers": bootstrap}
+    rows = 1_000_000
+    with Admin(config) as admin:
+        admin.create_topics({(topic := topic_name("driver-cpu")): 6})
+    ds = ray.data.range(rows, override_num_blocks=10).map_batches(
+        lambda b: pa.table({"value": pa.array([b"v" * 100] * b.num_rows, pa.binary())}),
+        batch_format="pyarrow", batch_size=None).materialize()  # the blocks exist before the write
+    write_dataset(ds.limit(10), topic, config)  # the node writers start here, untimed
+    start = time.process_time()
+    assert write_dataset(ds, topic, config) == {"delivered": rows, "failed": 0}
+    per_row_us = (time.process_time() - start) / rows * 1e6
+    print(f"driver CPU per row: {per_row_us:.3f} us")
+    assert per_row_us < 0.15
