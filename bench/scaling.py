@@ -77,9 +77,11 @@ def processes(broker_pid: int) -> dict[int, str]:
 def store_created() -> int | None:
     """Bytes ever created in the object stores of the cluster (Ray's store stats; needs grpcio)."""
     try:
+        import ray
         from ray._private.internal_api import get_memory_info_reply, get_state_from_address
 
-        return int(get_memory_info_reply(get_state_from_address()).store_stats.cumulative_created_bytes)
+        state = get_state_from_address(ray.get_runtime_context().gcs_address)
+        return int(get_memory_info_reply(state).store_stats.cumulative_created_bytes)
     except Exception:  # grpcio missing: say nothing rather than a wrong figure
         return None
 
