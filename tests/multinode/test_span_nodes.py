@@ -140,3 +140,12 @@ def test_the_driver_carries_no_rows(three_nodes, bootstrap, topic_name):
     per_row_us = (time.process_time() - start) / rows * 1e6
     print(f"driver CPU per row: {per_row_us:.3f} us")
     assert per_row_us < 0.15
+
+
+def test_a_failed_write_counts_every_row_and_raises_naming_the_cause(three_nodes, bootstrap, topic_name):
+    from raykafka.spark_bridge.writer import KafkaWriteError, write_dataset
+
+    ds = ray.data.range(3000, override_num_blocks=3).map_batches(sink_rows, batch_format="pyarrow", batch_size=None)
+    with pytest.raises(KafkaWriteError, match="3000 of 3000 rows.*does not exist") as info:
+        write_dataset(ds, topic_name("missing"), {"bootstrap.servers": bootstrap})
+    assert (info.value.result.delivered, info.value.result.failed) == (0, 3000)
