@@ -42,6 +42,25 @@ def three_nodes() -> Iterator[Any]:
     nodes.cluster.shutdown()
 
 
+@pytest.fixture(scope="module")
+def filled_topic(three_nodes: Any, bootstrap: str) -> str:
+    """6 partitions of 5,000 records each; record i of partition p holds the value r<p>-<i>."""
+    import uuid
+
+    from raykafka.driver.admin import Admin
+
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic = f"multinode-read-{uuid.uuid4().hex[:8]}"
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 6})
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for p in range(6):
+        for i in range(5000):
+            producer.produce(topic, value=b"r%d-%d" % (p, i), partition=p)
+    assert producer.flush(60) == 0
+    return topic
+
+
 @pytest.fixture()
 def signal(three_nodes: Any) -> Any:
     """An actor on the head node (never removed) that a task tells when it reached a point."""

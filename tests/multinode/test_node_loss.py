@@ -77,22 +77,6 @@ def test_a_worker_node_removed_mid_write_costs_no_row(three_nodes, bootstrap, to
           f"{duplicates} duplicates, 0 failed")
 
 
-@pytest.fixture(scope="module")
-def filled_topic(three_nodes, bootstrap):
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    import uuid
-
-    topic = f"loss-read-{uuid.uuid4().hex[:8]}"
-    with Admin(bootstrap) as admin:
-        admin.create_topics({topic: 6})
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    for p in range(6):
-        for i in range(5000):
-            producer.produce(topic, value=b"r%d-%d" % (p, i), partition=p)
-    assert producer.flush(60) == 0
-    return topic
-
-
 def test_a_read_task_on_a_removed_node_is_run_again_elsewhere(three_nodes, bootstrap, filled_topic, signal):
     doomed = three_nodes.workers[0]
     doomed_id = doomed.node_id

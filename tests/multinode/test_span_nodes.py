@@ -94,23 +94,6 @@ def test_a_write_runs_on_every_node_through_pipelines_beside_it(three_nodes, boo
             assert ids == sorted(ids)
 
 
-@pytest.fixture(scope="module")
-def filled_topic(three_nodes, bootstrap):
-    """6 partitions of 5,000 records each, values r<partition>-<i>."""
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    import uuid
-
-    topic = f"span-read-{uuid.uuid4().hex[:8]}"
-    with Admin(bootstrap) as admin:
-        admin.create_topics({topic: 6})
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    for p in range(6):
-        for i in range(5000):
-            producer.produce(topic, value=b"r%d-%d" % (p, i), partition=p)
-    assert producer.flush(60) == 0
-    return topic
-
-
 def test_a_read_runs_its_tasks_on_more_than_one_node(three_nodes, bootstrap, filled_topic):
     ds = ray.data.read_datasource(KafkaDatasource(filled_topic, {"bootstrap.servers": bootstrap}))
     rows = ds.map_batches(tag_node, batch_format="pyarrow").take_all()
