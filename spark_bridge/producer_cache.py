@@ -1,10 +1,15 @@
-"""Producers kept between writes, one per config, as Spark's Kafka sink keeps its producers.
+"""Pipelines kept between writes, one per config, as Spark's Kafka sink keeps its producers.
 
 A producer pipeline is a handful of actor processes that take seconds to start and nothing
-to keep (they hold no CPU), so a write given a config takes the cached producer for that
-config, or starts one, and hands it back when done. A producer no write has used for
+to keep (they hold no CPU), so a write given a config takes the cached pipeline for that
+config, or starts one, and hands it back when done. A pipeline no write has used for
 `idle_timeout` seconds (10 minutes, Spark's `spark.kafka.producer.cache.timeout`) is closed,
-and so is every cached producer when the process exits.
+and so is every cached one when the process exits.
+
+Two caches live in the driver: `PRODUCERS` holds `Producer`s (the driver-side path,
+`writer.write_blocks`), `node_writers.POOLS` holds the per-node writer pools that Spark and
+Ray Data writes go through. Both are `ProducerCache`s; what they open, test and close is given
+to them (`Kept`).
 
     from raykafka.spark_bridge.producer_cache import PRODUCERS
     PRODUCERS.idle_timeout = 60     # close idle pipelines sooner
@@ -20,9 +25,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 log = logging.getLogger("raykafka.spark_bridge")
 
@@ -31,6 +36,14 @@ IDLE_TIMEOUT = 600.0
 # Keys are keyed hashes, so no password of a config is held in one (nor can be guessed from
 # one offline); the key is this process's own, as the cache is.
 _KEY_SECRET = os.urandom(32)
+
+
+class Kept(NamedTuple):
+    """How a cache opens a pipeline for (config, variant), tells whether one still answers, closes one."""
+
+    open: Callable[[Mapping[str, Any], Any], Any]
+    alive: Callable[[Any], bool]
+    close: Callable[[Any], None]
 
 
 @dataclass
@@ -42,25 +55,25 @@ class _Entry:
 
 
 class ProducerCache:
-    """Open producers by config, each shared by the writes that run at once with that config."""
+    """Open pipelines by config, each shared by the writes that run at once with that config."""
 
-    def __init__(self, idle_timeout: float = IDLE_TIMEOUT):
+    def __init__(self, idle_timeout: float = IDLE_TIMEOUT, kept: Kept | None = None):
         self.idle_timeout = idle_timeout
+        self.kept = kept or PRODUCER
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
         self.closed_idle = threading.Event()  # set each time an idle producer is closed
 
     @staticmethod
-    def key(config: Mapping[str, Any]) -> str:
+    def key(config: Mapping[str, Any], variant: Hashable = None) -> str:
         """The same for equal configs, different for configs that differ in any value (a password too)."""
-        text = repr(sorted((str(k), repr(v)) for k, v in config.items()))
+        text = repr((sorted((str(k), repr(v)) for k, v in config.items()), variant))
         return hmac.new(_KEY_SECRET, text.encode(), hashlib.sha256).hexdigest()
 
-    def acquire(self, config: Mapping[str, Any]) -> Any:
-        """The open producer for `config`, started if there is none (or the one there died)."""
-        from ..driver.producer import Producer
-
-        key = self.key(config)
+    def acquire(self, config: Mapping[str, Any], variant: Hashable = None) -> Any:
+        """The open pipeline for `config` (and `variant`, such as a pool's size), started if there
+        is none (or the one there died)."""
+        key = self.key(config, variant)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -69,17 +82,17 @@ class ProducerCache:
                     entry.timer.cancel()
                     entry.timer = None
         if entry is not None:
-            if _alive(entry.producer):
+            if self.kept.alive(entry.producer):
                 return entry.producer
             self.discard(entry.producer)
-        producer = Producer(config)
+        producer = self.kept.open(config, variant)
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:  # else another write started one meanwhile: one is enough
                 self._entries[key] = _Entry(producer, users=1)
                 return producer
             entry.users += 1
-        producer.close()
+        self.kept.close(producer)
         return entry.producer
 
     def release(self, producer: Any) -> None:
@@ -106,7 +119,7 @@ class ProducerCache:
                     del self._entries[key]
                     if entry.timer is not None:
                         entry.timer.cancel()
-        _close(producer)
+        self.kept.close(producer)
 
     def close_all(self) -> None:
         with self._lock:
@@ -114,7 +127,7 @@ class ProducerCache:
         for entry in entries:
             if entry.timer is not None:
                 entry.timer.cancel()
-            _close(entry.producer)
+            self.kept.close(entry.producer)
 
     def __len__(self) -> int:
         with self._lock:
@@ -129,8 +142,14 @@ class ProducerCache:
             if entry is None or entry.users or entry.idle_since != stamp:
                 return  # in use again since, or already gone
             self._entries = {k: e for k, e in self._entries.items() if e is not entry}
-        _close(producer)
+        self.kept.close(producer)
         self.closed_idle.set()
+
+
+def _open(config: Mapping[str, Any], variant: Any = None) -> Any:
+    from ..driver.producer import Producer
+
+    return Producer(config)
 
 
 def _alive(producer: Any) -> bool:
@@ -157,5 +176,6 @@ def _close(producer: Any) -> None:
         log.debug("closing a cached producer: %s", exc)
 
 
+PRODUCER = Kept(_open, _alive, _close)
 PRODUCERS = ProducerCache()
 atexit.register(PRODUCERS.close_all)

@@ -6,7 +6,8 @@
 Ranges are fixed on the driver when the read is planned (`offsets.resolve_ranges`); each
 read task fetches its ranges from their leaders, all at once, each asking for the whole range
 and for the next piece while it decodes one, and yields a table per range with Spark's Kafka
-source schema. The datasink hands each block, whole, to the producer cached for its config.
+source schema. The datasink's write tasks hand their blocks, whole, to a producer pipeline on
+their own node (`node_writers`); the driver only starts the pipelines and sums the counts.
 """
 
 from __future__ import annotations
@@ -177,19 +178,72 @@ def _cpus() -> int:
 
 
 class KafkaDatasink(Datasink):
-    """Writes each block through a producer pipeline; fails the write if any record failed."""
+    """Writes blocks where they are: each write task hands its blocks to a pipeline on its own
+    node (`pipelines_per_node` per node, kept for the next write with this config); the write
+    fails with `KafkaWriteError`, naming the causes, if any row failed. Order: within a block,
+    per partition; none across blocks (see `node_writers`).
 
-    def __init__(self, topic: str | None, config: Mapping[str, Any]):
+    After the write, `result` holds the counts, the failures by cause and the rows each node's
+    pipelines took."""
+
+    def __init__(self, topic: str | None, config: Mapping[str, Any], pipelines_per_node: int = 1):
+        if type(pipelines_per_node) is not int or pipelines_per_node < 1:
+            raise ValueError(f"pipelines_per_node must be an int of at least 1, not {pipelines_per_node!r}")
         self.topic = topic
         self.config = dict(config)
         parse_config(self.config)
+        self.pipelines_per_node = pipelines_per_node
+        self.routes: Any = None  # set on the driver when the write starts; read by the write tasks
+        self._pool: Any = None  # the driver's, held for the write
+        self.result: Any = None
 
-    def write(self, blocks: Iterable[Any], ctx: Any) -> dict[str, int]:
-        from .writer import write_blocks
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_pool": None}  # the tasks need only the routes
 
-        return write_blocks(blocks, self.topic, self.config)
+    def on_write_start(self, schema: Any = None) -> None:
+        from .node_writers import POOLS
+        from .writer import check_sink_columns
+
+        if schema is not None:
+            check_sink_columns(list(schema.names))
+        self._pool = POOLS.acquire(self.config, self.pipelines_per_node)
+        self._pool.cover_nodes()  # nodes that joined since the pool was built
+        self.routes = self._pool.routes()
+
+    def write(self, blocks: Iterable[Any], ctx: Any) -> Any:
+        """In a write task, beside its blocks: each block to a writer of this node."""
+        from .node_writers import write_here
+        from .writer import WriteResult
+
+        result = WriteResult()
+        for block in blocks:
+            result.add_outcome(write_here(self.routes, self.topic, block, ctx.task_idx))
+        return result
 
     def on_write_complete(self, write_result: Any) -> None:
-        results = getattr(write_result, "write_returns", write_result) or []
-        self.delivered = sum(r["delivered"] for r in results)
-        self.failed = sum(r["failed"] for r in results)
+        from .writer import KafkaWriteError, WriteResult
+
+        self._release()
+        self.result = WriteResult()
+        for part in getattr(write_result, "write_returns", write_result) or []:
+            self.result.add_outcome(part)
+        if self.result.failed:
+            raise KafkaWriteError(self.result)
+
+    def on_write_failed(self, error: Exception) -> None:
+        self._release()
+
+    @property
+    def delivered(self) -> int:
+        return self.result.delivered if self.result else 0
+
+    @property
+    def failed(self) -> int:
+        return self.result.failed if self.result else 0
+
+    def _release(self) -> None:
+        from .node_writers import POOLS
+
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            POOLS.release(pool)

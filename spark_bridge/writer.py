@@ -1,11 +1,19 @@
 """DataFrames and Datasets into Kafka through the producer actors.
 
 A Spark DataFrame with Spark's Kafka sink columns (`value` required; `key`, `topic`,
-`partition`, `headers` optional; string or binary) becomes a Ray Dataset through RayDP; its
-blocks go whole, as Arrow tables, to one producer pipeline (`Producer.send_batch`), so no
-Python call is made per row. The pipeline is kept for the next write with the same config
-(`producer_cache`), as Spark keeps its Kafka sink's producers. The write fails loudly, naming
-the first cause, if any row failed.
+`partition`, `headers` optional; string or binary) becomes a Ray Dataset through RayDP. A
+Dataset's blocks go whole, by reference, to a producer pipeline on the node that holds each
+(`node_writers`): `write_dataset` hands each block to a writer of its node itself, and
+`ray_data.KafkaDatasink` does it from Ray Data's write tasks. No row passes through the driver
+and no Python call is made per row: the driver only starts the pipelines (kept for the next
+write with the same config, as Spark keeps its Kafka sink's producers), hands on references and
+sums the counts. The write fails loudly, naming the first causes, if any row failed.
+
+Given a `producer` of its own, a write goes through that one pipeline instead, from the driver
+(`write_blocks`): every block then passes through the driver process.
+
+Order: within a block, rows keep their order per partition (per key); there is none across
+blocks, as Spark's Kafka sink promises none across tasks.
 """
 
 from __future__ import annotations
@@ -20,6 +28,9 @@ import pyarrow as pa
 log = logging.getLogger("raykafka.spark_bridge")
 
 SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
+# Ray Data's write tasks: Ray's default scheduling puts a task where most of its input is (Ray
+# Data would SPREAD them), so a block is written by the pipeline of the node that holds it
+WRITE_TASKS = {"scheduling_strategy": "DEFAULT"}
 
 
 class KafkaWriteError(RuntimeError):
@@ -33,29 +44,56 @@ class KafkaWriteError(RuntimeError):
 
 @dataclass
 class WriteResult:
+    """A write's counts: rows delivered and failed, the failures by cause, rows by writer node."""
+
     delivered: int = 0
     failed: int = 0
     causes: dict[str, int] = field(default_factory=dict)
+    nodes: dict[str, int] = field(default_factory=dict)  # node id -> rows its pipelines took
 
     def add(self, batch_result: Any) -> None:
+        """A `BatchResult` of the driver's own producer."""
+        from .node_writers import count_causes
+
         self.delivered += batch_result.delivered
         self.failed += batch_result.failed
         if batch_result.failed:
-            for error in batch_result.errors:
-                if error is not None:
-                    cause = f"{type(error).__name__}: {error}"
-                    self.causes[cause] = self.causes.get(cause, 0) + 1
+            self._add_causes(count_causes(batch_result.errors))
+
+    def add_outcome(self, outcome: Any) -> None:
+        """A `BlockOutcome` from a node's writer, or another `WriteResult`."""
+        self.delivered += outcome.delivered
+        self.failed += outcome.failed
+        self._add_causes(outcome.causes)
+        if isinstance(outcome, WriteResult):
+            nodes = outcome.nodes
+        else:
+            nodes = {outcome.node_id: outcome.delivered + outcome.failed}
+        for node, rows in nodes.items():
+            self.nodes[node] = self.nodes.get(node, 0) + rows
+
+    def _add_causes(self, causes: dict[str, int]) -> None:
+        for cause, n in causes.items():
+            self.causes[cause] = self.causes.get(cause, 0) + n
+
+    def counts(self) -> dict[str, int]:
+        return {"delivered": self.delivered, "failed": self.failed}
 
 
-def _sink_table(block: Any) -> pa.Table:
+def sink_table(block: Any) -> pa.Table:
     """A block as an Arrow table holding only Spark's Kafka sink columns."""
     table = block if isinstance(block, pa.Table) else pa.Table.from_pandas(block, preserve_index=False)
-    if "value" not in table.column_names:
-        raise ValueError(f"a Kafka sink needs a 'value' column; got {table.column_names}")
-    unknown = [c for c in table.column_names if c not in SINK_COLUMNS]
+    check_sink_columns(table.column_names)
+    return table
+
+
+def check_sink_columns(columns: list[str]) -> None:
+    """Refuse columns that are not Spark's Kafka sink columns, or no `value` column."""
+    if "value" not in columns:
+        raise ValueError(f"a Kafka sink needs a 'value' column; got {columns}")
+    unknown = [c for c in columns if c not in SINK_COLUMNS]
     if unknown:
         raise ValueError(f"columns {unknown} are not Kafka sink columns {list(SINK_COLUMNS)}")
-    return table
 
 
 def _check_target(config: Mapping[str, Any] | None, producer: Any) -> None:
@@ -83,7 +121,7 @@ def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, 
     try:
         futures = []
         for block in blocks:  # a block larger than buffer.memory allows goes in slices (send_batch)
-            futures.append(producer.send_batch(topic, _sink_table(block)))
+            futures.append(producer.send_batch(topic, sink_table(block)))
         for future in futures:
             batch_result = future.result()
             result.add(batch_result)
@@ -101,22 +139,49 @@ def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, 
         PRODUCERS.release(producer)
     if result.failed:
         raise KafkaWriteError(result)
-    return {"delivered": result.delivered, "failed": result.failed}
+    return result.counts()
 
 
 def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None = None, on_progress: Any = None,
-                  producer: Any = None) -> dict[str, int]:
-    """A Ray Dataset with Kafka sink columns into Kafka (through `producer`, if given)."""
-    blocks = ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=2)
-    return write_blocks(blocks, topic, config, on_progress, producer)
+                  producer: Any = None, pipelines_per_node: int = 1) -> dict[str, int]:
+    """A Ray Dataset with Kafka sink columns into Kafka; returns {"delivered", "failed"}.
+
+    With `config`: each block is handed, by reference, to a pipeline on the node that holds it
+    (`pipelines_per_node` on each node, kept for the next write with this config); the driver
+    touches no row. With `producer`: through that one pipeline, from the driver, which it leaves
+    open. `on_progress(rows)` is called as blocks end."""
+    _check_target(config, producer)
+    if producer is not None:
+        blocks = ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=2)
+        return write_blocks(blocks, topic, None, on_progress, producer)
+    from .node_writers import POOLS, write_bundles
+
+    if type(pipelines_per_node) is not int or pipelines_per_node < 1:
+        raise ValueError(f"pipelines_per_node must be an int of at least 1, not {pipelines_per_node!r}")
+    pool = POOLS.acquire(config, pipelines_per_node)
+    try:
+        pool.cover_nodes()  # nodes that joined since the pool was built
+        progress = None if on_progress is None else (lambda o: on_progress(o.delivered + o.failed))
+        result = write_bundles(pool.routes(), topic, ds.iter_internal_ref_bundles(), progress)
+    except (TypeError, ValueError):  # the input's mistake: the pipelines are as good as before
+        POOLS.release(pool)
+        raise
+    except BaseException:  # the pipelines failed: the next write gets new ones
+        POOLS.discard(pool)
+        raise
+    POOLS.release(pool)
+    if result.failed:
+        raise KafkaWriteError(result)
+    return result.counts()
 
 
 def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | None = None,
-                on_progress: Any = None, producer: Any = None) -> dict[str, int]:
+                on_progress: Any = None, producer: Any = None, pipelines_per_node: int = 1) -> dict[str, int]:
     """A Spark DataFrame with Kafka sink columns into Kafka; returns {"delivered", "failed"}.
 
-    `producer`: a `raykafka.driver.Producer` to write through and leave open (else the one
-    cached for `config` is used, started if needed)."""
+    The DataFrame's blocks are written where they are, each node's by a pipeline on that node
+    (`pipelines_per_node` of them; see `write_dataset`). `producer`: a `raykafka.driver.Producer`
+    to write through from the driver instead, and leave open."""
     import ray
 
     _check_target(config, producer)
@@ -125,6 +190,6 @@ def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | N
         raise ValueError(f"a Kafka sink needs a 'value' column; the DataFrame has {columns}")
     if topic is None and "topic" not in columns:
         raise ValueError("topic: give a topic, or a 'topic' column")
-    counts = write_dataset(ray.data.from_spark(df), topic, config, on_progress, producer)
+    counts = write_dataset(ray.data.from_spark(df), topic, config, on_progress, producer, pipelines_per_node)
     log.info("wrote %d rows to Kafka", counts["delivered"])
     return counts

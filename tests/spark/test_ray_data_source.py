@@ -143,33 +143,39 @@ def test_writes_one_after_another_share_a_producer_given_to_them(ray_for_spark, 
                                     + [b"still open"])
 
 
-def test_writes_with_one_config_share_the_cached_producer(ray_for_spark, bootstrap, topic_name, live_actors,
-                                                          wait_for):
-    """The first write with a config starts a producer; the next with the same config uses it
-    (the same actors), a bad block does not cost it, and closing the cache stops its actors."""
-    from raykafka.spark_bridge.producer_cache import PRODUCERS
+def test_writes_with_one_config_share_the_cached_pipelines(ray_for_spark, bootstrap, topic_name, live_actors,
+                                                           wait_for):
+    """The first write with a config starts its node writers and their pipelines; the next with
+    the same config uses them (the same actors), a bad block does not cost them, and closing the
+    cache stops every one of their actors."""
+    from raykafka.spark_bridge.node_writers import POOLS
     from raykafka.spark_bridge.writer import write_dataset
 
-    PRODUCERS.close_all()
+    POOLS.close_all()
     topic = topic_name("cached")
     config = {"bootstrap.servers": bootstrap, "client.id": "cache-test"}
     with Admin(config) as admin:
         admin.create_topics({topic: 2})
-    assert write_dataset(ray.data.from_items([{"value": b"a%d" % i} for i in range(1000)]), topic, config) == \
-        {"delivered": 1000, "failed": 0}
-    assert len(PRODUCERS) == 1
-    producer = PRODUCERS.acquire(config)
-    PRODUCERS.release(producer)
-    actors = live_actors(producer.name + "/")
+    first = ray.data.from_items([{"value": b"a%d" % i} for i in range(1000)], override_num_blocks=2)
+    assert write_dataset(first, topic, config) == {"delivered": 1000, "failed": 0}
+    assert len(POOLS) == 1
+    pool = POOLS.acquire(config, 1)
+    POOLS.release(pool)
+    names = [ray.get(w.where.remote())[1] for w in pool.handles()]
+
+    def pipeline_actors() -> list[str]:
+        return sorted(a for name in names for a in live_actors(name + "/"))
+
+    actors = pipeline_actors()
     assert actors
     with pytest.raises(ValueError, match="not Kafka sink columns"):
         write_dataset(ray.data.from_items([{"value": b"x", "colour": "red"}]), topic, config)
-    assert write_dataset(ray.data.from_items([{"value": b"b%d" % i} for i in range(500)]), topic, dict(config)) == \
-        {"delivered": 500, "failed": 0}
-    assert len(PRODUCERS) == 1 and live_actors(producer.name + "/") == actors
-    PRODUCERS.close_all()
-    assert len(PRODUCERS) == 0
-    wait_for(lambda: live_actors(producer.name + "/") == [])  # an actor's end reaches the GCS a moment later
+    second = ray.data.from_items([{"value": b"b%d" % i} for i in range(500)], override_num_blocks=2)
+    assert write_dataset(second, topic, dict(config)) == {"delivered": 500, "failed": 0}
+    assert len(POOLS) == 1 and pipeline_actors() == actors
+    POOLS.close_all()
+    assert len(POOLS) == 0
+    wait_for(lambda: pipeline_actors() == [])  # an actor's end reaches the GCS a moment later
     values = [r["value"] for r in ray.data.read_datasource(KafkaDatasource(topic, config)).take_all()]
     assert sorted(values) == sorted([b"a%d" % i for i in range(1000)] + [b"b%d" % i for i in range(500)])
 

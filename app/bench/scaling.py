@@ -1,0 +1,264 @@
+"""Figures for SCALING.md: driver CPU per row, CPU-seconds per message of each stage, pipelines
+and nodes on this machine.
+
+    python -m raykafka.app.bench.scaling driver   [--rows 2000000] [--runs 5]   # driver CPU/row, stage CPU, both paths
+    python -m raykafka.app.bench.scaling pipelines [--rows 2000000] [--runs 3]  # 1, 2, 3 pipelines on one node
+    python -m raykafka.app.bench.scaling nodes    [--rows 1000000] [--runs 3]   # 1, 2, 3 simulated nodes of 1 CPU
+
+Object-store bytes are Ray's own count of bytes created in the stores (needs grpcio, which
+`ray[data]` does not install: `pip install grpcio`). Every run writes `--rows` rows of 100-byte values (no keys) from a materialized Ray Dataset of
+100,000-row blocks to a 6-partition topic on an embedded tansu. The node writers are started by
+an untimed first write. CPU is read per process from /proc (user + system) before and after
+each run, and attributed by role: the driver, the write tasks (Ray workers that are no actor),
+each pipeline role by actor name, the node writers, the broker. Prints one JSON line per run
+and a summary (median, min-max) per figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import uuid
+from typing import Any
+
+import psutil
+
+BLOCK_ROWS = 100_000
+VALUE = b"v" * 100
+PARTITIONS = 6
+
+
+def cpu_of(pid: int) -> float:
+    try:
+        t = psutil.Process(pid).cpu_times()
+        return t.user + t.system
+    except psutil.Error:
+        return 0.0
+
+
+def role_of_actor(actor: dict[str, Any]) -> str:
+    name = actor.get("Name") or ""
+    if actor.get("ActorClassName") == "NodeWriter":
+        return "node writer"
+    if "/" in name:  # <producer>/<role>[-key]
+        role = name.rsplit("/", 1)[1]
+        for known in ("topic_dispatcher", "partition_dispatcher", "leader_dispatcher", "aggregator", "flusher",
+                      "retry_handler", "producer_results"):
+            if role.startswith(known):
+                return known
+    return "other actor"
+
+
+def processes(broker_pid: int) -> dict[int, str]:
+    """pid -> role, for this Ray's processes (children of its raylets), the driver and the broker."""
+    import os
+
+    import ray._private.state
+    import ray._private.worker
+
+    roles = {os.getpid(): "driver", broker_pid: "broker"}
+    actors = {a["Pid"]: role_of_actor(a) for a in ray._private.state.actors().values()
+              if a["State"] == "ALIVE" and a.get("Pid")}
+    node = ray._private.worker._global_node
+    raylets = [p.process.pid for p in node.all_processes.get("raylet", [])]
+    for raylet in raylets:
+        roles[raylet] = "raylet"
+        for child in psutil.Process(raylet).children(recursive=False):
+            if child.pid in actors:
+                roles[child.pid] = actors[child.pid]
+            elif "ray::" in " ".join(child.cmdline()[:1]) or "default_worker" in " ".join(child.cmdline()):
+                roles[child.pid] = "write tasks"
+    return roles
+
+
+def store_created() -> int | None:
+    """Bytes ever created in the object stores of the cluster (Ray's store stats; needs grpcio)."""
+    try:
+        import ray
+        from ray._private.internal_api import get_memory_info_reply, get_state_from_address
+
+        state = get_state_from_address(ray.get_runtime_context().gcs_address)
+        return int(get_memory_info_reply(state).store_stats.cumulative_created_bytes)
+    except Exception:  # grpcio missing: say nothing rather than a wrong figure
+        return None
+
+
+def snapshot(roles: dict[int, str]) -> dict[int, float]:
+    return {pid: cpu_of(pid) for pid in roles}
+
+
+def by_role(roles: dict[int, str], before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for pid, role in roles.items():
+        out[role] = out.get(role, 0.0) + after.get(pid, 0.0) - before.get(pid, 0.0)
+    return out
+
+
+def dataset(rows: int) -> Any:
+    import pyarrow as pa
+    import ray
+
+    blocks = [ray.put(pa.table({"value": pa.array([VALUE] * min(BLOCK_ROWS, rows - lo), pa.binary())}))
+              for lo in range(0, rows, BLOCK_ROWS)]
+    return ray.data.from_arrow_refs(blocks)
+
+
+def topic(admin: Any) -> str:
+    name = f"scaling-{uuid.uuid4().hex[:8]}"
+    admin.create_topics({name: PARTITIONS})
+    return name
+
+
+def timed_write(write: Any, rows: int, broker_pid: int) -> dict[str, Any]:
+    """One write: wall time, rows/s and CPU-seconds by role."""
+    roles = processes(broker_pid)
+    before = snapshot(roles)
+    created = store_created()
+    start = time.perf_counter()
+    counts = write()
+    wall = time.perf_counter() - start
+    created_after = store_created()
+    roles.update({p: r for p, r in processes(broker_pid).items() if p not in roles})  # workers started meanwhile
+    cpu = by_role(roles, before, snapshot(roles))
+    assert counts == {"delivered": rows, "failed": 0}, counts
+    store = None if created is None or created_after is None else round((created_after - created) / rows, 1)
+    return {"wall_s": round(wall, 3), "msg_per_s": round(rows / wall), "store_bytes_per_msg": store,
+            "cpu_s": {k: round(v, 3) for k, v in cpu.items()}}
+
+
+def summary(label: str, values: list[float], unit: str = "") -> str:
+    return f"{label}: median {statistics.median(values):.4g}{unit} (min {min(values):.4g}, max {max(values):.4g}, n={len(values)})"
+
+
+def run_driver(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
+    from raykafka.driver.producer import Producer
+    from raykafka.spark_bridge.writer import write_dataset
+
+    ds = dataset(args.rows).materialize()
+    write_dataset(dataset(BLOCK_ROWS), topic(admin), config)  # starts the node writers, untimed
+    node_runs = []
+    for _ in range(args.runs):
+        t = topic(admin)
+        node_runs.append(timed_write(lambda t=t: write_dataset(ds, t, config), args.rows, broker_pid))
+        print(json.dumps({"path": "node writers", **node_runs[-1]}), flush=True)
+    funnel_runs = []
+    with Producer(config) as producer:
+        for _ in range(args.funnel_runs):
+            t = topic(admin)
+            funnel_runs.append(timed_write(lambda t=t: write_dataset(ds, t, producer=producer), args.rows,
+                                           broker_pid))
+            print(json.dumps({"path": "driver funnel", **funnel_runs[-1]}), flush=True)
+    for label, runs in (("node writers", node_runs), ("driver funnel", funnel_runs)):
+        if not runs:
+            continue
+        print(summary(f"{label}: driver CPU per row", [r["cpu_s"].get("driver", 0) / args.rows * 1e6 for r in runs],
+                      " us"))
+        print(summary(f"{label}: msg/s", [r["msg_per_s"] for r in runs]))
+        if all(r["store_bytes_per_msg"] is not None for r in runs):
+            print(summary(f"{label}: object-store bytes created per msg", [r["store_bytes_per_msg"] for r in runs]))
+        roles = sorted({k for r in runs for k in r["cpu_s"]})
+        for role in roles:
+            print(summary(f"{label}: {role} CPU per msg", [r["cpu_s"].get(role, 0) / args.rows * 1e6 for r in runs],
+                          " us"))
+        total = [sum(r["cpu_s"].values()) for r in runs]
+        print(summary(f"{label}: all CPU per msg", [t / args.rows * 1e6 for t in total], " us"))
+        print(summary(f"{label}: broker share of CPU", [r["cpu_s"].get("broker", 0) / t * 100
+                                                         for r, t in zip(runs, total, strict=True)], " %"))
+
+
+def run_pipelines(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
+    from raykafka.spark_bridge.writer import write_dataset
+
+    ds = dataset(args.rows).materialize()
+    for n in (1, 2, 3):
+        write_dataset(dataset(BLOCK_ROWS), topic(admin), config, pipelines_per_node=n)  # untimed start
+        runs = []
+        for _ in range(args.runs):
+            t = topic(admin)
+            runs.append(timed_write(lambda t=t, n=n: write_dataset(ds, t, config, pipelines_per_node=n),
+                                    args.rows, broker_pid))
+            print(json.dumps({"pipelines": n, **runs[-1]}), flush=True)
+        print(summary(f"{n} pipeline(s): msg/s", [r["msg_per_s"] for r in runs]))
+        print(summary(f"{n} pipeline(s): all CPU per msg", [sum(r["cpu_s"].values()) / args.rows * 1e6
+                                                           for r in runs], " us"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("what", choices=["driver", "pipelines", "nodes"])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--funnel-runs", type=int, default=3)
+    parser.add_argument("--nodes", type=int, default=0, help="with `nodes`: only this many nodes")
+    args = parser.parse_args()
+
+    import ray
+
+    from raykafka.driver.admin import Admin
+    from raykafka.driver.embedded_broker import EmbeddedBroker
+
+    with EmbeddedBroker() as broker:
+        config = {"bootstrap.servers": broker.bootstrap}
+        broker_pid = broker.process.pid
+        if args.what == "nodes":
+            return run_nodes(args, config, broker_pid)
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        with Admin(config) as admin:
+            (run_driver if args.what == "driver" else run_pipelines)(args, config, admin, broker_pid)
+        from raykafka.spark_bridge.node_writers import POOLS
+
+        POOLS.close_all()
+        ray.shutdown()
+    return 0
+
+
+def run_nodes(args: argparse.Namespace, config: dict[str, Any], broker_pid: int) -> int:
+    """1, 2 and 3 nodes of one CPU each, all on this machine's 2 cores."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from raykafka.driver.admin import Admin
+    from raykafka.spark_bridge.node_writers import POOLS
+    from raykafka.spark_bridge.writer import write_dataset
+
+    for n in ([args.nodes] if args.nodes else [1, 2, 3]):
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+        for _ in range(n - 1):
+            cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        try:
+            with Admin(config) as admin:
+                # blocks made by tasks spread over the nodes, so each node holds some
+                ds = ray.data.range(args.rows, override_num_blocks=max(1, args.rows // BLOCK_ROWS)).map_batches(
+                    _values, batch_format="pyarrow", batch_size=None).materialize()
+                write_dataset(dataset(BLOCK_ROWS), topic(admin), config)  # untimed start
+                runs = []
+                for _ in range(args.runs):
+                    t = topic(admin)
+                    start = time.perf_counter()
+                    counts = write_dataset(ds, t, config)
+                    wall = time.perf_counter() - start
+                    assert counts == {"delivered": args.rows, "failed": 0}, counts
+                    runs.append(args.rows / wall)
+                    print(json.dumps({"nodes": n, "wall_s": round(wall, 3), "msg_per_s": round(args.rows / wall)}),
+                          flush=True)
+                print(summary(f"{n} node(s): msg/s", runs))
+        finally:
+            POOLS.close_all()
+            ray.shutdown()
+            cluster.shutdown()
+    return 0
+
+
+def _values(batch: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.table({"value": pa.array([VALUE] * batch.num_rows, pa.binary())})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
