@@ -43,6 +43,7 @@ from ..wire.errors import BrokerError, DeliveryTimeoutError, KafkaError, Unknown
 from ..wire.fetch import find_batch_offset
 from ..wire.records import encode_record_batch_parts, prepare_columnar
 from .batch import FIN, RESET, SHUTDOWN, SYN, MessageBatch
+from .metrics import FlusherMetrics
 from .shared_column import read_fetched, shared_refs
 
 log = logging.getLogger("raykafka.producer.flusher")
@@ -142,6 +143,7 @@ class Flusher:
         self.inbox: dict[int, tuple[list, asyncio.Future]] = {}
         self.next_seq = 0
         self.muter = PartitionMuter(self.path)
+        self.metrics = FlusherMetrics(ctx.prefix.rstrip("/"), node_id)
         self.in_flight: deque[tuple] = deque()
         self.request_index = 0
         self.calls: list[Any] = []  # refs of calls to the results and the retry handler
@@ -153,6 +155,9 @@ class Flusher:
 
     def ping(self) -> bool:
         return True
+
+    def stats(self) -> dict[str, Any]:
+        return self.metrics.stats.snapshot()
 
     async def flush(self, seq: int, entries: list) -> dict[str, float]:
         """Queue the Aggregator's `seq`-th call; returns once its requests are on the wire, with the
@@ -267,6 +272,7 @@ class Flusher:
                 self._succeed_at(batch, -1)
             return
         self.in_flight.append(("request", index, future, ready))
+        self.metrics.request_sent(encoded)
         self.responses.set()
 
     @staticmethod
@@ -326,6 +332,7 @@ class Flusher:
                     response, error = None, KafkaError(f"{self.path}: bad Produce response: {exc}")
                 self.in_flight.popleft()
                 self.slots.release()
+                self.metrics.request_answered()
                 try:
                     if error is not None:
                         self._handle_failure(index, batches, error)
@@ -428,6 +435,7 @@ class Flusher:
                 continue
             error = BrokerError(code, f"{self.path}: produce to {batch.topic}/{batch.partition}",
                                 part.get("error_message") if part is not None else None)
+            self.metrics.broker_error(error)
             if code == MESSAGE_TOO_LARGE and len(batch) > 1:
                 # over the broker's message.max.bytes, so not written: as the Java producer, cut in
                 # two and send each half on its own, in order (the halves' sequences follow on);
@@ -474,6 +482,7 @@ class Flusher:
                     f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms} "
                     f"after {batch.retries} retries; last error: {cause}"))
                 return
+        self.metrics.retried(batch)
         batch.retries += 1
         self._retry_out.append(batch)
 
@@ -483,6 +492,7 @@ class Flusher:
             self.acked[(batch.topic, batch.partition)] = (batch.producer_id, batch.producer_epoch,
                                                           batch.base_sequence, offset + len(batch))
         self._results_out.append((batch.ids, batch.topic, batch.partition, offset, append_time, None))
+        self.metrics.acked(batch)
         self._note_span(batch)
 
     def _report_error(self, batch: MessageBatch, error: Exception) -> None:
