@@ -34,6 +34,7 @@ from ..wire.config import parse_config
 from ..wire.connection import BrokerConnection
 from ..wire.errors import BrokerError, KafkaError, is_fatal
 from ..wire.fetch import LEADER_ERRORS, OFFSET_OUT_OF_RANGE, fetch_body, fetch_version
+from .metrics import ConsumerMetrics
 
 log = logging.getLogger("raykafka.actors.broker_consumer")
 
@@ -69,9 +70,13 @@ class BrokerConsumer:
         self._main_busy = False  # a long poll is out on the main connection
         self._side_busy = False  # a catch-up fetch is out on the side connection
         self._side: BrokerConnection | None = None
+        self.metrics = ConsumerMetrics(self.config["client.id"])
 
     async def ping(self) -> int:
         return self.node_id
+
+    async def metrics_snapshot(self) -> dict[str, Any]:
+        return self.metrics.snapshot()
 
     # -- the subscription manager -------------------------------------------
 
@@ -143,7 +148,7 @@ class BrokerConsumer:
                 conn = await (self._side_connection() if side else self.cluster.connection(self.node_id))
                 body = fetch_body(self.config, [(t, p, s.offset) for (t, p), s in asked.items()],
                                   max_wait_ms=CATCH_UP_WAIT_MS if side else None)
-                response = await conn.request(messages.FETCH, body, fetch_version(conn))
+                response = await self.metrics.fetch_timed(self.node_id, conn.request(messages.FETCH, body, fetch_version(conn)))
             finally:
                 self._connection_free(side)
             if response.get("error_code", 0):

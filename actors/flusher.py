@@ -156,7 +156,7 @@ class Flusher:
     def ping(self) -> bool:
         return True
 
-    def stats(self) -> dict[str, Any]:
+    def metrics_snapshot(self) -> dict[str, Any]:
         return self.metrics.stats.snapshot()
 
     async def flush(self, seq: int, entries: list) -> dict[str, float]:

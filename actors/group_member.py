@@ -65,6 +65,7 @@ from ..wire.fetch import (
 from ..wire.group_coordinator import Generation, GroupCoordinator, RebalanceNeeded
 from ..wire.loop import LoopThread
 from ..wire.serde import Deserializers
+from .metrics import ConsumerMetrics
 
 log = logging.getLogger("raykafka.actors.group_member")
 
@@ -227,6 +228,7 @@ class MemberRuntime:
         self.cluster = Cluster(self.config)
         self.coordinator = GroupCoordinator(self.cluster, self.config, self.topics)
         self.loop = LoopThread("raykafka-member")
+        self.metrics = ConsumerMetrics(self.config["group.id"], self.config["group.id"])
         self.session: Session | None = None
         self.generations = 0
         self.fetched_batches = 0
@@ -284,7 +286,8 @@ class MemberRuntime:
                 "fatal": self.fatal, "errors": list(self.errors),
                 "failed_partitions": {c.topic + "/" + str(c.partition): str(c.error)
                                       for c in (s._claims.values() if s else ()) if c.error is not None},
-                "committed": dict(s.committed) if s else {}, "last_end_reason": self.last_end_reason}
+                "committed": dict(s.committed) if s else {}, "last_end_reason": self.last_end_reason,
+                "metrics": self.metrics.snapshot()}
 
     async def _run(self) -> None:
         if self._stop is None:
@@ -297,6 +300,7 @@ class MemberRuntime:
                 if generation is None:
                     break
                 self.generations += 1
+                self.metrics.rebalanced()
                 await self._session(generation)
                 if self._fatal_error is not None:
                     raise self._fatal_error
@@ -600,8 +604,8 @@ class MemberRuntime:
         if leader < 0:
             return f"no leader for {tps}"
         conn = await self.cluster.connection(leader)
-        response = await conn.request(messages.FETCH, fetch_body(self.config, [(t, p, positions[(t, p)]) for t, p in tps]),
-                                      fetch_version(conn))
+        response = await self.metrics.fetch_timed(leader, conn.request(
+            messages.FETCH, fetch_body(self.config, [(t, p, positions[(t, p)]) for t, p in tps]), fetch_version(conn)))
         problem = None
         for t in response.responses:
             for part in t.partitions:
@@ -637,6 +641,7 @@ class MemberRuntime:
             claim.put(batch)
             self.fetched_batches += 1
         positions[tp] = after
+        self.metrics.fetched(claim.topic, claim.partition, batch.num_rows, len(part.records), part.high_watermark - after)
 
     async def _offset_out_of_range(self, claim: Claim, positions: dict[tuple[str, int], int]) -> str | None:
         """Reset as `auto.offset.reset` says, or fail the claim if it says none."""
@@ -695,6 +700,7 @@ class MemberRuntime:
         if not offsets:
             return
         await self.coordinator.commit(offsets)
+        self.metrics.committed()
         with session._lock:
             session.committed.update(offsets)
 

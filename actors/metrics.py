@@ -1,8 +1,8 @@
 """Ray's metrics API for raykafka's figures: a `wire.stats.Stats` whose records also go to
 `ray.util.metrics`, so they reach Ray's Prometheus export (`ray_<name>`) and its dashboard;
 and what each recording role counts, each a small class its owner calls once per event
-(`ProducerMetrics` for the producer's driver side, `FlusherMetrics` per broker; consumers'
-below), so the hooks in the pipeline stay one line each and the counting lives here.
+(`ProducerMetrics` for the producer's driver side, `FlusherMetrics` per broker,
+`ConsumerMetrics` per consumer process; `Reports` runs a driver object's `stats_cb`), so the hooks in the pipeline stay one line each and the counting lives here.
 
 One `Counter`, `Gauge` or `Histogram` of Ray per declared metric (`wire/stats.py` METRICS) and
 process, made on its first record. Ray needs its metrics agent for the export (`ray[default]`,
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ..wire.stats import COUNTER, GAUGE, METRICS, Metric, Stats, StatsReporter, check_stats_cb, stats_reporter
@@ -35,6 +35,10 @@ def ray_stats(**common_tags: Any) -> Stats:
 def record(metric: Metric, value: float, tags: dict[str, str]) -> None:
     made = _made.get(metric.name)
     if made is None:
+        import ray
+
+        if not ray.is_initialized():  # a process without Ray (`raykafka consume -g`): figures stay local
+            return
         made = _made[metric.name] = _make(metric)
     if made is False:
         return
@@ -56,7 +60,7 @@ def _make(metric: Metric) -> Any:
             return metrics.Gauge(metric.name, description=metric.description, tag_keys=metric.tags)
         return metrics.Histogram(metric.name, description=metric.description, boundaries=list(metric.buckets),
                                  tag_keys=metric.tags)
-    except Exception as exc:  # e.g. Ray not initialized in this process: keep the figures local
+    except Exception as exc:  # Ray refused it: the figures stay local
         log.warning("%s: not exported to Ray's metrics: %s", metric.name, exc)
         return False
 
@@ -70,24 +74,57 @@ def error_name(error: BaseException) -> str:
 # ---------------------------------------------------------------------------- producer
 
 
+class Reports:
+    """`stats_cb` for a driver object (Producer, Consumer, ConsumerGroup): checked when the
+    object is built, started once its actors are up, and a last report at its close."""
+
+    def __init__(self, name: str, kind: str, config: Any, stats_cb: Any,
+                 collect: Callable[[], list[dict[str, Any]]]):
+        check_stats_cb(config, stats_cb)  # refused before any actor starts
+        self.args = (name, kind, config, stats_cb, collect)
+        self.reporter: StatsReporter | None = None
+
+    def start(self) -> None:
+        self.reporter = stats_reporter(*self.args)
+
+    def close(self) -> None:
+        if self.reporter is not None:
+            self.reporter.close()
+
+
+def snapshots_of(handles: Iterable[Any], owner: str) -> list[dict[str, Any]]:
+    """`metrics_snapshot()` of each actor in `handles`; a dead or stuck one is left out (logged)."""
+    import ray
+
+    if not ray.is_initialized():  # shut down under the owner: its actors went with it
+        return []
+    out = []
+    for handle, ref in [(h, h.metrics_snapshot.remote()) for h in handles]:
+        try:
+            out.append(ray.get(ref, timeout=5))
+        except Exception as exc:
+            log.info("%s: the statistics of %s were not taken: %s", owner, handle, exc)
+    return out
+
+
+# ---------------------------------------------------------------------------- producer
+
+
 class ProducerMetrics:
     """The producer's driver side: messages handed on, how they ended, buffer.memory in use and
     the time spent blocked on it; with `stats_cb`, the reports (its own figures and those of its
-    Flushers, asked by name)."""
+    Flushers, found by name)."""
 
     def __init__(self, producer: Any, stats_cb: Any):
         self.producer = producer
         self.stats = ray_stats(client=producer.name)
         self.stats.gauge("raykafka_producer_buffer_bytes", lambda: producer._unresolved_bytes)
-        self.reporter: StatsReporter | None = None
-        self.stats_cb = stats_cb
-        check_stats_cb(producer.config, stats_cb)  # refused before any actor starts
+        self.reports = Reports(producer.name, "producer", producer.config, stats_cb, self.collect)
         self._published = 0.0
 
     def start(self) -> None:
         """Once the pipeline is up: the reports start."""
-        self.reporter = stats_reporter(self.producer.name, "producer", self.producer.config, self.stats_cb,
-                                       self.collect)
+        self.reports.start()
 
     def handed(self, batches: Iterable[Any]) -> None:
         """MessageBatches handed to the pipeline (the sender thread)."""
@@ -114,28 +151,21 @@ class ProducerMetrics:
         """This side's snapshot and each living Flusher's."""
         import ray
 
-        snapshots = [self.stats.snapshot()]
-        if not ray.is_initialized():  # shut down under the producer: its actors went with it
-            return snapshots
+        if not ray.is_initialized():
+            return [self.stats.snapshot()]
         prefix = self.producer.name + "/flusher"
-        refs = []
+        handles = []
         for name in ray.util.list_named_actors():
             if name.startswith(prefix):
                 try:
-                    refs.append(ray.get_actor(name).stats.remote())
+                    handles.append(ray.get_actor(name))
                 except ValueError:  # gone meanwhile
                     continue
-        for ref in refs:
-            try:
-                snapshots.append(ray.get(ref, timeout=5))
-            except Exception as exc:  # a dead or stuck Flusher: the others are reported
-                log.info("%s: a flusher's statistics were not taken: %s", self.producer.name, exc)
-        return snapshots
+        return [self.stats.snapshot(), *snapshots_of(handles, self.producer.name)]
 
     def close(self) -> None:
         """The last report: what the producer ended with (before its actors are gone)."""
-        if self.reporter is not None:
-            self.reporter.close()
+        self.reports.close()
 
 
 class FlusherMetrics:
@@ -173,4 +203,39 @@ class FlusherMetrics:
                                max(time.time() * 1000 - batch.created_ms, 0.0) / 1000)
 
 
-__all__ = ["METRICS", "FlusherMetrics", "ProducerMetrics", "error_name", "ray_stats", "record"]
+# ---------------------------------------------------------------------------- consumers
+
+
+class ConsumerMetrics:
+    """What one consumer process fetched: a PartitionConsumer or BrokerConsumer of a `Consumer`,
+    or a group member (`MemberRuntime`, whose `client` is the group)."""
+
+    def __init__(self, client: str, group: str | None = None):
+        self.stats = ray_stats(client=client)
+        self.group = group or ""
+
+    async def fetch_timed(self, broker: int, request: Awaitable[Any]) -> Any:
+        """`await request` (a Fetch), its time observed."""
+        started = time.monotonic()
+        response = await request
+        self.stats.observe("raykafka_consumer_fetch_latency_seconds", time.monotonic() - started, broker=broker)
+        return response
+
+    def fetched(self, topic: str, partition: int, records: int, nbytes: int, lag: int) -> None:
+        """A partition's fetched data read: `records` records from `nbytes` bytes; `lag` left."""
+        self.stats.count("raykafka_consumer_records_total", records, topic=topic)
+        self.stats.count("raykafka_consumer_bytes_total", nbytes, topic=topic)
+        self.stats.set("raykafka_consumer_lag", max(lag, 0), topic=topic, partition=partition)
+
+    def rebalanced(self) -> None:
+        self.stats.count("raykafka_consumer_rebalances_total", group=self.group)
+
+    def committed(self) -> None:
+        self.stats.count("raykafka_consumer_commits_total", group=self.group)
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.stats.snapshot()
+
+
+__all__ = ["METRICS", "ConsumerMetrics", "FlusherMetrics", "ProducerMetrics", "Reports", "error_name",
+           "ray_stats", "record", "snapshots_of"]

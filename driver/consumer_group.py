@@ -28,12 +28,13 @@ plus a few requests), kills what did not stop or is dead, and reports each membe
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ray
 
 from ..actors.group_member import MAX_HANDLER_FAILURES, GroupMember, MemberError, stop_bound
+from ..actors.metrics import Reports
 from ..wire.config import parse_config
 from ..wire.errors import ConsumerError
 from .ray_runtime import ensure_ray
@@ -45,9 +46,11 @@ STATUS_TIMEOUT = 30.0  # seconds a member may take to answer `status`
 
 class ConsumerGroup:
     def __init__(self, config: Mapping[str, Any], topics: list[str] | str, handler: Any, members: int = 1,
-                 max_handler_failures: int = MAX_HANDLER_FAILURES):
+                 max_handler_failures: int = MAX_HANDLER_FAILURES, stats_cb: Callable[[dict], Any] | None = None):
         self.raw_config = dict(config)
         self.config = parse_config(config)
+        self.reports = Reports(self.config["group.id"] or "", "consumer_group", self.config, stats_cb,
+                               lambda: [s.get("metrics", {}) for s in [*self.ended.values(), *self.status()]])
         if not self.config["group.id"]:
             raise ValueError("group.id: required for a consumer group")
         self.topics = [topics] if isinstance(topics, str) else list(topics)
@@ -67,6 +70,7 @@ class ConsumerGroup:
         self._next_index = 0
         self.ended: dict[int, dict[str, Any]] = {}  # slot -> the final status of a member stopped or dead
         self.scale(members)
+        self.reports.start()
 
     def _member_config(self) -> dict[str, Any]:
         config = dict(self.raw_config)
@@ -164,7 +168,10 @@ class ConsumerGroup:
         """Stop every member (commit, leave), kill every member actor, dead or alive; return each
         member's final status (`fatal` says why one ended otherwise, e.g. that it had died)."""
         members, self._members = self._members, []
-        return self._stop(members)
+        try:
+            return self._stop(members)
+        finally:
+            self.reports.close()  # the last report: every member's figures as it stopped
 
     def __enter__(self) -> ConsumerGroup:
         return self
