@@ -23,7 +23,7 @@ LINES = {
     "consume": (["consume"], [], [["-b", "h:1"], ["-t", "events"], ["-g", "g1"], ["-o", "-5"], ["-c", "3"], ["-e"],
                                   ["-f", "json"], ["-X", "value.deserializer=json"]]),
     "broker": (["broker"], [], [["--port", "9093"], ["--host", "0.0.0.0"]]),
-    "demo": (["demo"], [], [["--rows", "10"], ["--partitions", "3"], ["--members", "1"]]),
+    "demo": (["demo"], [], [["--rows", "10"], ["--partitions", "3"], ["--members", "1"], ["-v"], ["--plot", "x.png"]]),
     "bench": (["bench"], [], [["--quick"], ["--messages", "10"], ["--runs", "1"], ["--out", "x.md"], ["--spark"],
                               ["--clients", "raykafka"]]),
 }
