@@ -34,6 +34,7 @@ from ..wire.connection import BrokerConnection
 from ..wire.errors import BrokerError, KafkaError, is_fatal
 from ..wire.fetch import fetch_body, fetch_version
 from ..wire.fetcher import Data, Failed, PartitionFetch, Refetch, Reset, Retry
+from .metrics import ConsumerMetrics
 
 log = logging.getLogger("raykafka.actors.broker_consumer")
 
@@ -69,6 +70,7 @@ class BrokerConsumer:
         self._main_busy = False  # a long poll is out on the main connection
         self._side_busy = False  # a catch-up fetch is out on the side connection
         self._side: BrokerConnection | None = None
+        self.metrics = ConsumerMetrics(self.config["client.id"])
 
     async def ping(self) -> int:
         return self.node_id
@@ -77,6 +79,9 @@ class BrokerConsumer:
         """Never answers while this actor lives: a partition consumer holds this call open to
         learn, by its failure, that the actor died (and was restarted empty)."""
         await asyncio.Event().wait()
+
+    async def metrics_snapshot(self) -> dict[str, Any]:
+        return self.metrics.snapshot()
 
     # -- the subscription manager -------------------------------------------
 
@@ -149,7 +154,7 @@ class BrokerConsumer:
                 conn = await (self._side_connection() if side else self.cluster.connection(self.node_id))
                 body = fetch_body(self.config, [s.fetch.request() for s in asked.values()],
                                   max_wait_ms=CATCH_UP_WAIT_MS if side else None)
-                response = await conn.request(messages.FETCH, body, fetch_version(conn))
+                response = await self.metrics.fetch_timed(self.node_id, conn.request(messages.FETCH, body, fetch_version(conn)))
             finally:
                 self._connection_free(side)
             if response.get("error_code", 0):

@@ -44,6 +44,7 @@ from .flusher_state import (
     ProduceAnswer,
     ShutdownMark,
 )
+from .metrics import FlusherMetrics
 from .shared_column import read_fetched, shared_refs
 
 log = logging.getLogger("raykafka.producer.flusher")
@@ -74,8 +75,9 @@ class Flusher:
         self.ratios: dict[str, float] = {}  # topic -> compressed bytes per record byte, measured since the last flush
         self.inbox: dict[int, tuple[list, asyncio.Future]] = {}
         self.next_seq = 0
+        self.metrics = FlusherMetrics(ctx.prefix.rstrip("/"), node_id)
         self.state = FlusherState(self.path, max_retries=config["retries"],
-                                  delivery_timeout_ms=config["delivery.timeout.ms"])
+                                  delivery_timeout_ms=config["delivery.timeout.ms"], observer=self.metrics)
         self.request_index = 0
         self.calls: list[Any] = []  # refs of calls to the results and the retry handler
         self._started = False
@@ -83,6 +85,9 @@ class Flusher:
 
     def ping(self) -> bool:
         return True
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        return self.metrics.stats.snapshot()
 
     async def flush(self, seq: int, entries: list) -> dict[str, float]:
         """Queue the Aggregator's `seq`-th call; returns once its requests are on the wire, with the
@@ -194,6 +199,7 @@ class Flusher:
                 self.state.succeed_at(batch, -1)
             return
         self.state.in_flight.append(InFlightRequest(index, future, ready))
+        self.metrics.request_sent(encoded)
         self.responses.set()
 
     @staticmethod
@@ -252,6 +258,7 @@ class Flusher:
                     response, error = None, KafkaError(f"{self.path}: bad Produce response: {exc}")
                 state.in_flight.popleft()
                 self.slots.release()
+                self.metrics.request_answered()
                 try:
                     if error is not None:
                         state.handle_failure(head.index, head.batches, error)

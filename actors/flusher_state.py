@@ -150,9 +150,24 @@ class PartitionMuter:
         return [(b, self.muted[(b.topic, b.partition)][0]) for b in batches if (b.topic, b.partition) in self.muted]
 
 
+class _Unobserved:
+    """The observer of a FlusherState nobody watches."""
+
+    def broker_error(self, error: BaseException) -> None:
+        pass
+
+    def retried(self, batch: MessageBatch) -> None:
+        pass
+
+    def acked(self, batch: MessageBatch) -> None:
+        pass
+
+
 class FlusherState:
-    def __init__(self, path: str, *, max_retries: int, delivery_timeout_ms: int):
+    def __init__(self, path: str, *, max_retries: int, delivery_timeout_ms: int, observer: Any = None):
         self.path = path
+        # told of each broker error, retry and acknowledged batch (the actor's metrics); nothing if None
+        self.observer = observer if observer is not None else _Unobserved()
         self.max_retries = max_retries
         self.delivery_timeout_ms = delivery_timeout_ms
         self.muter = PartitionMuter(path)
@@ -203,6 +218,7 @@ class FlusherState:
                     self.succeed_at(batch, offset, answer.log_append_time_ms)
                 continue
             error = BrokerError(code, f"{self.path}: produce to {batch.topic}/{batch.partition}", answer.error_message)
+            self.observer.broker_error(error)
             if code == MESSAGE_TOO_LARGE and len(batch) > 1:
                 # over the broker's message.max.bytes, so not written: as the Java producer, cut in
                 # two and send each half on its own, in order (the halves' sequences follow on);
@@ -268,6 +284,7 @@ class FlusherState:
                     f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms} "
                     f"after {batch.retries} retries; last error: {cause}"))
                 return
+        self.observer.retried(batch)
         batch.retries += 1
         self._retry_out.append(batch)
 
@@ -277,6 +294,7 @@ class FlusherState:
             self.acked[(batch.topic, batch.partition)] = Acked(batch.producer_id, batch.producer_epoch,
                                                                batch.base_sequence, offset + len(batch))
         self._results_out.append(Outcome(batch.ids, batch.topic, batch.partition, offset, append_time))
+        self.observer.acked(batch)
         self._note_span(batch)
 
     def report_error(self, batch: MessageBatch, error: Exception) -> None:

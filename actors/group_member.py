@@ -59,6 +59,7 @@ from ..wire.fetcher import Data, Failed, PartitionFetch, Reset, Retry, bad_data,
 from ..wire.group_coordinator import Generation, GroupCoordinator, RebalanceNeeded
 from ..wire.loop import LoopThread
 from ..wire.serde import Deserializers
+from .metrics import ConsumerMetrics
 
 log = logging.getLogger("raykafka.actors.group_member")
 
@@ -221,6 +222,7 @@ class MemberRuntime:
         self.cluster = Cluster(self.config)
         self.coordinator = GroupCoordinator(self.cluster, self.config, self.topics)
         self.loop = LoopThread("raykafka-member")
+        self.metrics = ConsumerMetrics(self.config["group.id"], self.config["group.id"])
         self.session: Session | None = None
         self.generations = 0
         self.fetched_batches = 0
@@ -283,7 +285,8 @@ class MemberRuntime:
                 "fatal": self.fatal, "errors": list(self.errors),
                 "failed_partitions": {c.topic + "/" + str(c.partition): str(c.error)
                                       for c in (s._claims.values() if s else ()) if c.error is not None},
-                "committed": dict(s.committed) if s else {}, "last_end_reason": self.last_end_reason}
+                "committed": dict(s.committed) if s else {}, "last_end_reason": self.last_end_reason,
+                "metrics": self.metrics.snapshot()}
 
     async def _run(self) -> None:
         if self._stop is None:
@@ -296,6 +299,7 @@ class MemberRuntime:
                 if generation is None:
                     break
                 self.generations += 1
+                self.metrics.rebalanced()
                 await self._session(generation)
                 if self._fatal_error is not None:
                     raise self._fatal_error
@@ -599,8 +603,8 @@ class MemberRuntime:
         if leader < 0:
             return f"no leader for {tps}"
         conn = await self.cluster.connection(leader)
-        response = await conn.request(messages.FETCH, fetch_body(self.config, [positions[tp].request() for tp in tps]),
-                                      fetch_version(conn))
+        response = await self.metrics.fetch_timed(leader, conn.request(
+            messages.FETCH, fetch_body(self.config, [positions[tp].request() for tp in tps]), fetch_version(conn)))
         problem = None
         for t in response.responses:
             for part in t.partitions:
@@ -633,6 +637,8 @@ class MemberRuntime:
         if batch.num_rows:
             claim.put(batch)
             self.fetched_batches += 1
+            self.metrics.fetched(claim.topic, claim.partition, batch.num_rows, len(data.records),
+                                 data.high_watermark - data.next_offset)
 
     async def _offset_out_of_range(self, claim: Claim, fetch: PartitionFetch, reset: Reset) -> str | None:
         """Move the position as `auto.offset.reset` says (the fetcher failed the partition if it says none)."""
@@ -686,6 +692,7 @@ class MemberRuntime:
         if not offsets:
             return
         await self.coordinator.commit(offsets)
+        self.metrics.committed()
         with session._lock:
             session.committed.update(offsets)
 

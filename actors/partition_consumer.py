@@ -36,6 +36,7 @@ from ..wire.errors import BrokerError, KafkaError, is_fatal
 from ..wire.fetch import OFFSET_OUT_OF_RANGE, RESET_POLICIES, resolve_offsets
 from ..wire.fetcher import bad_data, decode
 from ..wire.serde import Deserializers
+from .metrics import ConsumerMetrics
 
 log = logging.getLogger("raykafka.actors.partition_consumer")
 
@@ -87,6 +88,7 @@ class PartitionConsumer:
         self._deserialize = Deserializers.from_config(self.config)
         self._brokers: dict[int, Any] = {}
         self._watches: dict[int, asyncio.Task] = {}  # node id -> the watch on its broker consumer
+        self.metrics = ConsumerMetrics(consumer_id)
 
     def _cond(self) -> asyncio.Condition:
         if self._changed is None:
@@ -95,6 +97,9 @@ class PartitionConsumer:
 
     async def ping(self) -> str:
         return f"{self.topic}/{self.partition}"
+
+    async def metrics_snapshot(self) -> dict[str, Any]:
+        return self.metrics.snapshot()
 
     # -- the dispatcher ------------------------------------------------------
 
@@ -257,6 +262,7 @@ class PartitionConsumer:
                 if batch.num_rows:
                     self.buffer.append(batch)
                 self.offset = max(self.offset, after)
+                self.metrics.fetched(self.topic, self.partition, batch.num_rows, len(data), self.high_watermark - after)
             cond.notify_all()
 
     async def poll(self, max_wait: float = 0.5) -> dict[str, Any]:

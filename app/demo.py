@@ -4,13 +4,22 @@ It starts tansu, local Ray and Spark through RayDP; generates a DataFrame of syn
 purchase events; writes it to Kafka through the producer actors; reads it back through a
 consumer group of Ray actors into Spark; aggregates; checks every count against what was
 generated; and stops everything it started.
+
+Its own lines go to stdout, its progress bars (tqdm, on a terminal only) to stderr; Ray's and
+Spark's output goes to a log file (`quiet_stderr`) unless `-v`. `plot_rates` draws the write and
+read rates over time (`--plot`, with matplotlib from the bench extra).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -18,28 +27,88 @@ import ray
 KINDS = ("view", "cart", "purchase", "refund")
 
 
-class Progress:
-    """A one-line progress bar on a terminal; silent elsewhere (CI logs stay readable)."""
+class Timeline:
+    """Rows done over time, per phase (write, read), for the rates plot (`plot_rates`)."""
 
-    def __init__(self, label: str, total: int, stream: Any = sys.stderr):
-        self.label, self.total, self.done, self.stream = label, total, 0, stream
-        self.enabled = stream.isatty()
+    def __init__(self) -> None:
         self.started = time.monotonic()
+        self.points: dict[str, list[tuple[float, int]]] = {}
+
+    def mark(self, phase: str, done: int) -> None:
+        self.points.setdefault(phase, []).append((time.monotonic() - self.started, done))
+
+
+class Progress:
+    """A tqdm bar on a terminal (off when the stream is not one: CI logs stay readable); every
+    step also marked on the timeline."""
+
+    def __init__(self, label: str, total: int, timeline: Timeline, stream: Any = sys.stderr):
+        from tqdm import tqdm
+
+        self.label, self.done, self.timeline = label, 0, timeline
+        self.bar = tqdm(total=total, desc=f"{label:<6}", unit=" rows", unit_scale=True, file=stream,
+                        disable=not stream.isatty(), leave=False, dynamic_ncols=True)
+        timeline.mark(label, 0)
 
     def add(self, n: int) -> None:
         self.done += n
-        if self.enabled:
-            width = 30
-            filled = int(width * min(self.done, self.total) / max(self.total, 1))
-            rate = self.done / max(time.monotonic() - self.started, 1e-9)
-            self.stream.write(f"\r{self.label:<10} [{'#' * filled}{'.' * (width - filled)}] "
-                              f"{self.done:>10,}/{self.total:,}  {rate:,.0f}/s")
-            self.stream.flush()
+        self.bar.update(n)
+        self.timeline.mark(self.label, self.done)
 
     def close(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.bar.close()
+
+
+@contextmanager
+def quiet_stderr(verbose: bool) -> Iterator[tuple[Any, Path | None]]:
+    """Unless `verbose`: what goes to file descriptor 2 (Ray's and Spark's start-up notes, the
+    JVMs' logs, Python's logging) goes to a log file instead, for the whole run, so that the
+    demo's own lines stand alone. Yields a stream on the real stderr (for progress bars) and
+    the log's path (None when verbose)."""
+    if verbose:
+        yield sys.stderr, None
+        return
+    path = Path(tempfile.mkdtemp(prefix="raykafka-demo-")) / "demo.log"
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab", buffering=0) as log_file:
+        os.dup2(log_file.fileno(), 2)
+    real = os.fdopen(os.dup(saved), "w", buffering=1)
+    try:
+        yield real, path
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        real.close()
+
+
+def plot_rates(timeline: Timeline, path: Path) -> Path:
+    """A PNG of the write and read rates (rows/s) over the demo's time line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for phase, points in timeline.points.items():
+        t, done = (np.asarray(v, dtype=float) for v in zip(*points, strict=True))
+        if len(t) < 2 or t[-1] <= t[0]:
+            continue
+        step = max((t[-1] - t[0]) / 40, 0.25)  # about 40 points a phase, at least 0.25 s apart
+        edges = np.arange(t[0], t[-1] + step, step)
+        rates = np.diff(np.interp(edges, t, done)) / step
+        ax.step(edges[1:], rates, where="pre", label=f"{phase} ({done[-1] / (t[-1] - t[0]):,.0f} rows/s overall)")
+    ax.set_xlabel("seconds since the write began")
+    ax.set_ylabel("rows/s")
+    ax.set_title("raykafka demo: Spark → Kafka (write), Kafka → consumer group (read)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 @ray.remote(num_cpus=0)
@@ -89,6 +158,7 @@ class DemoReport:
     consumed: int
     duplicates_dropped: int
     aggregates: list[tuple[str, int, int]]
+    timeline: Timeline
 
 
 def expected_aggregates(rows: int) -> dict[str, tuple[int, int]]:
@@ -101,7 +171,8 @@ def expected_aggregates(rows: int) -> dict[str, tuple[int, int]]:
     return {KINDS[k]: (int((kinds == k).sum()), int(amounts[kinds == k].sum())) for k in range(len(KINDS))}
 
 
-def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: Any = sys.stdout) -> DemoReport:
+def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: Any = sys.stdout,
+             progress_stream: Any = sys.stderr) -> DemoReport:
     from ..driver.admin import Admin
     from ..driver.consumer_group import ConsumerGroup
     from ..driver.embedded_broker import EmbeddedBroker
@@ -129,7 +200,8 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
                 " as value",
                 "array(named_struct('key', 'source', 'value', cast('demo' as binary))) as headers")
 
-            bar = Progress("write", rows)
+            timeline = Timeline()
+            bar = Progress("write", rows, timeline, progress_stream)
             started = time.monotonic()
             counts = write_kafka(events, topic, config, on_progress=bar.add)
             write_seconds = time.monotonic() - started
@@ -142,7 +214,7 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
             def handle(batch: Any) -> None:
                 ray.get(collector.add.remote(batch))
 
-            bar = Progress("read", rows)
+            bar = Progress("read", rows, timeline, progress_stream)
             started = time.monotonic()
             # tansu completes a JoinGroup only after half the member's session timeout (22.5 s at
             # Kafka's default 45 s); Kafka's own default before 3.0, 10 s, makes that 5 s
@@ -181,7 +253,7 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
                 raise AssertionError(f"demo counts are wrong: got {got}, expected {expected}")
             say("check    every count matches what was generated")
             return DemoReport(rows, write_seconds, read_seconds, counts["delivered"], consumed, duplicates,
-                              aggregates)
+                              aggregates, timeline)
         finally:
             PRODUCERS.close_all()  # the write's cached producer, while Ray is still up
             stop_spark()

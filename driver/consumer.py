@@ -30,12 +30,13 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
 import ray
 
+from ..actors.metrics import Reports, snapshots_of
 from ..actors.partition_consumer import PARTITION_CONSUMER_OPTIONS, PartitionConsumer, new_broker_consumer
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
@@ -56,11 +57,13 @@ __all__ = ["Consumer", "ConsumerError"]
 class Consumer:
     """Hand-assigned partitions, consumed by Ray actors."""
 
-    def __init__(self, config: Mapping[str, Any]):
+    def __init__(self, config: Mapping[str, Any], *, stats_cb: Callable[[dict], Any] | None = None):
         self.raw_config = dict(config)
         self.config = parse_config(config, role="consumer")
         ensure_ray()
         self.id = uuid.uuid4().hex[:12]
+        self.reports = Reports(self.id, "consumer", self.config, stats_cb, lambda: snapshots_of(
+            [*self._children.values(), *self._brokers.values()], f"consumer {self.id}"))
         self._loop: LoopThread | None = None
         self._cluster: Cluster | None = None
         self._children: dict[tuple[str, int], Any] = {}
@@ -75,6 +78,7 @@ class Consumer:
         self._ready: deque[tuple[tuple[str, int], pa.RecordBatch, int]] = deque()
         self._closed = False
         self._brokers: dict[int, Any] = {}
+        self.reports.start()
 
     # -- metadata from the driver ---------------------------------------------
 
@@ -294,6 +298,7 @@ class Consumer:
         if self._closed:
             return {}
         self._closed = True
+        self.reports.close()  # the last report, while the actors can still be asked
         children = {**self._ended, **self._children}
         self._children, self._ended = {}, {}
         self._polls.clear()

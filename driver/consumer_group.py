@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ray
 
 from ..actors.group_member import MAX_HANDLER_FAILURES, GroupMember, MemberError, stop_bound
+from ..actors.metrics import Reports
 from ..wire.config import parse_config
 from ..wire.errors import ConsumerError
 from .ray_runtime import ensure_ray
@@ -56,9 +57,11 @@ WATCH_POLL = 0.5  # seconds between the supervisor's looks at the set of members
 
 class ConsumerGroup:
     def __init__(self, config: Mapping[str, Any], topics: list[str] | str, handler: Any, members: int = 1,
-                 max_handler_failures: int = MAX_HANDLER_FAILURES):
+                 max_handler_failures: int = MAX_HANDLER_FAILURES, stats_cb: Callable[[dict], Any] | None = None):
         self.raw_config = dict(config)
         self.config = parse_config(config, role="group")
+        self.reports = Reports(self.config["group.id"] or "", "consumer_group", self.config, stats_cb,
+                               lambda: [s.get("metrics", {}) for s in [*self.ended.values(), *self.status()]])
         if not self.config["group.id"]:
             raise ValueError("group.id: required for a consumer group")
         self.topics = [topics] if isinstance(topics, str) else list(topics)
@@ -84,6 +87,7 @@ class ConsumerGroup:
         self._supervisor = threading.Thread(target=self._supervise, name="raykafka-group-supervisor", daemon=True)
         self.scale(members)
         self._supervisor.start()
+        self.reports.start()
 
     def _member_config(self, slot: int) -> dict[str, Any]:
         config = dict(self.raw_config)
@@ -231,7 +235,10 @@ class ConsumerGroup:
             self._supervisor.join(WATCH_POLL * 4 + STATUS_TIMEOUT)
         with self._lock:
             members, self._members = self._members, []
-        return self._stop(members)
+        try:
+            return self._stop(members)
+        finally:
+            self.reports.close()  # the last report: every member's figures as it stopped
 
     def __enter__(self) -> ConsumerGroup:
         return self

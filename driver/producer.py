@@ -49,6 +49,7 @@ import numpy as np
 
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.calls import pipeline_error
+from ..actors.metrics import ProducerMetrics
 from ..actors.producer_results import Outcome
 from ..actors.shared_column import SHARE_MIN_BYTES, SharedColumn
 from ..wire.columns import BinaryColumn
@@ -178,7 +179,8 @@ class Producer:
     """A Kafka producer whose pipeline runs as Ray actors (see `raykafka.actors`)."""
 
     def __init__(self, config: Mapping[str, Any], *, on_delivery: Callable[[RecordMetadata | None, Exception | None], None] | None = None,
-                 return_successes: bool = False, return_errors: bool = False, name: str | None = None):
+                 return_successes: bool = False, return_errors: bool = False, name: str | None = None,
+                 stats_cb: Callable[[dict], Any] | None = None):
 
         if not isinstance(config, Mapping):
             raise ConfigError(f"config: expected a mapping of Kafka property names to values, got {type(config).__name__}")
@@ -191,6 +193,7 @@ class Producer:
         self.key_serializer = get_serializer(self.config["key.serializer"])
         self.value_serializer = get_serializer(self.config["value.serializer"])
         self.name = name or f"raykafka-producer-{uuid.uuid4().hex[:8]}"
+        self.metrics = ProducerMetrics(self, stats_cb)  # figures for Ray's metrics, and stats_cb
         self.on_delivery = on_delivery
         self._successes: queue.Queue | None = queue.Queue() if return_successes else None
         self._errors: queue.Queue | None = queue.Queue() if return_errors else None
@@ -236,6 +239,7 @@ class Producer:
         self._poller.start()
         from .producer_watchdog import ProducerWatchdog  # bounds every message's life, even if an actor dies
         self._watchdog = ProducerWatchdog.watch(self)
+        self.metrics.start()
 
     # -- sending -------------------------------------------------------------------
 
@@ -386,6 +390,7 @@ class Producer:
             self._flush_now = True
             self._cond.notify_all()
             self._cond.wait(left)
+            self.metrics.blocked(left - (deadline - time.monotonic()))  # how long that wait took
             if self._closed:
                 raise ProducerClosedError("send on a closed producer")
         self._unresolved_bytes += size
@@ -444,6 +449,7 @@ class Producer:
                 self._seal_open()
                 batches, self._ready = self._ready, []
                 self._flush_now = False
+            self.metrics.handed(batches)
             failed = self._routes.send(batches)
             if failed and not ray.is_initialized():  # shut down under us: the watchdog fails what is left
                 return
@@ -497,6 +503,7 @@ class Producer:
         with self._cond:
             pop = self._pending.pop
             for ids, topic, partition, first_offset, append_ms, error in entries:
+                self.metrics.resolved(topic, len(ids), error)
                 singles: Any = zip(ids, range(len(ids)), strict=True)
                 if self._batches:
                     singles = self._resolve_batches(ids, partition, first_offset, error)
@@ -648,6 +655,7 @@ class Producer:
         if not ray.is_initialized():  # shut down under us: its actors went with it
             self.ray_gone()
             dog.stop()
+            self.metrics.close()
             return
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
@@ -655,6 +663,7 @@ class Producer:
         try:
             if self._wait_resolved(deadline, give_up=lambda: bool(dog.dead)):
                 dog.scan_now()  # before the shutdown kills actors on purpose: who died, if anyone
+            self.metrics.close()  # the last report, while the Flushers can still be asked
             with self._cond:
                 self._stopping = True  # the sender hands over what is left, then ends
                 self._cond.notify_all()

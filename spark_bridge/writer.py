@@ -182,7 +182,6 @@ def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | N
     The DataFrame's blocks are written where they are, each node's by a pipeline on that node
     (`pipelines_per_node` of them; see `write_dataset`). `producer`: a `raykafka.driver.Producer`
     to write through from the driver instead, and leave open."""
-    import ray
 
     _check_target(config, producer)
     columns = [f.name for f in df.schema.fields]
@@ -190,6 +189,19 @@ def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | N
         raise ValueError(f"a Kafka sink needs a 'value' column; the DataFrame has {columns}")
     if topic is None and "topic" not in columns:
         raise ValueError("topic: give a topic, or a 'topic' column")
-    counts = write_dataset(ray.data.from_spark(df), topic, config, on_progress, producer, pipelines_per_node)
+    counts = write_dataset(_from_spark(df), topic, config, on_progress, producer, pipelines_per_node)
     log.info("wrote %d rows to Kafka", counts["delivered"])
     return counts
+
+
+def _from_spark(df: Any) -> Any:
+    """`ray.data.from_spark(df)`, one block per Spark partition, without the warning that Ray
+    2.60's `from_spark` gives on every call (it passes its `parallelism=None` default on as a
+    deprecated argument): the same RayDP conversion, called directly."""
+    import warnings
+
+    import raydp
+
+    with warnings.catch_warnings():  # RayDP 1.6.5 reads df.sql_ctx, which pyspark 3.5 deprecates
+        warnings.filterwarnings("ignore", message="DataFrame.sql_ctx is an internal property", category=UserWarning)
+        return raydp.spark.spark_dataframe_to_ray_dataset(df)

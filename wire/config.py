@@ -194,6 +194,7 @@ PROPERTIES: dict[str, Property] = {
     "reconnect.backoff.ms": Property(100, MS, "first wait before reconnecting to a broker; doubles per attempt (librdkafka)"),
     "reconnect.backoff.max.ms": Property(10000, MS, "the reconnect wait grows up to this (librdkafka)"),
     "socket.connection.setup.timeout.ms": Property(10000, POSITIVE, "TCP connect timeout"),
+    "statistics.interval.ms": Property(0, _int(0, 86400000), "call stats_cb this often (librdkafka); 0: off"),
     "security.protocol": Property("plaintext", _choice("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"), ""),
     "sasl.mechanism": Property("PLAIN", lambda k, v: _choice("plain", "scram-sha-256", "scram-sha-512")(k, v).upper(), ""),
     "sasl.username": Property(None, _optional_str, ""),

@@ -70,11 +70,30 @@ def test_write_fails_loudly_naming_the_cause(spark, bootstrap, topic_name):
         write_kafka(spark.range(0, 3), "t", config)
 
 
-def test_demo_runs_end_to_end_and_checks_its_counts(tmp_path):
-    """`raykafka demo` (a smaller run): its own broker, Ray and Spark; exit 0 and correct counts."""
+# what the demo printed before its calls were mended: Ray's `parallelism` deprecation (from
+# `ray.data.from_spark`), Ray Data without tqdm, log4j without a configuration, RayDP's reading of
+# `ray.worker.global_worker`, pyspark's `sql_ctx` deprecation (also RayDP's), Spark's start-up notes
+NOT_SHOWN = ("parallelism", "override_num_blocks", "tqdm is not installed", "No configuration found",
+             "ray.worker.global_worker", "DeprecationWarning", "sql_ctx", "Setting default log level",
+             "NativeCodeLoader")
+
+
+def test_demo_runs_end_to_end_cleanly_and_checks_its_counts(tmp_path):
+    """`raykafka demo` (a smaller run): its own broker, Ray and Spark; exit 0 and correct counts;
+    its own lines and a summary on stdout, nothing on stderr, Ray's and Spark's output in the log
+    it names, and none of the warnings above anywhere, not even in that log."""
     result = subprocess.run([sys.executable, "-m", "raykafka.app.cli", "demo", "--rows", "20000"],
                             capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "write    20,000 delivered, 0 failed" in result.stdout
     assert "read     20,000 rows" in result.stdout
     assert "every count matches" in result.stdout
+    lines = result.stdout.splitlines()
+    assert all(line.split(" ", 1)[0] in ("broker", "spark", "write", "read", "check", "summary", "")
+               for line in lines), result.stdout
+    assert lines[-1].startswith("summary  20,000 events written at ")
+    assert result.stderr == ""
+    log = lines[-1].rsplit("Ray and Spark logged to ", 1)[1]
+    logged = open(log, encoding="utf-8", errors="replace").read()
+    for text in NOT_SHOWN:
+        assert text not in result.stdout and text not in logged, text

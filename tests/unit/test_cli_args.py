@@ -31,7 +31,7 @@ LINES = {
     "group reset-offsets": (["group"], ["reset-offsets", "g1"], [["-b", "h:1"], ["-t", "events:0,2"],
                                                                  ["--to-offset", "-5"], ["--execute"], ["-f", "json"]]),
     "broker": (["broker"], [], [["--port", "9093"], ["--host", "0.0.0.0"]]),
-    "demo": (["demo"], [], [["--rows", "10"], ["--partitions", "3"], ["--members", "1"]]),
+    "demo": (["demo"], [], [["--rows", "10"], ["--partitions", "3"], ["--members", "1"], ["-v"], ["--plot", "x.png"]]),
     "bench": (["bench"], [], [["--quick"], ["--messages", "10"], ["--runs", "1"], ["--out", "x.md"], ["--spark"],
                               ["--clients", "raykafka"]]),
 }
