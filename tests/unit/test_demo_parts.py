@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from raykafka.driver.demo import Timeline, plot_rates
+from raykafka.app.demo import Timeline, plot_rates
 
 QUIET = """
 import subprocess, sys
-from raykafka.driver.demo import quiet_stderr
+from raykafka.app.demo import quiet_stderr
 with quiet_stderr(verbose=False) as (real, log):
     print("a python note", file=sys.stderr, flush=True)
     subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('a child process note')"], check=True)
@@ -30,7 +30,7 @@ def test_quiet_stderr_sends_fd_2_of_the_process_and_its_children_to_the_log():
 
 
 def test_quiet_stderr_is_a_no_op_when_verbose():
-    from raykafka.driver.demo import quiet_stderr
+    from raykafka.app.demo import quiet_stderr
 
     with quiet_stderr(verbose=True) as (real, log):
         assert real is sys.stderr and log is None
@@ -46,7 +46,7 @@ def test_plot_rates_writes_a_png(tmp_path):
 
 def test_plot_without_matplotlib_says_what_to_install(tmp_path):
     code = ("import sys; sys.modules['matplotlib'] = None\n"
-            "from raykafka.driver.cli import main\n"
+            "from raykafka.app.cli import main\n"
             "sys.exit(main(['demo', '--plot']))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 2
