@@ -801,17 +801,26 @@ def _wanted(s: Settings, label: str) -> bool:
     return s.clients is None or any(label.startswith(c) for c in s.clients)
 
 
+_PROGRESS: list[Any] = []  # the run's progress bar (app/progress.py), while run_suite runs
+
+
 def _log(msg: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    line = f"[bench {time.strftime('%H:%M:%S')}] {msg}"
+    if _PROGRESS and not _PROGRESS[0].disable:
+        _PROGRESS[0].write(line, file=sys.stderr)  # above the bar, which is drawn again below
+    else:
+        print(line, file=sys.stderr, flush=True)
 
 
 def run_suite(s: Settings, command: str = "") -> Report:
     import ray
 
+    from raykafka.app.progress import bar
     from raykafka.driver.admin import Admin
     from raykafka.driver.embedded_broker import EmbeddedBroker
 
     report = Report(settings=s, machine=machine(), command=command)
+    _PROGRESS.append(bar("bench", unit="row"))  # a row measured per step; off unless stderr is a terminal
     started_ray = not ray.is_initialized()
     if started_ray:
         from raykafka.spark_bridge.session import init_ray
@@ -851,6 +860,7 @@ def run_suite(s: Settings, command: str = "") -> Report:
             _SPARK.clear()
         if started_ray:
             ray.shutdown()
+        _PROGRESS.pop().close()
     if s.record_batches:
         report.record_batches = record_batch_rates()
     if s.hot_paths:
@@ -900,6 +910,8 @@ def _measure(kind: str, label: str, size: int, codec: str, s: Settings, fn: Call
     except Exception as exc:
         row = Row(kind, label, size, codec, float("nan"), note=_why(exc))
     _log(f"{kind} {label} {size}B {codec}: {row.rate:,.0f} msg/s {row.note}")
+    if _PROGRESS:
+        _PROGRESS[0].update(1)
     return row
 
 
