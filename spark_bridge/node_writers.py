@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .writer import WriteResult, check_sink_columns, sink_table
+from .sink import WriteResult, check_sink_columns, count_causes, sink_table
 
 log = logging.getLogger("raykafka.spark_bridge")
 
@@ -89,16 +89,6 @@ class NodeWriter:
 
     def close(self, timeout: float = 30.0) -> None:
         self.producer.close(timeout=timeout)
-
-
-def count_causes(errors: list) -> dict[str, int]:
-    """How many rows failed of each cause, by the cause's name and message."""
-    causes: dict[str, int] = {}
-    for error in errors:
-        if error is not None:
-            cause = f"{type(error).__name__}: {error}"
-            causes[cause] = causes.get(cause, 0) + 1
-    return causes
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,7 @@ class KafkaDatasink(Datasink):
 
     def on_write_start(self, schema: Any = None) -> None:
         from .node_writers import POOLS
-        from .writer import check_sink_columns
+        from .sink import check_sink_columns
 
         if schema is not None:
             check_sink_columns(list(schema.names))
@@ -213,7 +213,7 @@ class KafkaDatasink(Datasink):
     def write(self, blocks: Iterable[Any], ctx: Any) -> Any:
         """In a write task, beside its blocks: each block to a writer of this node."""
         from .node_writers import write_here
-        from .writer import WriteResult
+        from .sink import WriteResult
 
         result = WriteResult()
         for block in blocks:
@@ -221,7 +221,7 @@ class KafkaDatasink(Datasink):
         return result
 
     def on_write_complete(self, write_result: Any) -> None:
-        from .writer import KafkaWriteError, WriteResult
+        from .sink import KafkaWriteError, WriteResult
 
         self._release()
         self.result = WriteResult()

@@ -30,7 +30,7 @@ import hmac
 import os
 import re
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from . import messages
 from .errors import (
@@ -42,8 +42,17 @@ from .errors import (
     UnsupportedVersionError,
 )
 
-if TYPE_CHECKING:
-    from .connection import BrokerConnection
+
+class _LoginConnection(Protocol):
+    """What a login needs of a connection (a `BrokerConnection`, which calls `authenticate`)."""
+
+    host: str
+    port: int
+    connect_timeout: float
+
+    def version_for(self, api: Any, wanted: int | None = None) -> int: ...
+
+    async def request(self, api: Any, body: Any, version: int | None = None, timeout: float | None = None) -> Any: ...
 
 SCRAM_MIN_ITERATIONS = 4096
 SCRAM_MAX_ITERATIONS = 16384
@@ -188,7 +197,7 @@ def _show(data: bytes, limit: int = 120) -> str:
 # -- the login on a connection ------------------------------------------------------------------
 
 
-async def authenticate(conn: BrokerConnection, sasl: SaslCredentials) -> None:
+async def authenticate(conn: _LoginConnection, sasl: SaslCredentials) -> None:
     """SaslHandshake v1, then the mechanism's exchange in SaslAuthenticate frames.
 
     Every failure is an `AuthenticationError` naming the mechanism, the user, the broker and

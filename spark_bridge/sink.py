@@ -1,0 +1,85 @@
+"""What every Kafka write of the bridge shares: Spark's Kafka sink columns, a write's counts
+(`WriteResult`) and the error a write raises when rows failed (`KafkaWriteError`).
+
+Imported by writer.py (the driver's writes), node_writers.py (the pipelines on each node) and
+ray_data.py (the datasink); imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
+class KafkaWriteError(RuntimeError):
+    """Some rows were not delivered; `result` holds the counts and the first causes."""
+
+    def __init__(self, result: WriteResult):
+        self.result = result
+        causes = "; ".join(f"{n} × {cause}" for cause, n in list(result.causes.items())[:3])
+        super().__init__(f"{result.failed} of {result.delivered + result.failed} rows were not delivered: {causes}")
+
+
+@dataclass
+class WriteResult:
+    """A write's counts: rows delivered and failed, the failures by cause, rows by writer node."""
+
+    delivered: int = 0
+    failed: int = 0
+    causes: dict[str, int] = field(default_factory=dict)
+    nodes: dict[str, int] = field(default_factory=dict)  # node id -> rows its pipelines took
+
+    def add(self, batch_result: Any) -> None:
+        """A `BatchResult` of the driver's own producer."""
+        self.delivered += batch_result.delivered
+        self.failed += batch_result.failed
+        if batch_result.failed:
+            self._add_causes(count_causes(batch_result.errors))
+
+    def add_outcome(self, outcome: Any) -> None:
+        """A `BlockOutcome` from a node's writer, or another `WriteResult`."""
+        self.delivered += outcome.delivered
+        self.failed += outcome.failed
+        self._add_causes(outcome.causes)
+        if isinstance(outcome, WriteResult):
+            nodes = outcome.nodes
+        else:
+            nodes = {outcome.node_id: outcome.delivered + outcome.failed}
+        for node, rows in nodes.items():
+            self.nodes[node] = self.nodes.get(node, 0) + rows
+
+    def _add_causes(self, causes: dict[str, int]) -> None:
+        for cause, n in causes.items():
+            self.causes[cause] = self.causes.get(cause, 0) + n
+
+    def counts(self) -> dict[str, int]:
+        return {"delivered": self.delivered, "failed": self.failed}
+
+
+def sink_table(block: Any) -> pa.Table:
+    """A block as an Arrow table holding only Spark's Kafka sink columns."""
+    table = block if isinstance(block, pa.Table) else pa.Table.from_pandas(block, preserve_index=False)
+    check_sink_columns(table.column_names)
+    return table
+
+
+def check_sink_columns(columns: list[str]) -> None:
+    """Refuse columns that are not Spark's Kafka sink columns, or no `value` column."""
+    if "value" not in columns:
+        raise ValueError(f"a Kafka sink needs a 'value' column; got {columns}")
+    unknown = [c for c in columns if c not in SINK_COLUMNS]
+    if unknown:
+        raise ValueError(f"columns {unknown} are not Kafka sink columns {list(SINK_COLUMNS)}")
+
+
+
+def count_causes(errors: list) -> dict[str, int]:
+    """How many rows failed of each cause, by the cause's name and message."""
+    causes: dict[str, int] = {}
+    for error in errors:
+        if error is not None:
+            cause = f"{type(error).__name__}: {error}"
+            causes[cause] = causes.get(cause, 0) + 1
+    return causes
