@@ -3,13 +3,12 @@ this interpreter, every cell without error, and prints the counts it should."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
 
 import pytest
-
-pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.spark, pytest.mark.slow]
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "raykafka_tour.ipynb"
 KERNEL = "raykafka-notebook-test"
@@ -25,6 +24,28 @@ def kernel_of_this_python(root: Path) -> Path:
     return root
 
 
+@pytest.mark.broker
+def test_ranges_resolve_inside_a_running_loop(bootstrap, topic_name):
+    """A Jupyter cell runs inside the kernel's event loop: `read_kafka` must plan its ranges there."""
+    from raykafka.driver.admin import Admin
+    from raykafka.spark_bridge.offsets import PartitionRange, resolve_ranges
+
+    topic = topic_name("in-loop")
+    config = {"bootstrap.servers": bootstrap}
+    with Admin(config) as admin:
+        admin.create_topics({topic: 2})
+
+    async def cell():
+        return resolve_ranges(config, topic)
+
+    ranges = sorted(asyncio.run(cell()), key=lambda r: r.partition)
+    assert ranges == [PartitionRange(topic, 0, 0, 0), PartitionRange(topic, 1, 0, 0)]
+
+
+@pytest.mark.broker
+@pytest.mark.ray
+@pytest.mark.spark
+@pytest.mark.slow
 def test_tour_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
