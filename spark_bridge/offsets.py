@@ -15,7 +15,6 @@ so every reader reads exactly that range however the topic grows meanwhile. Call
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -27,6 +26,7 @@ from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import ConfigError, DataLossError
 from ..wire.fetch import EARLIEST, LATEST, log_bounds, resolve_offsets
+from ..wire.loop import LoopThread
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,12 @@ def resolve_ranges(config: Mapping[str, Any], topics: Iterable[str] | str | None
                 raise ValueError(f"endingOffsets: {topic} uses -2 (earliest), which Spark does not allow")
     plan = _Plan(start_spec, end_spec, start_stamps, end_stamps, starting_offsets_by_timestamp_strategy,
                  fail_on_data_loss)
-    return asyncio.run(_resolve(parse_config(config), topics, subscribe_pattern, plan))
+    # On a loop thread of its own: the caller may be inside a running loop (a Jupyter cell).
+    loop = LoopThread("raykafka-offsets")
+    try:
+        return loop.run(_resolve(parse_config(config), topics, subscribe_pattern, plan))
+    finally:
+        loop.stop()
 
 
 @dataclass(frozen=True)
