@@ -32,6 +32,9 @@ log = logging.getLogger("raykafka.producer.watchdog")
 
 TICK = 0.2  # seconds between checks
 ACTOR_SCAN = 1.0  # seconds between looks at the actor table
+# an Aggregator that closes kills its Flusher as it exits, so their end times fall together; a
+# Flusher that ended this long before its Aggregator died on its own, and the Aggregator closed later
+FLUSHER_DIED_FIRST_MS = 1000
 
 
 class ProducerWatchdog:
@@ -105,7 +108,9 @@ class ProducerWatchdog:
 
         Broker workers close in normal life: an Aggregator exits by itself (`exit_actor`) after
         killing its Flusher. A dead Flusher whose Aggregator (its owner) still lives, a few
-        seconds later, or any other dead role, is a death the pipeline did not ask for."""
+        seconds later, or that ended well before its Aggregator closed (the Aggregator closes
+        once the dispatchers let go of a broker whose Flusher is gone), or any other dead role,
+        is a death the pipeline did not ask for."""
         if self.producer.stopping:
             return  # close() shuts them down on purpose
         import ray._private.state
@@ -124,7 +129,8 @@ class ProducerWatchdog:
                 continue
             if role.startswith("flusher"):
                 owner = owners.get((a.get("OwnerAddress") or {}).get("Port"))
-                if owner is None or (owner.get("State") == "DEAD" and _intended(str(owner.get("DeathCause") or ""))):
+                if owner is None or (owner.get("State") == "DEAD" and _intended(str(owner.get("DeathCause") or ""))
+                                     and not _ended_before(a, owner, FLUSHER_DIED_FIRST_MS)):
                     continue
                 first = self._suspects.setdefault(name, now)
                 if patient and now - first < 3.0:  # its Aggregator may be closing right now
@@ -155,6 +161,12 @@ class ProducerWatchdog:
         text = f"not delivered within {bound:g}s (delivery.timeout.ms={int(self.delivery_timeout * 1000)})"
         dead = self.dead_actors()
         return f"{text}: {dead}" if dead else f"{text}; every producer actor is alive"
+
+
+def _ended_before(actor: dict, other: dict, margin_ms: float) -> bool:
+    """Whether Ray's actor table says `actor` ended more than `margin_ms` before `other`."""
+    end, other_end = actor.get("EndTime") or 0, other.get("EndTime") or 0
+    return bool(end and other_end and other_end - end > margin_ms)
 
 
 def _intended(text: str) -> bool:
