@@ -118,7 +118,7 @@ def test_a_batch_that_compresses_worse_than_estimated_is_cut_into_pieces_that_fi
     from raykafka.wire.records import decode_record_batches
 
     config = parse_config({"bootstrap.servers": "localhost:9092", "compression.type": "lz4", "max.request.size": 20_000})
-    flusher = Flusher(SimpleNamespace(config=config), 1, "localhost", 9092)
+    flusher = Flusher(SimpleNamespace(config=config, prefix="p/"), 1, "localhost", 9092)
     rng = random.Random(3)
     values = [rng.randbytes(500) for _ in range(100)]  # 50,000 bytes that do not compress
     column = BinaryColumn.from_list(values)
