@@ -210,7 +210,9 @@ def test_a_dead_member_is_replaced_by_the_group_itself(bootstrap, ray_session, t
     kit.create_topic(bootstrap, topic, 4)
     config = {"bootstrap.servers": bootstrap, "group.id": group_id, **FAST}
     if static:
-        config["group.instance.id"] = "worker"
+        # as static membership is run: a session long enough to cover a member's restart (a new
+        # actor process, then its JoinGroup), so the broker keeps the dead member's place for it
+        config.update({"group.instance.id": "worker", "session.timeout.ms": 30000})
     stream = Stream(bootstrap, topic, kit)
     collector, write, all_seen = stream.collector, stream.write, stream.all_seen
 
