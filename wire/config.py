@@ -263,7 +263,7 @@ ROLES: dict[str, tuple[str, frozenset[str]]] = {
     "producer": ("a Producer", PRODUCER_KEYS),
     "consumer": ("a Consumer with assigned partitions (it joins no group and commits nothing)", CONSUMER_KEYS),
     "group": ("a ConsumerGroup", GROUP_KEYS),
-    "admin": ("an Admin", COMMON_KEYS),
+    "admin": ("an Admin", COMMON_KEYS - {"statistics.interval.ms"}),  # it takes no stats_cb
 }
 
 ALIASES = {"max.poll.interval.ms": "rebalance.timeout.ms", "sasl.mechanisms": "sasl.mechanism",

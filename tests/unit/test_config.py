@@ -203,6 +203,7 @@ def test_keys_that_work_together_pass():
     ("group", {"acks": "all", "compression.type": "lz4"}, "acks, compression.type"),
     ("producer", {"auto.offset.reset": "earliest", "group.id": "g"}, "auto.offset.reset, group.id"),
     ("admin", {"linger.ms": 5, "fetch.max.bytes": 1024}, "fetch.max.bytes, linger.ms"),
+    ("admin", {"statistics.interval.ms": 1000}, "statistics.interval.ms"),
 ])
 def test_a_key_the_client_does_not_read_is_named_in_a_warning(role, given, named):
     from raykafka.wire.errors import ConfigWarning
