@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import shlex
 import sys
@@ -53,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
         note = "skipped: matplotlib is not installed (`pip install raykafka[bench]`)."
     with open(args.out, "w") as f:
         f.write(render_markdown(report, chart, note))
+    with open(os.path.splitext(args.out)[0] + ".json", "w") as f:  # every run's figure, to compare or re-render
+        json.dump(dataclasses.asdict(report), f, indent=1, default=str)
     print(f"wrote {args.out}" + (f" and {chart_path}" if chart else f" ({note})"), file=sys.stderr)
     for text, ratio, _need, met in target_results(report):
         verdict = "n/a" if met is None else ("met" if met else "MISSED")

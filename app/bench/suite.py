@@ -23,7 +23,9 @@ and ends at the last acknowledgement (produce) or once every message has been re
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.metadata
+import itertools
 import os
 import platform
 import re
@@ -72,6 +74,7 @@ class Row:
     rate: float  # msg/s (latency: p50 ms; memory: MiB)
     runs: list[float] = field(default_factory=list)  # seconds per run (latency: p99 ms)
     note: str = ""
+    spread: dict[str, list[float]] = field(default_factory=dict)  # latency: each run's p50 and p99
 
 
 @dataclass
@@ -146,6 +149,26 @@ def produce_raykafka_send(bootstrap: str, admin: Any, s: Settings, size: int, co
     return times
 
 
+KEYS = [b"key-%02d" % i for i in range(100)]  # the keyed rows: 100 distinct keys, in turn
+
+
+def produce_raykafka_send_keyed(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    from raykafka.driver.producer import Producer
+
+    value, n, times = _value(size), s.messages, []
+    with Producer(_rk_config(bootstrap, codec, **{"linger.ms": 5})) as producer:
+        for _ in range(s.runs):
+            t = _topic(admin, "rk-send-keyed")
+            _warm(producer, t)
+            start = time.perf_counter()
+            send = producer.send
+            futures = [send(t, value, key=KEYS[i % 100]) for i in range(n)]
+            assert producer.flush(300) == 0
+            times.append(time.perf_counter() - start)
+            assert all(f.exception() is None for f in futures[:: max(1, n // 100)])
+    return times
+
+
 def _warm(producer: Any, t: str) -> None:
     """One message to every partition, so the dispatcher actors start outside the timing."""
     assert producer.send_batch(t, [b"warm"] * PARTITIONS, partitions=list(range(PARTITIONS))).result(60).ok
@@ -212,10 +235,11 @@ def produce_raykafka_pipelines(bootstrap: str, admin: Any, s: Settings, size: in
     return times
 
 
-def produce_confluent(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+def produce_confluent(bootstrap: str, admin: Any, s: Settings, size: int, codec: str,
+                      keyed: bool = False) -> list[float]:
     from confluent_kafka import Producer
 
-    value, times = _value(size), []
+    value, times, keys = _value(size), [], KEYS if keyed else [None]
     for _ in range(s.runs):
         t = _topic(admin, "confluent")
         producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "compression.type": codec})
@@ -225,7 +249,7 @@ def produce_confluent(bootstrap: str, admin: Any, s: Settings, size: int, codec:
         for i in range(s.messages):
             while True:
                 try:
-                    producer.produce(t, value)
+                    producer.produce(t, value, key=keys[i % len(keys)])
                     break
                 except BufferError:
                     producer.poll(0.01)
@@ -236,10 +260,20 @@ def produce_confluent(bootstrap: str, admin: Any, s: Settings, size: int, codec:
     return times
 
 
-def produce_aiokafka(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+def produce_confluent_keyed(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    return produce_confluent(bootstrap, admin, s, size, codec, keyed=True)
+
+
+def produce_aiokafka_keyed(bootstrap: str, admin: Any, s: Settings, size: int, codec: str) -> list[float]:
+    return produce_aiokafka(bootstrap, admin, s, size, codec, keyed=True)
+
+
+def produce_aiokafka(bootstrap: str, admin: Any, s: Settings, size: int, codec: str,
+                     keyed: bool = False) -> list[float]:
     from aiokafka import AIOKafkaProducer
 
     value = _value(size)
+    keys = KEYS if keyed else [None]
 
     async def run(t: str) -> float:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
@@ -248,7 +282,7 @@ def produce_aiokafka(bootstrap: str, admin: Any, s: Settings, size: int, codec: 
         try:
             await producer.send_and_wait(t, b"warm")
             start = time.perf_counter()
-            futures = [await producer.send(t, value) for _ in range(s.messages)]
+            futures = [await producer.send(t, value, key=keys[i % len(keys)]) for i in range(s.messages)]
             await asyncio.gather(*futures)
             return time.perf_counter() - start
         finally:
@@ -412,7 +446,8 @@ def produce_tansu_perf(bootstrap: str, admin: Any, s: Settings, size: int, codec
 
 # Rows whose runs are mostly start-up (a producer's actors per run, a second pipeline, tansu
 # perf's fixed 10 s): measured at the first codec only, to keep the whole run near 15 minutes
-UNCOMPRESSED_ONLY = {"raykafka N pipelines send_batch()", "raykafka Ray Data write_dataset",
+UNCOMPRESSED_ONLY = {"raykafka N pipelines send_batch()", "raykafka send() per message, keyed",
+                     "confluent-kafka produce(), keyed", "aiokafka send(), keyed", "raykafka Ray Data write_dataset",
                      "raykafka Ray Data write_dataset, cold start",
                      "Ray Data write_kafka from Spark", "raykafka Spark write_kafka", "tansu perf (broker ceiling)",
                      "Ray Data read_kafka", "raykafka Ray Data read_dataset", "Ray Data read_kafka to Spark",
@@ -424,6 +459,9 @@ PRODUCERS: list[tuple[str, Callable[..., list[float]]]] = [
     ("raykafka N pipelines send_batch()", produce_raykafka_pipelines),
     ("confluent-kafka produce()", produce_confluent),
     ("aiokafka send()", produce_aiokafka),
+    ("raykafka send() per message, keyed", produce_raykafka_send_keyed),
+    ("confluent-kafka produce(), keyed", produce_confluent_keyed),
+    ("aiokafka send(), keyed", produce_aiokafka_keyed),
     ("kafka-python send()", produce_kafka_python),
     ("Ray Data write_kafka", produce_ray_data),
     ("raykafka Ray Data write_dataset", produce_raykafka_dataset),
@@ -672,16 +710,17 @@ def _paced(count: int, rate: int, send: Callable[[float], None], idle: Callable[
         send(time.perf_counter())
 
 
-def latency_raykafka(bootstrap: str, admin: Any, s: Settings) -> tuple[float, float]:
+def latency_raykafka(bootstrap: str, admin: Any, s: Settings, keyed: bool = False) -> tuple[float, float]:
     from raykafka.driver.producer import Producer
 
-    t, lat = _topic(admin, "lat-rk"), []
+    t, lat, keys, sent = _topic(admin, "lat-rk"), [], KEYS if keyed else [None], itertools.count()
     with Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0}) as producer:
         _warm(producer, t)
         value = _value(100)
 
         def send(t0: float) -> None:
-            producer.send(t, value).add_done_callback(lambda f, t0=t0: lat.append(time.perf_counter() - t0))
+            producer.send(t, value, key=keys[next(sent) % len(keys)]).add_done_callback(
+                lambda f, t0=t0: lat.append(time.perf_counter() - t0))
 
         _paced(int(s.latency_rate * s.latency_seconds), s.latency_rate, send, lambda d: time.sleep(min(d, 0.0005)))
         assert producer.flush(60) == 0
@@ -691,8 +730,11 @@ def latency_raykafka(bootstrap: str, admin: Any, s: Settings) -> tuple[float, fl
 def latency_rows(bootstrap: str, admin: Any, s: Settings) -> list[Row]:
     """Each client's p50 and p99, the median over `s.runs` runs taken in turn (a run is short, so
     one stall on the box would otherwise decide a p99)."""
-    clients = [(label, fn) for label, fn in (("raykafka send() linger.ms=0", latency_raykafka),
-                                             ("confluent-kafka produce() linger.ms=0", latency_confluent))
+    clients = [(label, fn) for label, fn in (
+        ("raykafka send() linger.ms=0", latency_raykafka),
+        ("confluent-kafka produce() linger.ms=0", latency_confluent),
+        ("raykafka send() linger.ms=0, keyed", functools.partial(latency_raykafka, keyed=True)),
+        ("confluent-kafka produce() linger.ms=0, keyed", functools.partial(latency_confluent, keyed=True)))
                if _wanted(s, label)]
     figures: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in clients}
     failed: dict[str, str] = {}
@@ -711,22 +753,24 @@ def latency_rows(bootstrap: str, admin: Any, s: Settings) -> list[Row]:
             rows.append(Row("latency", label, 100, "none", float("nan"), note=failed.get(label, "no run")))
         else:
             rows.append(Row("latency", label, 100, "none", statistics.median(p50 for p50, _ in runs),
-                            [statistics.median(p99 for _, p99 in runs)]))
+                            [statistics.median(p99 for _, p99 in runs)],
+                            spread={"p50": [p50 for p50, _ in runs], "p99": [p99 for _, p99 in runs]}))
         _log(f"latency {label} done")
     return rows
 
 
-def latency_confluent(bootstrap: str, admin: Any, s: Settings) -> tuple[float, float]:
+def latency_confluent(bootstrap: str, admin: Any, s: Settings, keyed: bool = False) -> tuple[float, float]:
     from confluent_kafka import Producer
 
-    t, lat = _topic(admin, "lat-confluent"), []
+    t, lat, keys, sent = _topic(admin, "lat-confluent"), [], KEYS if keyed else [None], itertools.count()
     producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
     producer.produce(t, b"warm")
     producer.flush(30)
     value = _value(100)
 
     def send(t0: float) -> None:
-        producer.produce(t, value, on_delivery=lambda err, msg, t0=t0: lat.append(time.perf_counter() - t0))
+        producer.produce(t, value, key=keys[next(sent) % len(keys)],
+                         on_delivery=lambda err, msg, t0=t0: lat.append(time.perf_counter() - t0))
         producer.poll(0)
 
     _paced(int(s.latency_rate * s.latency_seconds), s.latency_rate, send, lambda d: producer.poll(min(d, 0.0005)))

@@ -30,7 +30,8 @@ def report():
 def test_report_has_one_row_per_client_with_positive_rates(report):
     produce = {r.client: r for r in report.rows if r.kind == "produce"}
     consume = {r.client: r for r in report.rows if r.kind == "consume"}
-    assert set(produce) == {"raykafka send_batch() Arrow", "confluent-kafka produce()"}
+    assert set(produce) == {"raykafka send_batch() Arrow", "confluent-kafka produce()",
+                            "confluent-kafka produce(), keyed"}
     assert set(consume) == {"raykafka Consumer → Arrow", "confluent-kafka consume()"}
     for row in [*produce.values(), *consume.values()]:
         assert not row.note.startswith("failed"), row.note
@@ -40,11 +41,23 @@ def test_report_has_one_row_per_client_with_positive_rates(report):
         assert row.rate == pytest.approx(600 / row.runs[0])
 
 
-def test_latency_row_has_ordered_percentiles(report):
-    (row,) = [r for r in report.rows if r.kind == "latency"]
-    assert row.client == "confluent-kafka produce() linger.ms=0"
-    p50, p99 = row.rate, row.runs[0]
-    assert 0 < p50 <= p99 < 5000
+def test_latency_rows_have_ordered_percentiles(report):
+    rows = {r.client: r for r in report.rows if r.kind == "latency"}
+    assert set(rows) == {"confluent-kafka produce() linger.ms=0", "confluent-kafka produce() linger.ms=0, keyed"}
+    for row in rows.values():
+        p50, p99 = row.rate, row.runs[0]
+        assert 0 < p50 <= p99 < 5000
+        assert row.spread == {"p50": [p50], "p99": [p99]}
+
+
+def test_a_cell_gives_the_median_and_the_slowest_and_fastest_run():
+    from raykafka.app.bench.report import _cell
+    from raykafka.app.bench.suite import Row
+
+    row = Row("produce", "x", 100, "none", 1_000_000 / 2.0, [2.0, 1.0, 4.0])
+    assert _cell(row, 1_000_000) == "500,000 (250k–1.00M)"
+    assert _cell(Row("produce", "x", 100, "none", 10.0, [1.0]), 10) == "10"
+    assert _cell(Row("produce", "x", 100, "none", float("nan"), note="failed: E: x"), 10) == "— (failed: E: x)"
 
 
 def test_markdown_names_machine_command_rows_and_ratios(report):
