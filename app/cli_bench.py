@@ -24,6 +24,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--spark", action="store_true", help="also measure the Spark DataFrame path (starts Spark, ~20 s)")
     p.add_argument("--against", metavar="GIT_REF",
                    help="also time the hot paths of this git revision beside the current code")
+    p.add_argument("--sizes", help="value sizes in bytes, comma-separated (default 100,1024)")
+    p.add_argument("--codecs", help="compression codecs, comma-separated (default none,lz4)")
     p.add_argument("--clients", help="only the clients whose label starts with one of these, comma-separated")
     p.set_defaults(func=run)
 
@@ -40,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--messages: at least 1, got {args.messages}")
         s.messages = args.messages
     s.runs, s.pipelines, s.spark, s.against = args.runs, args.pipelines, args.spark, args.against
+    if args.sizes:
+        s.sizes = tuple(int(v) for v in args.sizes.split(","))
+    if args.codecs:
+        s.codecs = tuple(c.strip() for c in args.codecs.split(",") if c.strip())
     if args.clients:
         s.clients = tuple(c.strip() for c in args.clients.split(",") if c.strip())
     command = "raykafka " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["bench"] \

@@ -56,6 +56,7 @@ def _cell(row: Any, messages: int) -> str:
     """The median rate and, over more than one run, its spread: the slowest and the fastest run."""
     if row.note.startswith("failed"):
         return f"— ({row.note})"
+    messages = row.messages or messages
     if len(row.runs) < 2 or math.isnan(row.rate):
         return _fmt(row.rate)
     return f"{_fmt(row.rate)} ({_short(messages / max(row.runs))}–{_short(messages / min(row.runs))})"
