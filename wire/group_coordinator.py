@@ -20,12 +20,20 @@ Any other failure is retried after `retry.backoff.ms`, for as long as the member
 the cluster's reconnect backoff (`reconnect.backoff.ms` growing to `reconnect.backoff.max.ms`),
 so a join rides out a broker outage of any length.
 Outside `join`, a code that means "rejoin" raises `RebalanceNeeded`.
+
+A leader that never assigns: tansu (0.6) can keep naming as leader a member that left or
+expired while the group was forming, and then every follower's SyncGroup answers
+REBALANCE_IN_PROGRESS for ever; a Kafka coordinator would have moved on to a new generation
+within the session timeout. `AbsentLeader` notices it and the follower takes the absent leader's
+member id (see there).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +79,41 @@ class CoordinatorLost(KafkaError):
     retriable = True
 
 
+class AbsentLeader:
+    """Whether the leader a follower's SyncGroup waits for is gone for good.
+
+    tansu 0.6 keeps a group's leader when that member leaves, or its session expires, while the
+    group is forming, and a new joiner's SyncGroup then answers REBALANCE_IN_PROGRESS, with the
+    same generation and the same absent leader, however often it rejoins. A live leader assigns
+    within a round trip of its own join, and a Kafka coordinator ends a silent leader's session
+    with a new generation, so the same (generation, leader) refusing a follower for longer than
+    `session.timeout.ms` means nobody is left to assign. Then the follower leaves under its own
+    member id and joins under the leader's: it is the leader, and assigns (tansu does not check
+    whose member id a join gives). Each follower waits a random extra share of the session
+    timeout, so that two stranded followers rarely take over at once."""
+
+    def __init__(self, session_timeout_ms: int, clock: Callable[[], float] = time.monotonic,
+                 share: Callable[[], float] = random.random):
+        self.session = session_timeout_ms / 1000
+        self._clock, self._share = clock, share
+        self._seen: tuple[int, str] | None = None
+        self._since = 0.0
+        self._limit = 0.0
+
+    def refused(self, generation_id: int, leader: str) -> bool:
+        """A SyncGroup of this generation answered REBALANCE_IN_PROGRESS while `leader` leads;
+        whether to take over from that leader now."""
+        now = self._clock()
+        if self._seen != (generation_id, leader):
+            self._seen, self._since = (generation_id, leader), now
+            self._limit = self.session * (1 + self._share())
+            return False
+        return now - self._since >= self._limit
+
+    def reset(self) -> None:
+        self._seen = None
+
+
 @dataclass
 class Generation:
     """What one successful join yields: the session's identity and this member's claims."""
@@ -112,6 +155,7 @@ class GroupCoordinator:
         self.member_id = ""
         self.generation_id = -1
         self.claims: dict[str, list[int]] = {}
+        self.absent_leader = AbsentLeader(self.session_timeout_ms)
 
     # -- join: Sarama's newSession ----------------------------------------
 
@@ -135,11 +179,16 @@ class GroupCoordinator:
                     sync = await self._sync_group(join.generation_id, join.protocol_name, plan)
                     code = sync.error_code
                     if code == NONE:
+                        self.absent_leader.reset()
                         self.claims = decode_assignment(sync.assignment).partitions
                         log.info("group/%s/%s generation %d claims %s", self.group_id, self.member_id,
                                  self.generation_id, self.claims)
                         return Generation(join.generation_id, join.member_id, join.leader,
                                           join.protocol_name or "", dict(self.claims), plan)
+                    if (code == REBALANCE_IN_PROGRESS and join.leader and join.leader != join.member_id
+                            and self.absent_leader.refused(join.generation_id, join.leader)):
+                        await self._take_over(join.generation_id, join.leader)
+                        continue
                 if code == UNKNOWN_MEMBER_ID:
                     self.member_id = ""
                 if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
@@ -169,6 +218,15 @@ class GroupCoordinator:
                     "group/%s join failed %d time(s), retrying: %s", self.group_id, failures, error)
             if not immediate:
                 await self._sleep(self.backoff)
+
+    async def _take_over(self, generation_id: int, leader: str) -> None:
+        """Leave under this member's id and join next under the absent leader's (`AbsentLeader`)."""
+        log.warning("group/%s: generation %d waits for leader %s, which has not assigned for over "
+                    "session.timeout.ms=%d; it is gone (a broker that keeps a departed leader): %s takes over "
+                    "its member id", self.group_id, generation_id, leader, self.session_timeout_ms, self.member_id)
+        await self.leave()
+        self.absent_leader.reset()
+        self.member_id = leader
 
     async def _coordinator(self) -> Any:
         try:
