@@ -8,12 +8,12 @@ PartitionDispatcher). A synchronous actor runs one caller's calls in order, but 
 here, so order within a partition is kept by Sarama's chaser protocol, held in
 `LeaderDispatcherState`:
 
-- a batch whose retry count equals the high-watermark passes through;
-- a higher retry count is a new retry level: raise the high-watermark, send a chaser (FIN) down
+- a batch whose retry count equals the retry level passes through;
+- a higher retry count is a new retry level: raise the retry level, send a chaser (FIN) down
   the old path, abandon that broker, send the batch down the new path;
 - a lower retry count waits in that level's buffer;
-- a chaser back at the high-watermark closes that level: the high-watermark steps down, flushing
-  each level's buffer, until a level still expects its chaser or the high-watermark is 0.
+- a chaser back at the retry level closes that level: the retry level steps down, flushing
+  each level's buffer, until a level still expects its chaser or the retry level is 0.
 
 A partition moves to another broker only for a batch back from the retry loop, and the Flusher
 that failed it muted the partition first (`flusher.PartitionMuter`): the partition's later
@@ -81,7 +81,8 @@ class _Level:
 
 
 class LeaderDispatcherState:
-    """Sarama's partitionProducer state: high-watermark, and per retry level a flag and a buffer.
+    """Sarama's partitionProducer state: the retry level (Sarama's highWatermark; not a partition's end),
+    and per retry level a flag and a buffer.
 
     Levels are kept in a dict (only the levels in use), not an n+1 list: `retries` may be 2**31-1.
     """
@@ -91,7 +92,7 @@ class LeaderDispatcherState:
         self.topic = topic
         self.partition = partition
         self.backend = backend
-        self.high_watermark = 0
+        self.retry_level = 0
         self.levels: dict[int, _Level] = {}
         self.selected = False
         self.path = f"producer/leader/{topic}/{partition}"
@@ -117,51 +118,51 @@ class LeaderDispatcherState:
         if batch.flags & RESET:
             self.reset_producer_id(batch.producer_id, batch.numbering, batch.base_sequence)
             return
-        if batch.retries > self.high_watermark:
+        if batch.retries > self.retry_level:
             if batch.flags & FIN:  # cannot happen: a chaser never outruns its own level
-                log.warning("%s dropping a chaser from above the high-watermark (%d > %d)", self.path,
-                            batch.retries, self.high_watermark)
+                log.warning("%s dropping a chaser from above the retry level (%d > %d)", self.path,
+                            batch.retries, self.retry_level)
                 return
-            if not self.new_high_watermark(batch.retries):
+            if not self.raise_retry_level(batch.retries):
                 self._hold([batch])
                 return
-        elif self.high_watermark > 0:
-            if batch.retries < self.high_watermark:
+        elif self.retry_level > 0:
+            if batch.retries < self.retry_level:
                 if batch.flags & FIN:
                     self.level(batch.retries).expect_chaser = False
                 else:
                     self.level(batch.retries).buf.append(batch)
                 return
             if batch.flags & FIN:
-                self.level(self.high_watermark).expect_chaser = False
+                self.level(self.retry_level).expect_chaser = False
                 self.flush_retry_buffers()
                 return
-        elif batch.flags & FIN:  # high-watermark 0: a late chaser of a level already flushed
+        elif batch.flags & FIN:  # retry level 0: a late chaser of a level already flushed
             return
         self._send(batch)
 
     # -- transitions, in the order they happen ---------------------------------
 
-    def new_high_watermark(self, hwm: int) -> bool:
-        """Enter retry level `hwm`: chase the old path with a FIN and abandon it. False if no leader."""
+    def raise_retry_level(self, level: int) -> bool:
+        """Enter retry level `level`: chase the old path with a FIN and abandon it. False if no leader."""
         if not self.selected and not self._select():
             return False
-        log.info("%s state change to [retrying-%d]", self.path, hwm)
-        self.high_watermark = hwm
-        self.level(hwm).expect_chaser = True
-        self.backend.send(MessageBatch.control(self.topic, self.partition, FIN, retries=hwm - 1))
+        log.info("%s state change to [retrying-%d]", self.path, level)
+        self.retry_level = level
+        self.level(level).expect_chaser = True
+        self.backend.send(MessageBatch.control(self.topic, self.partition, FIN, retries=level - 1))
         log.info("%s abandoning broker", self.path)
         self.backend.abandon()
         self.selected = False
         return True
 
     def flush_retry_buffers(self) -> None:
-        """Step the high-watermark down, releasing each level's backlog, until a level waits for its chaser."""
-        log.info("%s state change to [flushing-%d]", self.path, self.high_watermark)
+        """Step the retry level down, releasing each level's backlog, until a level waits for its chaser."""
+        log.info("%s state change to [flushing-%d]", self.path, self.retry_level)
         while True:
-            self.levels.pop(self.high_watermark, None)
-            self.high_watermark -= 1
-            below = self.level(self.high_watermark)
+            self.levels.pop(self.retry_level, None)
+            self.retry_level -= 1
+            below = self.level(self.retry_level)
             if below.buf:
                 if not self.selected and not self._select():
                     self._hold(below.buf)
@@ -170,9 +171,9 @@ class LeaderDispatcherState:
                         self._send_selected(batch)
             below.buf = []
             if below.expect_chaser:
-                log.info("%s state change to [retrying-%d]", self.path, self.high_watermark)
+                log.info("%s state change to [retrying-%d]", self.path, self.retry_level)
                 return
-            if self.high_watermark == 0:
+            if self.retry_level == 0:
                 self.levels.clear()
                 log.info("%s state change to [normal]", self.path)
                 return

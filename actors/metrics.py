@@ -118,7 +118,7 @@ class ProducerMetrics:
     def __init__(self, producer: Any, stats_cb: Any):
         self.producer = producer
         self.stats = ray_stats(client=producer.name)
-        self.stats.gauge("raykafka_producer_buffer_bytes", lambda: producer._unresolved_bytes)
+        self.stats.gauge("raykafka_producer_buffer_bytes", lambda: producer.buffer_in_use)
         self.reports = Reports(producer.name, "producer", producer.config, stats_cb, self.collect)
         self._published = 0.0
 

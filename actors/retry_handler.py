@@ -7,8 +7,8 @@ Calls the TopicDispatcher, from one forwarding thread, in the order the retries 
 Aggregators it owns (`close`).
 
 `retry` never blocks (Sarama's retryHandler is always ready to read): the pipeline is a loop, and
-a retry handler that waited on the TopicDispatcher could deadlock it. Its queue is unbounded for
-that reason; the forwarding thread is what waits.
+a retry handler that waited on the TopicDispatcher could deadlock it. The batches wait out the
+backoff in a `RetryQueue` (unbounded for that reason); the forwarding thread is what waits.
 
 It also holds the producer's registry of broker workers (`BrokerRegistry`, Sarama's
 getBrokerProducer and unrefBrokerProducer: a single synchronous actor serialises them as
@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections import deque
 from typing import Any
 
 from ..wire.errors import ProducerClosedError
 from .batch import MessageBatch
 from .broker_registry import BrokerRegistry
+from .retry_queue import RetryQueue
 
 log = logging.getLogger("raykafka.producer.retry")
 
@@ -36,9 +35,7 @@ class RetryHandler:
 
         self.ctx = ctx
         ctx.retry_handler = ray.get_runtime_context().current_actor  # the broker workers it starts call back here
-        self.backoff = ctx.config["retry.backoff.ms"] / 1000
-        self.queue: deque[tuple[float, list[MessageBatch]]] = deque()
-        self.cond = threading.Condition()
+        self.queue = RetryQueue(ctx.config["retry.backoff.ms"] / 1000)
         self.writers = 0  # live Flushers, each may still call `retry`
         self.brokers = BrokerRegistry(self._start_worker)
         self.closing = False
@@ -55,9 +52,7 @@ class RetryHandler:
     # -- retries ---------------------------------------------------------------
 
     def retry(self, batches: list[MessageBatch]) -> None:
-        with self.cond:
-            self.queue.append((time.monotonic() + self.backoff, batches))
-            self.cond.notify()
+        self.queue.put(batches)
 
     def _forward_loop(self) -> None:
         from .calls import CallWindow, pipeline_error
@@ -66,20 +61,7 @@ class RetryHandler:
         # a forwarded call that failed (the TopicDispatcher died) fails its own batches
         window = CallWindow(self.ctx.window, lambda carried, exc: report_failed(
             self.ctx.results, carried, pipeline_error(exc)))
-        while True:
-            with self.cond:
-                while not self.queue and not self.closing:
-                    self.cond.wait(1.0)
-                if self.closing and not self.queue:
-                    return
-                due = self.queue[0][0]
-                now = time.monotonic()
-                if due > now:
-                    self.cond.wait(due - now)
-                    continue
-                batches: list[MessageBatch] = []
-                while self.queue and self.queue[0][0] <= now:
-                    batches.extend(self.queue.popleft()[1])
+        while (batches := self.queue.take()) is not None:
             try:
                 ref = self.ctx.topic_dispatcher.dispatch.remote(batches)
             except Exception as exc:  # the TopicDispatcher is gone: the producer is closing
@@ -136,10 +118,7 @@ class RetryHandler:
 
     def shutdown(self) -> int:
         """Stop forwarding; the number of batches left (chasers only, once every message has ended)."""
-        with self.cond:
-            self.closing = True
-            left = len(self.queue)
-            self.queue.clear()
-            self.cond.notify()
+        self.closing = True
+        left = self.queue.close()
         self.thread.join(5)
         return left

@@ -24,16 +24,17 @@ message goes all the same, and `on_delivery`, `successes()` and `errors()` still
 and a callback that raises is logged. A wrong argument is refused where it is given, with an
 error naming it (`ConfigError` for a config key).
 
-This module is the facade, the caller-side accumulator and the ledger of pending messages;
-beside it: `producer_input` (what `send`/`send_batch` accept, normalised), `message_futures`
-(the futures' shared-Condition fast path), `producer_pipeline` (the actors, started and stopped
-in order), `topic_routes` (where the sender hands each topic's batches) and `producer_watchdog`
-(every message's life bounded, through the watch interface below).
+This module is the facade and its two threads (the sender, the results poller); beside it:
+`producer_input` (what `send`/`send_batch` accept, normalised), `accumulator` (the caller-side
+buffers), `producer_ledger` (every message accepted and not yet ended, and the buffer.memory it
+holds), `message_futures` (the futures' shared-Condition fast path), `producer_pipeline` (the
+actors, started and stopped in order), `topic_routes` (where the sender hands each topic's
+batches) and `producer_watchdog` (every message's life bounded, through the watch interface below).
+The Producer's one lock guards the accumulator and the ledger.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 import numbers
 import queue
@@ -42,8 +43,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -51,8 +51,6 @@ from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.calls import pipeline_error
 from ..actors.metrics import ProducerMetrics
 from ..actors.producer_results import Outcome
-from ..actors.shared_column import SHARE_MIN_BYTES, SharedColumn
-from ..wire.columns import BinaryColumn
 from ..wire.config import parse_config
 from ..wire.errors import (
     BufferExhaustedError,
@@ -60,8 +58,8 @@ from ..wire.errors import (
     MessageTooLargeError,
     ProducerClosedError,
 )
-from ..wire.records import encode_header_lists
 from ..wire.serde import get_serializer, serialize_many, serialize_one
+from .accumulator import Accumulator, shared
 from .message_futures import MessageFuture, set_future, settle_futures
 from .producer_input import (
     MAX_PARTITION,
@@ -75,15 +73,15 @@ from .producer_input import (
     timestamp_ms,
     topic_column,
 )
+from .producer_ledger import BatchResult, BatchState, Ledger, RecordMetadata, Settled
 from .producer_pipeline import ProducerPipeline, left
 from .ray_runtime import ensure_ray
 from .topic_routes import TopicRoutes
 
 log = logging.getLogger("raykafka.producer")
 
-# the caller-side buffer is handed over when it holds this much, or after linger.ms
-FLUSH_MESSAGES = 20000
-FLUSH_BYTES = 4 << 20
+__all__ = ["BatchResult", "Producer", "RecordMetadata"]
+
 # at most this long (s) a lingered hand-over waits for the messages handed over before it
 NAGLE_WAIT = 0.05
 # a send_batch larger than buffer.memory / SLICES_IN_BUFFER goes in slices of that size, each
@@ -95,84 +93,6 @@ WAITED_ON = ("linger.ms", "max.block.ms", "retry.backoff.ms", "request.timeout.m
 # with a timeout, what is left of it, but at least CLOSE_MIN
 CLOSE_GRACE = 30.0
 CLOSE_MIN = 5.0
-
-
-class RecordMetadata(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-
-
-@dataclass
-class BatchResult:
-    """How each record of one `send_batch` ended, as arrays in the order the records were given."""
-
-    delivered: int
-    failed: int
-    partitions: np.ndarray  # int32, -1 where unknown
-    offsets: np.ndarray  # int64, -1 where failed (or acks=0)
-    errors: list  # None where delivered, else the exception
-
-    @property
-    def ok(self) -> bool:
-        return self.failed == 0
-
-
-class _BatchState:
-    def __init__(self, start: int, n: int, future: Future, nbytes: int):
-        self.start = start
-        self.n = n
-        self.future = future
-        self.per_record = nbytes / max(n, 1)
-        self.partitions = np.full(n, -1, dtype=np.int32)
-        self.offsets = np.full(n, -1, dtype=np.int64)
-        self.errors: list = [None] * n
-        self.remaining = n
-        self.failed = 0
-        self.settled = np.zeros(n, dtype=bool)
-
-    def settle(self, idx: np.ndarray, partition: int, first_offset: int, places: np.ndarray,
-               error: Exception | None) -> None:
-        """Records `idx` ended; `places` are their positions in the report (offset = first + place)."""
-        fresh = ~self.settled[idx]
-        idx, places = idx[fresh], places[fresh]
-        self.settled[idx] = True
-        self.partitions[idx] = partition
-        if error is None:
-            if first_offset >= 0:
-                self.offsets[idx] = first_offset + places
-        else:
-            self.failed += len(idx)
-            for i in idx.tolist():
-                self.errors[i] = error
-        self.remaining -= len(idx)
-
-    def result(self) -> BatchResult:
-        return BatchResult(self.n - self.failed, self.failed, self.partitions, self.offsets, self.errors)
-
-
-class _Buffer:
-    """One topic's messages gathered by `send`: a row per message, turned into columns (in C) when
-    the buffer is handed over."""
-
-    __slots__ = ("rows", "nbytes", "created_ms")
-
-    def __init__(self) -> None:
-        self.rows: list[tuple] = []  # (id, value, key, timestamp, headers, partition or -1)
-        self.nbytes = 0
-        self.created_ms = int(time.time() * 1000)
-
-    def batch(self, topic: str) -> MessageBatch:
-        ids, values, keys, timestamps, headers, partitions = map(list, zip(*self.rows, strict=True))
-        n = len(ids)
-        return MessageBatch(
-            topic=topic, ids=range(ids[0], ids[-1] + 1) if ids[-1] - ids[0] == n - 1 else np.array(ids, dtype=np.int64),
-            values=_shared(packed(values)),
-            keys=None if keys.count(None) == n else packed(keys),
-            timestamps=timestamps, headers=encode_header_lists(headers),
-            partitions=None if partitions.count(-1) == n else partitions, created_ms=self.created_ms,
-            nbytes=self.nbytes)
 
 
 class Producer:
@@ -211,18 +131,10 @@ class Producer:
         # only have encoded them to utf-8 anyway
         self._raw_arrow = (self.config["value.serializer"] in ("bytes", "str"),
                            self.config["key.serializer"] in ("bytes", "str"))
-        self._next_id = 0
-        self._pending: dict[int, tuple[Future, str, int, int]] = {}  # id -> (future, topic, timestamp, bytes)
-        self._batches: dict[int, _BatchState] = {}
-        self._batch_starts: list[int] = []
-        self._unresolved_bytes = 0
-        self._open: dict[str, _Buffer] = {}
-        self._open_count = 0
-        self._open_bytes = 0
-        self._ready: list[MessageBatch] = []
+        self._ledger = Ledger()  # every message accepted and not yet ended; buffer.memory
+        self._acc = Accumulator()  # what send gathered, and the batches ready to hand on
         self._flush_now = False
         self._settling = 0
-        self._finished: list[_BatchState] = []
         self._closed = False  # no new sends
         self._stopping = False  # the pipeline is being shut down on purpose
         self._results_stopped = False  # close takes the last reports itself
@@ -268,25 +180,14 @@ class Producer:
             future.set_exception(MessageTooLargeError(
                 f"message of {size} bytes is larger than max.request.size={self.max_request_size}"))
             return future
+        ledger = self._ledger
         with self._lock:
-            if self._closed or self._unresolved_bytes + size > self.buffer_memory:
+            if self._closed or ledger.unresolved_bytes + size > self.buffer_memory:
                 self._reserve(size, 1)  # waits for room, or raises
             else:
-                self._unresolved_bytes += size
-            mid = self._next_id
-            self._next_id = mid + 1
-            self._pending[mid] = (future, topic, ts, size)
-            buf = self._open.get(topic)
-            if buf is None:
-                buf = self._open[topic] = _Buffer()
-            buf.rows.append((mid, v, k, ts, headers, partition))
-            buf.nbytes += size
-            self._open_count += 1
-            self._open_bytes += size
-            # wake the sender when a buffer opens or crosses a threshold; past it, the sender
-            # (busy handing over) checks the thresholds again before it waits
-            if (self._open_count == 1 or self._open_count == FLUSH_MESSAGES
-                    or FLUSH_BYTES <= self._open_bytes < FLUSH_BYTES + size):
+                ledger.reserve(size)
+            mid = ledger.add(future, topic, ts, size)
+            if self._acc.add(topic, (mid, v, k, ts, headers, partition), size):
                 self._cond.notify_all()
         return future
 
@@ -318,12 +219,12 @@ class Producer:
             future.set_result(BatchResult(0, 0, np.zeros(0, np.int32), np.zeros(0, np.int64), []))
             return future
         too_large = sizes > self.max_request_size
-        values = _shared(values)
+        values = shared(values)
         now_ms = int(time.time() * 1000)
         ts: int | list[int] = now_ms if timestamps is None else timestamp_column(timestamps, now_ms)
         explicit = None if partitions is None else partition_column(partitions)
         topic_arr = None if topics is None else topic_column(topics)
-        state: _BatchState | None = None
+        state: BatchState | None = None
         bounds = slice_bounds(sizes, max(1, self.buffer_memory // SLICES_IN_BUFFER))
         for lo, hi in bounds:
             with self._cond:
@@ -332,32 +233,29 @@ class Producer:
                 except (BufferExhaustedError, ProducerClosedError) as exc:
                     if state is None:  # nothing accepted: the caller's mistake or a full buffer, said at once
                         raise
-                    self._settle_batch_locally(state, np.arange(lo, n), exc, sizes, reserved=False)
+                    self._ledger.fail_in_batch(state, np.arange(lo, n), exc, sizes, reserved=False)
                     break
                 if state is None:
-                    start = self._next_id
-                    self._next_id += n
-                    state = _BatchState(start, n, future, total)
-                    self._batches[start] = state
-                    bisect.insort(self._batch_starts, start)
+                    state = self._ledger.add_batch(n, future, total)
+                    start = state.start
                     whole = MessageBatch(topic=topic or "", ids=range(start, start + n), values=values, keys=keys,
                                          timestamps=ts, headers=headers, partitions=explicit, created_ms=now_ms,
                                          nbytes=total)
-                self._seal_open()
-                self._ready.extend(self._slice(whole, lo, hi, too_large, topic_arr, state, sizes))
+                self._acc.seal()  # what send gathered before goes first
+                self._acc.ready.extend(self._slice(whole, lo, hi, too_large, topic_arr, state, sizes))
                 self._cond.notify_all()
         self._complete_finished()
         return future
 
     def _slice(self, whole: MessageBatch, lo: int, hi: int, too_large: np.ndarray, topic_arr: np.ndarray | None,
-               state: _BatchState, sizes: np.ndarray) -> list[MessageBatch]:
+               state: BatchState, sizes: np.ndarray) -> list[MessageBatch]:
         """Records `lo:hi` of a `send_batch` as batches to hand on (lock held): those larger than
         max.request.size fail here alone, the rest go one batch per topic."""
         batch = whole.slice(lo, hi) if (lo, hi) != (0, len(whole)) else whole
         keep = np.arange(hi - lo)
         bad = np.flatnonzero(too_large[lo:hi])
         if len(bad):
-            self._settle_batch_locally(state, lo + bad, MessageTooLargeError(
+            self._ledger.fail_in_batch(state, lo + bad, MessageTooLargeError(
                 f"message larger than max.request.size={self.max_request_size}"), sizes)
             keep = np.flatnonzero(~too_large[lo:hi])
             if not len(keep):
@@ -381,19 +279,20 @@ class Producer:
         if size > self.buffer_memory:
             raise BufferExhaustedError(f"{count} message(s) of {size} bytes cannot fit in buffer.memory={self.buffer_memory}")
         deadline = time.monotonic() + self.max_block
-        while self._unresolved_bytes + size > self.buffer_memory:
+        ledger = self._ledger
+        while ledger.unresolved_bytes + size > self.buffer_memory:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise BufferExhaustedError(
                     f"waited max.block.ms={int(self.max_block * 1000)} for {size} bytes of buffer.memory="
-                    f"{self.buffer_memory} ({self._unresolved_bytes} bytes sent and not yet acknowledged)")
+                    f"{self.buffer_memory} ({ledger.unresolved_bytes} bytes sent and not yet acknowledged)")
             self._flush_now = True
             self._cond.notify_all()
             self._cond.wait(left)
             self.metrics.blocked(left - (deadline - time.monotonic()))  # how long that wait took
             if self._closed:
                 raise ProducerClosedError("send on a closed producer")
-        self._unresolved_bytes += size
+        ledger.reserve(size)
 
     def _wake_sender(self) -> None:
         with self._cond:
@@ -404,50 +303,42 @@ class Producer:
         unanswered, let new ones gather (up to NAGLE_WAIT s), so that at small linger.ms the
         pipeline gets one call per round trip rather than one per message."""
         deadline = time.monotonic() + NAGLE_WAIT
+        acc = self._acc
         with self._cond:
-            while (len(self._pending) > self._open_count and not (self._ready or self._flush_now or self._stopping)
-                   and self._open_count < FLUSH_MESSAGES and self._open_bytes < FLUSH_BYTES):
+            while (len(self._ledger.singles) > acc.count and not (acc.ready or self._flush_now or self._stopping)
+                   and not acc.full):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
                 self._cond.wait(left)
 
-    def _seal_open(self) -> None:
-        for topic, buf in self._open.items():
-            self._ready.append(buf.batch(topic))
-        self._open = {}
-        self._open_count = self._open_bytes = 0
-
     def _send_loop(self) -> None:
         """Hand gathered messages on (`TopicRoutes`), a bounded number of calls in flight."""
         import ray
 
+        acc = self._acc
         while True:
             with self._cond:
                 while True:
-                    if self._ready or (self._open and (self._flush_now or self._stopping)):
+                    if acc.ready or (acc.open and (self._flush_now or self._stopping)):
                         break
                     if self._routes.has_answers():  # a topic's held batches can go now
                         break
-                    if self._open:
-                        first = min(b.created_ms for b in self._open.values()) / 1000
-                        left = first + self.linger - time.time()
-                        if left <= 0 or self._open_count >= FLUSH_MESSAGES or self._open_bytes >= FLUSH_BYTES:
+                    if acc.open:
+                        left = acc.linger_left(self.linger)
+                        if left <= 0 or acc.full:
                             break
                         self._cond.wait(left)
                     elif self._stopping:
                         return
                     else:
                         self._cond.wait(1.0)
-                lingered = bool(self._open) and not (self._ready or self._flush_now or self._stopping
-                                                     or self._open_count >= FLUSH_MESSAGES
-                                                     or self._open_bytes >= FLUSH_BYTES
-                                                     or self._routes.has_answers())
+                lingered = bool(acc.open) and not (acc.ready or self._flush_now or self._stopping or acc.full
+                                                   or self._routes.has_answers())
             if lingered:
                 self._nagle()
             with self._cond:
-                self._seal_open()
-                batches, self._ready = self._ready, []
+                batches = acc.take()
                 self._flush_now = False
             self.metrics.handed(batches)
             failed = self._routes.send(batches)
@@ -472,7 +363,7 @@ class Producer:
         results = self.ctx.results
         while True:
             with self._cond:
-                if self._results_stopped or (self._stopping and not self._pending and not self._batches):
+                if self._results_stopped or (self._stopping and not self._ledger):
                     return
             try:
                 entries = ray.get(results.poll.remote(0.2))
@@ -497,29 +388,10 @@ class Producer:
                     log.exception("%s: settling %d reports failed", self.name, len(entries))
 
     def _resolve(self, entries: list[Outcome]) -> None:
-        settled: list[tuple[Future, RecordMetadata | None, Exception | None]] = []
-        add = settled.append
-        meta_of = tuple.__new__  # RecordMetadata(...) without the NamedTuple's Python-level __new__
+        """End the messages these outcomes name (the ledger), then set their futures and report
+        them, outside the lock."""
         with self._cond:
-            pop = self._pending.pop
-            for ids, topic, partition, first_offset, append_ms, error in entries:
-                self.metrics.resolved(topic, len(ids), error)
-                singles: Any = zip(ids, range(len(ids)), strict=True)
-                if self._batches:
-                    singles = self._resolve_batches(ids, partition, first_offset, error)
-                freed = 0
-                for mid, i in singles:
-                    rec = pop(mid, None)
-                    if rec is None:
-                        continue
-                    freed += rec[3]
-                    if error is None:
-                        add((rec[0], meta_of(RecordMetadata, (topic, partition,
-                                                              first_offset + i if first_offset >= 0 else -1,
-                                                              append_ms if append_ms >= 0 else rec[2])), None))
-                    else:
-                        add((rec[0], None, error))
-                self._unresolved_bytes -= freed  # per entry: finishing a batch recounts from _pending
+            settled = self._ledger.settle(entries, self.metrics.resolved)
             self._settling += 1  # flush() waits until these futures are set too
         try:
             self._complete_finished()
@@ -532,7 +404,7 @@ class Producer:
                 self._settling -= 1
                 self._cond.notify_all()
 
-    def _report(self, settled: list[tuple[Future, RecordMetadata | None, Exception | None]]) -> None:
+    def _report(self, settled: list[Settled]) -> None:
         """Each outcome to `successes()` / `errors()` and `on_delivery`, whatever its future's
         caller did with it (a cancelled future's message is reported too)."""
         for _future, meta, error in settled:
@@ -546,46 +418,9 @@ class Producer:
                 except BaseException:  # noqa: B036 - even SystemExit: this thread settles every later message
                     log.exception("%s: on_delivery callback raised", self.name)
 
-    def _resolve_batches(self, ids: list[int], partition: int, first_offset: int,
-                         error: Exception | None) -> list[tuple[int, int]]:
-        """Settle the ids that belong to `send_batch` calls (lock held); return the others with their places."""
-        arr = np.arange(ids.start, ids.stop, dtype=np.int64) if isinstance(ids, range) else np.asarray(ids, dtype=np.int64)
-        starts = np.asarray(self._batch_starts, dtype=np.int64)
-        ends = starts + np.asarray([self._batches[s].n for s in self._batch_starts], dtype=np.int64)
-        owner = np.maximum(np.searchsorted(starts, arr, side="right") - 1, 0)
-        in_batch = (arr >= starts[owner]) & (arr < ends[owner])
-        for k in np.unique(owner[in_batch]).tolist():
-            state = self._batches[int(starts[k])]
-            places = np.flatnonzero(in_batch & (owner == k))
-            state.settle(arr[places] - state.start, partition, first_offset, places, error)
-            self._unresolved_bytes -= int(round(state.per_record * len(places)))
-            if state.remaining <= 0:
-                self._finish_batch(state)
-        return [(ids[i], i) for i in np.flatnonzero(~in_batch).tolist()]
-
-    def _settle_batch_locally(self, state: _BatchState, idx: np.ndarray, error: Exception, sizes: np.ndarray,
-                              reserved: bool = True) -> None:
-        """Records `idx` of a `send_batch` failed before leaving (lock held); `reserved`: their
-        bytes had been counted against buffer.memory."""
-        state.settle(idx, -1, -1, idx, error)
-        bad = int(sizes[idx].sum())
-        if reserved:
-            self._unresolved_bytes -= bad
-        state.per_record = (state.per_record * state.n - bad) / max(state.n - len(idx), 1)
-        if state.remaining <= 0:
-            self._finish_batch(state)
-
-    def _finish_batch(self, state: _BatchState) -> None:
-        """Forget a finished batch (lock held); its future is set once the lock is released."""
-        del self._batches[state.start]
-        self._batch_starts.remove(state.start)
-        if not self._batches:
-            self._unresolved_bytes = sum(rec[3] for rec in self._pending.values())  # no rounding drift
-        self._finished.append(state)
-
     def _complete_finished(self) -> None:
         with self._lock:
-            finished, self._finished = self._finished, []
+            finished = self._ledger.take_finished()
         for state in finished:
             set_future(state.future, state.result(), None)
 
@@ -614,7 +449,7 @@ class Producer:
     def pending(self) -> int:
         """Messages sent and not yet resolved."""
         with self._cond:
-            return len(self._pending) + sum(s.remaining for s in self._batches.values())
+            return len(self._ledger)
 
     def flush(self, timeout: float | None = None) -> int:
         """Send everything gathered and wait until every message sent so far has ended.
@@ -628,15 +463,15 @@ class Producer:
         with self._cond:
             self._flush_now = True
             self._cond.notify_all()
-            while (self._pending or self._batches or self._settling) and not give_up():
+            while (self._ledger or self._settling) and not give_up():
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     break
                 self._cond.wait(0.5 if left is None else min(left, 0.5))
-                if self._open:
+                if self._acc.open:
                     self._flush_now = True
                     self._cond.notify_all()
-            return len(self._pending) + sum(s.remaining for s in self._batches.values())
+            return len(self._ledger)
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver everything already accepted, then stop every actor of this producer.
@@ -707,6 +542,11 @@ class Producer:
     # -- what the watchdog uses (driver/producer_watchdog.py) --------------------------
 
     @property
+    def buffer_in_use(self) -> int:
+        """Bytes of the messages accepted and not yet ended: what buffer.memory bounds."""
+        return self._ledger.unresolved_bytes
+
+    @property
     def stopping(self) -> bool:
         """close() is shutting the pipeline down (on purpose: its actors end now)."""
         return self._stopping
@@ -715,26 +555,14 @@ class Producer:
         """The id the next message will get (every message sent so far has a smaller one), or
         None once the producer is stopping with nothing unresolved: nothing left to watch."""
         with self._cond:
-            if self._stopping and not self._pending and not self._batches:
+            if self._stopping and not self._ledger:
                 return None
-            return self._next_id
+            return self._ledger.next_id
 
     def unresolved_before(self, cutoff: int | None) -> list[list[int]]:
         """The ids of the messages still unresolved, below `cutoff` (None: all), in groups."""
         with self._cond:
-            singles = []
-            for mid in self._pending:  # insertion order is id order
-                if cutoff is not None and mid >= cutoff:
-                    break
-                singles.append(mid)
-            groups = [singles] if singles else []
-            for state in list(self._batches.values()):
-                ids = state.start + np.flatnonzero(~state.settled)
-                if cutoff is not None:
-                    ids = ids[ids < cutoff]
-                if len(ids):
-                    groups.append(ids.tolist())
-        return groups
+            return self._ledger.unresolved_before(cutoff)
 
     def expire(self, groups: list[list[int]], error: Exception) -> None:
         """End these messages (unresolved ones; the others are skipped) with `error`."""
@@ -747,8 +575,7 @@ class Producer:
             if self._stopping:
                 return
             self._closed = self._stopping = True
-            self._open, self._ready = {}, []  # nothing to hand them to; failed just below
-            self._open_count = self._open_bytes = 0
+            self._acc.clear()  # nothing to hand them to; failed just below
             self._cond.notify_all()
         self._fail_unresolved(ProducerClosedError("Ray was shut down before the message was delivered"))
 
@@ -760,13 +587,6 @@ class Producer:
 
 
 # ---------------------------------------------------------------------------- utilities
-
-
-def _shared(values: Any) -> Any:
-    """A large column put in the object store once, for the flusher alone to read (`SharedColumn`)."""
-    if isinstance(values, BinaryColumn) and values.nbytes >= SHARE_MIN_BYTES:
-        return SharedColumn.put(values)
-    return values
 
 
 def _check_waits(config: Mapping[str, Any]) -> None:

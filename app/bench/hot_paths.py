@@ -34,9 +34,13 @@ def _fake_producer(module: Any) -> Any:
     p._lock = threading.Lock()
     p._cond = threading.Condition(p._lock)
     p._futures_condition = threading.Condition()
-    p._pending, p._batches, p._batch_starts, p._finished = {}, {}, [], []
-    p._unresolved_bytes = p._settling = p._open_count = p._open_bytes = p._next_id = 0
-    p._open, p._closed = {}, False
+    if hasattr(module, "Ledger"):  # the ledger and the accumulator in modules of their own
+        p._ledger, p._acc = module.Ledger(), module.Accumulator()
+    else:
+        p._pending, p._batches, p._batch_starts, p._finished = {}, {}, [], []
+        p._unresolved_bytes = p._open_count = p._open_bytes = p._next_id = 0
+        p._open = {}
+    p._settling, p._closed = 0, False
     p._bytes_values = p._bytes_keys = True
     p.value_serializer = p.key_serializer = get_serializer("bytes")
     p.max_request_size, p.buffer_memory = 1 << 20, 1 << 40
@@ -64,8 +68,9 @@ def _resolve(module: Any) -> float:
     p = _fake_producer(module)
     make = getattr(module, "MessageFuture", None) or module._MessageFuture  # its name before driver/message_futures.py
     futures = [make(p._futures_condition) for _ in range(N)]
+    pending = p._ledger.singles if hasattr(module, "Ledger") else p._pending
     for i, f in enumerate(futures):
-        p._pending[i] = (f, "t", 123, 121)
+        pending[i] = (f, "t", 123, 121)
     entries = [(list(range(k, k + 2000)), "t", 0, k, -1, None) for k in range(0, N, 2000)]
     start = time.perf_counter()
     p._resolve(entries)

@@ -60,7 +60,7 @@ def test_normal_operation_passes_through_in_order_with_one_syn():
     for name in ("a", "b", "c"):
         state.dispatch(msg(name))
     assert backend.sent == [(1, "syn"), (1, "a"), (1, "b"), (1, "c")]
-    assert state.high_watermark == 0 and not state.levels
+    assert state.retry_level == 0 and not state.levels
 
 
 def test_a_retry_raises_the_high_watermark_chases_the_old_path_and_buffers_new_messages():
@@ -68,7 +68,7 @@ def test_a_retry_raises_the_high_watermark_chases_the_old_path_and_buffers_new_m
     state = LeaderDispatcherState("t", 0, backend)
     state.dispatch(msg("a"))
     state.dispatch(msg("a", retries=1))  # "a" failed on path 1 and came back
-    assert state.high_watermark == 1
+    assert state.retry_level == 1
     # the chaser went down the OLD path (1), then the broker was abandoned, then a new path opened
     assert backend.sent[-3:] == [(1, "fin0"), (2, "syn"), (2, "a")]
     assert backend.abandoned == 1
@@ -79,7 +79,7 @@ def test_a_retry_raises_the_high_watermark_chases_the_old_path_and_buffers_new_m
     # the backlog is released only when the chaser returns
     state.dispatch(chaser(1))
     assert backend.data() == ["a", "a", "x", "b"]
-    assert state.high_watermark == 0 and not state.levels
+    assert state.retry_level == 0 and not state.levels
 
 
 def test_several_retry_levels_in_flight_flush_in_order_as_each_chaser_returns():
@@ -89,7 +89,7 @@ def test_several_retry_levels_in_flight_flush_in_order_as_each_chaser_returns():
     state.dispatch(msg("a", retries=1))  # level 1, fin0 on path 1
     state.dispatch(msg("b"))  # buffered at 0
     state.dispatch(msg("a", retries=2))  # failed again on path 2: level 2, fin1 on path 2
-    assert state.high_watermark == 2
+    assert state.retry_level == 2
     assert state.levels[1].expect_chaser and state.levels[2].expect_chaser
     state.dispatch(msg("c", retries=1))  # a level-1 straggler: buffered at 1
     state.dispatch(msg("d"))  # buffered at 0
@@ -100,7 +100,7 @@ def test_several_retry_levels_in_flight_flush_in_order_as_each_chaser_returns():
     # the level-2 chaser returns: level 1's buffer, then level 0's, in that order
     state.dispatch(chaser(2))
     assert backend.data() == ["a", "a", "a", "c", "b", "d"]
-    assert state.high_watermark == 0
+    assert state.retry_level == 0
 
 
 def test_flushing_stops_at_a_level_still_waiting_for_its_chaser():
@@ -112,11 +112,11 @@ def test_flushing_stops_at_a_level_still_waiting_for_its_chaser():
     state.dispatch(msg("a", retries=2))
     state.dispatch(msg("c", retries=1))  # buffered at 1
     state.dispatch(chaser(2))  # level 2 done, but level 1's chaser is still out
-    assert state.high_watermark == 1
+    assert state.retry_level == 1
     assert backend.data() == ["a", "a", "a", "c"]  # level 1's backlog went; level 0's waits
     assert [b.values[0] for b in state.levels[0].buf] == [b"b"]
     state.dispatch(chaser(1))
-    assert backend.data()[-1] == "b" and state.high_watermark == 0
+    assert backend.data()[-1] == "b" and state.retry_level == 0
 
 
 def test_a_late_chaser_at_high_watermark_zero_is_dropped():
@@ -124,7 +124,7 @@ def test_a_late_chaser_at_high_watermark_zero_is_dropped():
     state = LeaderDispatcherState("t", 0, backend)
     state.dispatch(msg("a"))
     state.dispatch(chaser(1))  # no retry level open: nothing happens
-    assert backend.data() == ["a"] and state.high_watermark == 0
+    assert backend.data() == ["a"] and state.retry_level == 0
 
 
 def test_no_leader_holds_the_messages_in_order_until_a_refresh_finds_it():
@@ -151,9 +151,9 @@ def test_held_retries_and_chasers_keep_their_order_behind_the_retry_levels():
     state.dispatch(chaser(0))  # the old path's chaser comes back while the retry is held
     assert backend.data() == ["a"] and not state.retry_held(now_ms=0)
     # released in the order they came: the retry opens level 1, "b" waits there for the chaser
-    assert backend.data() == ["a", "a"] and state.high_watermark == 1
+    assert backend.data() == ["a", "a"] and state.retry_level == 1
     state.dispatch(chaser(1))
-    assert backend.data() == ["a", "a", "b"] and state.high_watermark == 0
+    assert backend.data() == ["a", "a", "b"] and state.retry_level == 0
 
 
 def test_held_messages_fail_naming_the_cause_once_delivery_timeout_runs_out():

@@ -98,7 +98,7 @@ def test_retries_exhausted_fail_exactly_those_messages_with_the_cause(ray_sessio
 
 def test_several_retry_levels_in_flight_keep_order(ray_session):
     """Partition 0 fails again and again while new messages keep coming: retry levels 1, 2, 3
-    are open at once (the high-watermark logic); order and completeness must hold."""
+    are open at once (the retry-level logic); order and completeness must hold."""
     with MockCluster(n_brokers=2, topics={"t": 1}) as cluster, Producer(config(cluster)) as producer:
         sent: list[bytes] = []
         futures = []
