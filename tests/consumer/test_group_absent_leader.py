@@ -48,7 +48,7 @@ def test_a_member_joining_a_group_stranded_by_its_leader_takes_over_and_assigns(
     topic, group_id = topic_name("strand"), topic_name("g")
     kit.create_topic(bootstrap, topic, 2)
     config = parse_config({"bootstrap.servers": bootstrap, "group.id": group_id, "session.timeout.ms": SESSION_MS,
-                           "retry.backoff.ms": 100})
+                           "heartbeat.interval.ms": 1000, "retry.backoff.ms": 100})
 
     async def go():
         cluster = Cluster(config)
