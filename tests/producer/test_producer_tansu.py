@@ -181,11 +181,11 @@ def test_large_batches_travel_by_reference_and_arrive_whole(ray_session, bootstr
     """Values of SHARE_MIN_BYTES or more stay in the object store until the flusher encodes them
     (`SharedColumn`); keyed ones are cut by partition as positions, not copies. Both ways in
     (`send_batch` and a buffer of `send`s) land byte for byte where their results say."""
-    import raykafka.driver.producer as producer_module
+    import raykafka.driver.accumulator as accumulator
     from raykafka.actors.shared_column import SHARE_MIN_BYTES, SharedColumn
 
     put = []
-    monkeypatch.setattr(producer_module, "SharedColumn", type("Counted", (SharedColumn,), {
+    monkeypatch.setattr(accumulator, "SharedColumn", type("Counted", (SharedColumn,), {
         "put": classmethod(lambda cls, column: put.append(len(column)) or SharedColumn.put(column))}))
     topic = topic_name("shared")
     create_topic(bootstrap, topic, 4)
