@@ -4,7 +4,9 @@ responses in the order the requests were sent.
 
 Called by its Aggregator only (`flush(seq, entries)`; an async actor may start calls out of
 order, so it runs them by `seq`). Calls the ProducerResults (successes and final errors) and the
-RetryHandler (messages to retry; it holds a reference there, released after its last response).
+RetryHandler (messages to retry; it holds a reference there, released after its last response);
+in a transactional producer, the TransactionOwner too (`add_partitions`, before the batches of
+each `flush` entry go out, as Java's Sender adds a partition before it drains it).
 
 The decisions live in `FlusherState` (actors/flusher_state.py, no Ray, no asyncio): the
 in-flight ledger (requests, held batches, chasers, the shutdown mark, each a typed entry), the
@@ -34,6 +36,7 @@ from ..wire.errors import KafkaError, UnknownOffsetError, code_for
 from ..wire.fetch import find_batch_offset
 from ..wire.records import encode_record_batch_parts, prepare_columnar
 from .batch import FIN, SHUTDOWN, SYN, MessageBatch
+from .calls import pipeline_error
 from .flusher_state import (
     Chaser,
     FlusherState,
@@ -76,8 +79,10 @@ class Flusher:
         self.inbox: dict[int, tuple[list, asyncio.Future]] = {}
         self.next_seq = 0
         self.metrics = FlusherMetrics(ctx.prefix.rstrip("/"), node_id)
+        self.transactional_id = config["transactional.id"]  # with it, every batch is in a transaction
         self.state = FlusherState(self.path, max_retries=config["retries"],
-                                  delivery_timeout_ms=config["delivery.timeout.ms"], observer=self.metrics)
+                                  delivery_timeout_ms=config["delivery.timeout.ms"], observer=self.metrics,
+                                  transactional=self.transactional_id is not None)
         self.request_index = 0
         self.calls: list[Any] = []  # refs of calls to the results and the retry handler
         self._started = False
@@ -151,6 +156,10 @@ class Flusher:
             while self.state.requests_in_flight():
                 self.handled.clear()
                 await self.handled.wait()
+        if self.ctx.transactions is not None:
+            batches = await self._add_to_transaction(batches)
+            if not batches:
+                return
         try:
             values = await self._values(batches)
         except Exception as exc:  # the values are gone from the object store (their owner died)
@@ -165,6 +174,23 @@ class Flusher:
                 rounds[i].append(piece)
         for encoded in rounds:
             await self._send_request(encoded)
+
+    async def _add_to_transaction(self, batches: list[MessageBatch]) -> list[MessageBatch]:
+        """Before the first Produce to a partition in a transaction, the TransactionOwner adds it
+        (AddPartitionsToTxn; a partition added already costs no request). If it cannot, the
+        batches fail with its error (the transaction's abortable error, or the fatal one): those
+        that may go."""
+        partitions = sorted({(b.topic, b.partition) for b in batches})
+        try:
+            await self.ctx.transactions.add_partitions.remote(partitions)
+        except Exception as exc:
+            error = pipeline_error(exc)
+            error = getattr(error, "cause", None) or error  # the error itself, not Ray's wrapper
+            log.info("%s %d partition(s) not added to the transaction: %s", self.path, len(partitions), error)
+            for batch in batches:
+                self.state.report_error(batch, error)
+            return []
+        return batches
 
     async def _send_request(self, encoded: list[tuple[MessageBatch, tuple]]) -> None:
         """One Produce request of encoded record batches (at most one per partition), less those
@@ -217,7 +243,8 @@ class Flusher:
         estimated and it is larger than max.request.size, cut into pieces that each fit."""
         records = encode_record_batch_parts(
             column, b.keys, b.timestamps, b.headers, compression=self.codec,
-            producer_id=b.producer_id, producer_epoch=b.producer_epoch, base_sequence=b.base_sequence)
+            producer_id=b.producer_id, producer_epoch=b.producer_epoch, base_sequence=b.base_sequence,
+            is_transactional=self.transactional_id is not None)
         if not self.codec:
             return [(b, records)]
         size = sum(len(part) for part in records)
@@ -236,7 +263,7 @@ class Flusher:
         topics: dict[str, list[dict[str, Any]]] = {}
         for b, records in encoded:
             topics.setdefault(b.topic, []).append({"index": b.partition, "records": records})
-        return {"transactional_id": None, "acks": self.acks, "timeout_ms": self.timeout_ms,
+        return {"transactional_id": self.transactional_id, "acks": self.acks, "timeout_ms": self.timeout_ms,
                 "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()]}
 
     # -- responses, in request order ------------------------------------------------

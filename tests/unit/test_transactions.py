@@ -16,6 +16,7 @@ from raykafka.wire.errors import (
     BrokerConnectionError,
     BrokerError,
     ConfigError,
+    DeliveryTimeoutError,
     ProducerFencedError,
     TransactionAbortableError,
     TransactionFatalError,
@@ -30,6 +31,7 @@ from raykafka.wire.transactions import (
     TransactionManager,
     TxnState,
     classify,
+    failed_send,
     send_error,
 )
 
@@ -193,6 +195,17 @@ def test_a_failed_send_is_abortable_unless_fenced_or_unauthorized() -> None:
     assert type(send_error(CODE["INVALID_PRODUCER_EPOCH"], "send")) is ProducerFencedError
     error = send_error(CODE["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"], "send")
     assert type(error) is TransactionFatalError and error.name == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+def test_a_failed_message_names_what_it_makes_of_the_transaction() -> None:
+    """What the producer's commit makes of the first message of the transaction that failed."""
+    fenced = ProducerFencedError("produce: fenced", CODE["PRODUCER_FENCED"])
+    assert failed_send(fenced, "commit") is fenced  # named by the flusher already: kept
+    broker = failed_send(BrokerError(CODE["INVALID_PRODUCER_EPOCH"], "produce to t/0"), "commit")
+    assert type(broker) is ProducerFencedError and "produce to t/0" in str(broker)
+    assert type(failed_send(BrokerError(CODE["NOT_ENOUGH_REPLICAS"]), "commit")) is TransactionAbortableError
+    local = failed_send(DeliveryTimeoutError("not delivered within delivery.timeout.ms=100"), "commit")
+    assert type(local) is TransactionAbortableError and "DeliveryTimeoutError" in str(local)
 
 
 # -- TransactionCoordinator against a scripted coordinator --------------------
