@@ -185,6 +185,8 @@ class Producer:
         if size > self.max_request_size:
             future.set_exception(MessageTooLargeError(
                 f"message of {size} bytes is larger than max.request.size={self.max_request_size}"))
+            if self._transactions is not None:  # as Java: the transaction cannot commit without it
+                self._transactions.note_failure(future.exception())
             return future
         ledger = self._ledger
         with self._lock:
@@ -242,6 +244,8 @@ class Producer:
                     if state is None:  # nothing accepted: the caller's mistake or a full buffer, said at once
                         raise
                     self._ledger.fail_in_batch(state, np.arange(lo, n), exc, sizes, reserved=False)
+                    if self._transactions is not None:  # as Java: the transaction cannot commit without them
+                        self._transactions.note_failure(exc)
                     break
                 if state is None:
                     state = self._ledger.add_batch(n, future, total)
@@ -263,8 +267,10 @@ class Producer:
         keep = np.arange(hi - lo)
         bad = np.flatnonzero(too_large[lo:hi])
         if len(bad):
-            self._ledger.fail_in_batch(state, lo + bad, MessageTooLargeError(
-                f"message larger than max.request.size={self.max_request_size}"), sizes)
+            error = MessageTooLargeError(f"message larger than max.request.size={self.max_request_size}")
+            self._ledger.fail_in_batch(state, lo + bad, error, sizes)
+            if self._transactions is not None:  # as Java: the transaction cannot commit without them
+                self._transactions.note_failure(error)
             keep = np.flatnonzero(~too_large[lo:hi])
             if not len(keep):
                 return []

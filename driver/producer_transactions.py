@@ -17,7 +17,7 @@ The driver keeps two things of its own, both about its own messages, not the tra
 state: whether sends are taken now (`check_send`, on every `send`: between `begin_transaction`
 and the start of `commit_transaction` or `abort_transaction`, as Java refuses a send in any other
 state), and the first message of the transaction that failed (`note_outcomes`, from the
-Producer's results), which the commit hands to the owner: a transaction with a failed message
+Producer's results; `note_failure`, for one it refused itself), which the commit hands to the owner: a transaction with a failed message
 cannot commit (abortable, or fatal if the broker said fenced).
 """
 
@@ -64,10 +64,15 @@ class ProducerTransactions:
             return
         for entry in entries:
             if entry.error is not None:
-                with self._lock:
-                    if self._in_transaction and self._failure is None:
-                        self._failure = entry.error
+                self.note_failure(entry.error)
                 return
+
+    def note_failure(self, error: Exception) -> None:
+        """A message of the open transaction failed (in the pipeline, or refused where it was
+        given, as a message larger than max.request.size): the first such is kept."""
+        with self._lock:
+            if self._in_transaction and self._failure is None:
+                self._failure = error
 
     # -- the calls, in the order a transaction makes them ----------------------------------
 

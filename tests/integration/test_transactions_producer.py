@@ -23,13 +23,19 @@ from raykafka.wire.cluster import Cluster
 from raykafka.wire.config import parse_config
 from raykafka.wire.errors import (
     ConfigError,
+    MessageTooLargeError,
     ProducerFencedError,
     TransactionAbortableError,
     TransactionStateError,
     UnknownTopicError,
 )
 
-from .test_transactions_wire import PARTITIONS, check_confluent_read, read_committed_ours
+from .test_transactions_wire import (
+    PARTITIONS,
+    check_confluent_read,
+    read_committed_confluent,
+    read_committed_ours,
+)
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(300)]
 
@@ -86,6 +92,25 @@ def test_commit_abort_commit_reads_back_exactly_the_committed_messages(ray_sessi
         assert admin.committed_offsets(group) == {TopicPartition(source, 0): 20}
 
 
+def test_an_open_transaction_is_read_once_it_commits(ray_session, bootstrap, topic_name):
+    """Its messages acknowledged, a transaction still open is not read (read_committed stops at
+    the last stable offset); once it commits, it is."""
+    topic = topic_name("txn-open")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: PARTITIONS})
+    rows = [b"open-%d" % i for i in range(50)]
+    with transactional(bootstrap, f"tx-{topic}") as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        assert producer.send_batch(topic, rows, keys=rows).result(SEND_TIMEOUT).failed == 0
+        while_open, _ = read_ours(bootstrap, topic)
+        confluent_while_open = read_committed_confluent(bootstrap, topic)
+        producer.commit_transaction(SEND_TIMEOUT)
+    assert while_open == [] and confluent_while_open == []
+    after, _ = read_ours(bootstrap, topic)
+    assert sorted(after) == sorted(rows) == sorted(read_committed_confluent(bootstrap, topic))
+
+
 def test_a_send_outside_a_transaction_is_refused_at_once(ray_session, bootstrap, topic_name):
     topic = topic_name("txn-outside")
     with Admin(bootstrap) as admin:
@@ -111,19 +136,26 @@ def test_a_send_outside_a_transaction_is_refused_at_once(ray_session, bootstrap,
         plain.begin_transaction()
 
 
+@pytest.mark.parametrize("cause", [UnknownTopicError, MessageTooLargeError])
 def test_a_failed_message_makes_the_transaction_abortable_and_the_next_one_commits(ray_session, bootstrap,
-                                                                                     topic_name):
+                                                                                     topic_name, cause):
+    """A message failed in the pipeline (its topic does not exist) or refused where it was given
+    (larger than max.request.size): the transaction cannot commit, as in Java."""
     topic = topic_name("txn-abortable")
     with Admin(bootstrap) as admin:
         admin.create_topics({topic: PARTITIONS})
-    with transactional(bootstrap, f"tx-{topic}") as producer:
+    with transactional(bootstrap, f"tx-{topic}", **{"max.request.size": 10_000}) as producer:
         producer.init_transactions()
         producer.begin_transaction()
         kept = producer.send(topic, b"in-the-failed-transaction")
-        lost = producer.send(f"no-such-topic-{uuid.uuid4().hex[:8]}", b"x")
-        with pytest.raises(TransactionAbortableError, match="UnknownTopicError"):
+        if cause is UnknownTopicError:
+            lost = producer.send(f"no-such-topic-{uuid.uuid4().hex[:8]}", b"x")
+        else:
+            lost = producer.send_batch(topic, [b"fits", b"x" * 20_000])
+        with pytest.raises(TransactionAbortableError, match=cause.__name__):
             producer.commit_transaction(SEND_TIMEOUT)
-        assert isinstance(lost.exception(0), UnknownTopicError)
+        failed = lost.exception(0) if cause is UnknownTopicError else lost.result(0).errors[1]
+        assert isinstance(failed, cause)
         assert kept.result(0).offset >= 0  # written, and aborted below
         with pytest.raises(TransactionAbortableError):  # the caller must abort, not commit
             producer.commit_transaction(SEND_TIMEOUT)
