@@ -167,7 +167,13 @@ def test_a_failed_message_makes_the_transaction_abortable_and_the_next_one_commi
     assert ours == [b"next"]
 
 
-def test_a_second_producer_with_the_same_transactional_id_fences_the_first(ray_session, bootstrap, topic_name):
+@pytest.mark.parametrize(("later_partition", "refused_by"), [(0, "produce to"), (1, "AddPartitionsToTxn")],
+                         ids=["produce-fenced", "add-partitions-fenced"])
+def test_a_second_producer_with_the_same_transactional_id_fences_the_first(ray_session, bootstrap, topic_name,
+                                                                            later_partition, refused_by):
+    """The zombie's later message fails fenced: by its Produce to a partition already in its
+    transaction, or by the AddPartitionsToTxn its Flusher asks for first; its commit and every
+    later call raise `ProducerFencedError`."""
     topic = topic_name("txn-fenced")
     with Admin(bootstrap) as admin:
         admin.create_topics({topic: PARTITIONS})
@@ -180,8 +186,8 @@ def test_a_second_producer_with_the_same_transactional_id_fences_the_first(ray_s
         first = zombie.send(topic, b"zombie-before", partition=0).result(SEND_TIMEOUT)
         fresh.init_transactions()  # fences the zombie and aborts its open transaction
         assert fresh.producer_epoch != zombie.producer_epoch or fresh.producer_id != zombie.producer_id
-        later = zombie.send(topic, b"zombie-after", partition=0)
-        with pytest.raises(ProducerFencedError):
+        later = zombie.send(topic, b"zombie-after", partition=later_partition)
+        with pytest.raises(ProducerFencedError, match=refused_by):
             later.result(SEND_TIMEOUT)  # the message ends, failed, naming the fencing
         with pytest.raises(ProducerFencedError):
             zombie.commit_transaction(SEND_TIMEOUT)
