@@ -425,3 +425,60 @@ def test_a_coordinator_that_drops_every_request_ends_in_a_timeout_naming_it() ->
 
     txn, _cluster = run(script, steps, timeout_ms=200)
     assert txn.manager.state is S.READY
+
+
+# -- TransactionOwner (the actor's class, without Ray) over a scripted coordinator --------------
+
+
+def owner_over(script: dict[Any, list[Any]]) -> tuple[Any, ScriptedCluster]:
+    from types import SimpleNamespace
+
+    from raykafka.actors.transaction_owner import TransactionOwner
+    from raykafka.wire.config import parse_config
+
+    owner = TransactionOwner(SimpleNamespace(config=parse_config({"bootstrap.servers": "h:1",
+                                                                  "transactional.id": "txn-1"})))
+    owner.cluster = ScriptedCluster(script)
+    owner.coordinator = TransactionCoordinator(owner.cluster, owner.manager)  # type: ignore[arg-type]
+    return owner, owner.cluster
+
+
+def test_the_owner_refuses_to_commit_a_transaction_whose_message_failed_until_it_is_aborted() -> None:
+    owner, cluster = owner_over({})
+    failed = TransactionAbortableError("a message of the transaction failed: UnknownTopicError: no topic x")
+
+    async def steps() -> None:
+        await owner.init_transactions()
+        await owner.begin_transaction()
+        await owner.add_partitions([("t", 0)])
+        with pytest.raises(TransactionAbortableError, match="no topic x"):
+            await owner.commit_transaction(failed)
+        assert owner.state() == "abortable_error"
+        with pytest.raises(TransactionAbortableError, match="must be aborted: .*no topic x"):
+            await owner.add_partitions([("t", 1)])  # a Flusher's batch for the doomed transaction
+        with pytest.raises(TransactionAbortableError):
+            await owner.commit_transaction(None)
+        await owner.abort_transaction()
+        await owner.begin_transaction()  # the next transaction starts clean
+
+    asyncio.run(steps())
+    assert [n for n, _ in cluster.conn.requests] == ["InitProducerId", "AddPartitionsToTxn", "EndTxn"]
+    assert cluster.conn.requests[-1][1]["committed"] is False
+    assert owner.state() == "in_transaction"
+
+
+def test_a_fenced_message_makes_the_owner_fatal_for_good() -> None:
+    owner, cluster = owner_over({})
+    fenced = ProducerFencedError("produce to t/0: PRODUCER_FENCED", CODE["PRODUCER_FENCED"])
+
+    async def steps() -> None:
+        await owner.init_transactions()
+        await owner.begin_transaction()
+        await owner.add_partitions([("t", 0)])
+        for call in (lambda: owner.commit_transaction(fenced), owner.abort_transaction, owner.begin_transaction,
+                     lambda: owner.add_partitions([("t", 1)])):
+            with pytest.raises(ProducerFencedError, match="produce to t/0"):
+                await call()
+
+    asyncio.run(steps())
+    assert [n for n, _ in cluster.conn.requests] == ["InitProducerId", "AddPartitionsToTxn"]
