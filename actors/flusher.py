@@ -156,10 +156,7 @@ class Flusher:
             while self.state.requests_in_flight():
                 self.handled.clear()
                 await self.handled.wait()
-        if self.ctx.transactions is not None:
-            batches = await self._add_to_transaction(batches)
-            if not batches:
-                return
+        adding = self._add_partitions(batches)  # in a transaction: answered while the batches encode
         try:
             values = await self._values(batches)
         except Exception as exc:  # the values are gone from the object store (their owner died)
@@ -172,25 +169,32 @@ class Flusher:
                 if i == len(rounds):
                     rounds.append([])
                 rounds[i].append(piece)
+        if adding is not None and not await self._added(adding, batches):
+            return
         for encoded in rounds:
             await self._send_request(encoded)
 
-    async def _add_to_transaction(self, batches: list[MessageBatch]) -> list[MessageBatch]:
-        """Before the first Produce to a partition in a transaction, the TransactionOwner adds it
-        (AddPartitionsToTxn; a partition added already costs no request). If it cannot, the
-        batches fail with its error (the transaction's abortable error, or the fatal one): those
-        that may go."""
-        partitions = sorted({(b.topic, b.partition) for b in batches})
+    def _add_partitions(self, batches: list[MessageBatch]) -> Any:
+        """In a transactional producer: ask the TransactionOwner to add the batches' partitions to
+        the transaction (AddPartitionsToTxn; one added already costs no request), as Java's Sender
+        does before it drains a partition. The call's ref, awaited before the first Produce."""
+        if self.ctx.transactions is None:
+            return None
+        return self.ctx.transactions.add_partitions.remote(sorted({(b.topic, b.partition) for b in batches}))
+
+    async def _added(self, adding: Any, batches: list[MessageBatch]) -> bool:
+        """The partitions are in the transaction; else the batches fail with why not (the
+        transaction's abortable error, or the fatal one, e.g. `ProducerFencedError`)."""
         try:
-            await self.ctx.transactions.add_partitions.remote(partitions)
+            await adding
         except Exception as exc:
             error = pipeline_error(exc)
             error = getattr(error, "cause", None) or error  # the error itself, not Ray's wrapper
-            log.info("%s %d partition(s) not added to the transaction: %s", self.path, len(partitions), error)
+            log.info("%s %d batch(es) not added to the transaction: %s", self.path, len(batches), error)
             for batch in batches:
                 self.state.report_error(batch, error)
-            return []
-        return batches
+            return False
+        return True
 
     async def _send_request(self, encoded: list[tuple[MessageBatch, tuple]]) -> None:
         """One Produce request of encoded record batches (at most one per partition), less those
