@@ -19,6 +19,10 @@ and the start of `commit_transaction` or `abort_transaction`, as Java refuses a 
 state), and the first message of the transaction that failed (`note_outcomes`, from the
 Producer's results; `note_failure`, for one it refused itself), which the commit hands to the owner: a transaction with a failed message
 cannot commit (abortable, or fatal if the broker said fenced).
+
+`close()` with a transaction open neither commits nor aborts it, as Java's does: its messages
+are delivered, and the transaction is aborted by the coordinator after `transaction.timeout.ms`,
+or by the next `init_transactions` with the same transactional.id.
 """
 
 from __future__ import annotations

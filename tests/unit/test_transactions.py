@@ -430,14 +430,14 @@ def test_a_coordinator_that_drops_every_request_ends_in_a_timeout_naming_it() ->
 # -- TransactionOwner (the actor's class, without Ray) over a scripted coordinator --------------
 
 
-def owner_over(script: dict[Any, list[Any]]) -> tuple[Any, ScriptedCluster]:
+def owner_over(script: dict[Any, list[Any]], **config: Any) -> tuple[Any, ScriptedCluster]:
     from types import SimpleNamespace
 
     from raykafka.actors.transaction_owner import TransactionOwner
     from raykafka.wire.config import parse_config
 
     owner = TransactionOwner(SimpleNamespace(config=parse_config({"bootstrap.servers": "h:1",
-                                                                  "transactional.id": "txn-1"})))
+                                                                  "transactional.id": "txn-1", **config})))
     owner.cluster = ScriptedCluster(script)
     owner.coordinator = TransactionCoordinator(owner.cluster, owner.manager)  # type: ignore[arg-type]
     return owner, owner.cluster
@@ -482,3 +482,10 @@ def test_a_fenced_message_makes_the_owner_fatal_for_good() -> None:
 
     asyncio.run(steps())
     assert [n for n, _ in cluster.conn.requests] == ["InitProducerId", "AddPartitionsToTxn"]
+
+
+def test_the_owner_asks_for_the_configured_transaction_timeout() -> None:
+    owner, cluster = owner_over({}, **{"transaction.timeout.ms": 9000})
+    assert asyncio.run(owner.init_transactions()) == (1000, 4)
+    (name, body), = cluster.conn.requests
+    assert (name, body["transactional_id"], body["transaction_timeout_ms"]) == ("InitProducerId", "txn-1", 9000)
