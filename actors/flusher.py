@@ -5,8 +5,9 @@ responses in the order the requests were sent.
 Called by its Aggregator only (`flush(seq, entries)`; an async actor may start calls out of
 order, so it runs them by `seq`). Calls the ProducerResults (successes and final errors) and the
 RetryHandler (messages to retry; it holds a reference there, released after its last response);
-in a transactional producer, the TransactionOwner too (`add_partitions`, before the batches of
-each `flush` entry go out, as Java's Sender adds a partition before it drains it).
+in a transactional producer, the TransactionOwner too (`add_partitions` for each `flush` call's
+partitions, asked as the call comes in and awaited before its first Produce, as Java's Sender
+adds a partition before it drains it).
 
 The decisions live in `FlusherState` (actors/flusher_state.py, no Ray, no asyncio): the
 in-flight ledger (requests, held batches, chasers, the shutdown mark, each a typed entry), the
@@ -76,7 +77,7 @@ class Flusher:
         self.max_in_flight = config["max.in.flight.requests.per.connection"]
         self.max_request_size = config["max.request.size"]
         self.ratios: dict[str, float] = {}  # topic -> compressed bytes per record byte, measured since the last flush
-        self.inbox: dict[int, tuple[list, asyncio.Future]] = {}
+        self.inbox: dict[int, tuple[list, asyncio.Future, Any]] = {}
         self.next_seq = 0
         self.metrics = FlusherMetrics(ctx.prefix.rstrip("/"), node_id)
         self.transactional_id = config["transactional.id"]  # with it, every batch is in a transaction
@@ -100,7 +101,9 @@ class Flusher:
         if not self._started:
             self._start()
         done = asyncio.get_running_loop().create_future()
-        self.inbox[seq] = (entries, done)
+        # in a transaction, the partitions are added while earlier calls are still being sent
+        adding = self._add_partitions([b for kind, item in entries if kind != "control" for b in item])
+        self.inbox[seq] = (entries, done, adding)
         self.new_work.set()
         await done
         ratios, self.ratios = self.ratios, {}
@@ -122,14 +125,14 @@ class Flusher:
             while self.next_seq not in self.inbox:
                 self.new_work.clear()
                 await self.new_work.wait()
-            entries, done = self.inbox.pop(self.next_seq)
+            entries, done, adding = self.inbox.pop(self.next_seq)
             self.next_seq += 1
             try:
                 for kind, item in entries:
                     if kind == "control":
                         self._control(item, done)
                     else:
-                        await self._send(item)
+                        await self._send(item, adding)
             except Exception as exc:  # a bug: fail loudly to the Aggregator, keep serving
                 log.exception("%s sending failed", self.path)
                 if not done.done():
@@ -149,14 +152,15 @@ class Flusher:
             self.state.in_flight.append(ShutdownMark(self.request_index, done))
             self.responses.set()
 
-    async def _send(self, batches: list[MessageBatch]) -> None:
+    async def _send(self, batches: list[MessageBatch], adding: Any = None) -> None:
+        """`adding`: in a transaction, the TransactionOwner's call adding the batches' partitions,
+        awaited before the first Produce."""
         if not self.conn.connected:
             # the connection died with requests on it: learn their fate (and flag their partitions)
             # before a new connection carries later batches ahead of them
             while self.state.requests_in_flight():
                 self.handled.clear()
                 await self.handled.wait()
-        adding = self._add_partitions(batches)  # in a transaction: answered while the batches encode
         try:
             values = await self._values(batches)
         except Exception as exc:  # the values are gone from the object store (their owner died)
@@ -177,8 +181,9 @@ class Flusher:
     def _add_partitions(self, batches: list[MessageBatch]) -> Any:
         """In a transactional producer: ask the TransactionOwner to add the batches' partitions to
         the transaction (AddPartitionsToTxn; one added already costs no request), as Java's Sender
-        does before it drains a partition. The call's ref, awaited before the first Produce."""
-        if self.ctx.transactions is None:
+        does before it drains a partition. The call's ref, awaited before the first Produce; asked
+        as the Aggregator's call comes in, so the answer is there by the time its turn comes."""
+        if self.ctx.transactions is None or not batches:
             return None
         return self.ctx.transactions.add_partitions.remote(sorted({(b.topic, b.partition) for b in batches}))
 
