@@ -4,7 +4,10 @@ responses in the order the requests were sent.
 
 Called by its Aggregator only (`flush(seq, entries)`; an async actor may start calls out of
 order, so it runs them by `seq`). Calls the ProducerResults (successes and final errors) and the
-RetryHandler (messages to retry; it holds a reference there, released after its last response).
+RetryHandler (messages to retry; it holds a reference there, released after its last response);
+in a transactional producer, the TransactionOwner too (`add_partitions` for each `flush` call's
+partitions, asked as the call comes in and awaited before its first Produce, as Java's Sender
+adds a partition before it drains it).
 
 The decisions live in `FlusherState` (actors/flusher_state.py, no Ray, no asyncio): the
 in-flight ledger (requests, held batches, chasers, the shutdown mark, each a typed entry), the
@@ -34,6 +37,7 @@ from ..wire.errors import KafkaError, UnknownOffsetError, code_for
 from ..wire.fetch import find_batch_offset
 from ..wire.records import encode_record_batch_parts, prepare_columnar
 from .batch import FIN, SHUTDOWN, SYN, MessageBatch
+from .calls import pipeline_error
 from .flusher_state import (
     Chaser,
     FlusherState,
@@ -73,11 +77,13 @@ class Flusher:
         self.max_in_flight = config["max.in.flight.requests.per.connection"]
         self.max_request_size = config["max.request.size"]
         self.ratios: dict[str, float] = {}  # topic -> compressed bytes per record byte, measured since the last flush
-        self.inbox: dict[int, tuple[list, asyncio.Future]] = {}
+        self.inbox: dict[int, tuple[list, asyncio.Future, Any]] = {}
         self.next_seq = 0
         self.metrics = FlusherMetrics(ctx.prefix.rstrip("/"), node_id)
+        self.transactional_id = config["transactional.id"]  # with it, every batch is in a transaction
         self.state = FlusherState(self.path, max_retries=config["retries"],
-                                  delivery_timeout_ms=config["delivery.timeout.ms"], observer=self.metrics)
+                                  delivery_timeout_ms=config["delivery.timeout.ms"], observer=self.metrics,
+                                  transactional=self.transactional_id is not None)
         self.request_index = 0
         self.calls: list[Any] = []  # refs of calls to the results and the retry handler
         self._started = False
@@ -95,7 +101,9 @@ class Flusher:
         if not self._started:
             self._start()
         done = asyncio.get_running_loop().create_future()
-        self.inbox[seq] = (entries, done)
+        # in a transaction, the partitions are added while earlier calls are still being sent
+        adding = self._add_partitions([b for kind, item in entries if kind != "control" for b in item])
+        self.inbox[seq] = (entries, done, adding)
         self.new_work.set()
         await done
         ratios, self.ratios = self.ratios, {}
@@ -117,14 +125,14 @@ class Flusher:
             while self.next_seq not in self.inbox:
                 self.new_work.clear()
                 await self.new_work.wait()
-            entries, done = self.inbox.pop(self.next_seq)
+            entries, done, adding = self.inbox.pop(self.next_seq)
             self.next_seq += 1
             try:
                 for kind, item in entries:
                     if kind == "control":
                         self._control(item, done)
                     else:
-                        await self._send(item)
+                        await self._send(item, adding)
             except Exception as exc:  # a bug: fail loudly to the Aggregator, keep serving
                 log.exception("%s sending failed", self.path)
                 if not done.done():
@@ -144,7 +152,9 @@ class Flusher:
             self.state.in_flight.append(ShutdownMark(self.request_index, done))
             self.responses.set()
 
-    async def _send(self, batches: list[MessageBatch]) -> None:
+    async def _send(self, batches: list[MessageBatch], adding: Any = None) -> None:
+        """`adding`: in a transaction, the TransactionOwner's call adding the batches' partitions,
+        awaited before the first Produce."""
         if not self.conn.connected:
             # the connection died with requests on it: learn their fate (and flag their partitions)
             # before a new connection carries later batches ahead of them
@@ -163,8 +173,33 @@ class Flusher:
                 if i == len(rounds):
                     rounds.append([])
                 rounds[i].append(piece)
+        if adding is not None and not await self._added(adding, batches):
+            return
         for encoded in rounds:
             await self._send_request(encoded)
+
+    def _add_partitions(self, batches: list[MessageBatch]) -> Any:
+        """In a transactional producer: ask the TransactionOwner to add the batches' partitions to
+        the transaction (AddPartitionsToTxn; one added already costs no request), as Java's Sender
+        does before it drains a partition. The call's ref, awaited before the first Produce; asked
+        as the Aggregator's call comes in, so the answer is there by the time its turn comes."""
+        if self.ctx.transactions is None or not batches:
+            return None
+        return self.ctx.transactions.add_partitions.remote(sorted({(b.topic, b.partition) for b in batches}))
+
+    async def _added(self, adding: Any, batches: list[MessageBatch]) -> bool:
+        """The partitions are in the transaction; else the batches fail with why not (the
+        transaction's abortable error, or the fatal one, e.g. `ProducerFencedError`)."""
+        try:
+            await adding
+        except Exception as exc:
+            error = pipeline_error(exc)
+            error = getattr(error, "cause", None) or error  # the error itself, not Ray's wrapper
+            log.info("%s %d batch(es) not added to the transaction: %s", self.path, len(batches), error)
+            for batch in batches:
+                self.state.report_error(batch, error)
+            return False
+        return True
 
     async def _send_request(self, encoded: list[tuple[MessageBatch, tuple]]) -> None:
         """One Produce request of encoded record batches (at most one per partition), less those
@@ -217,7 +252,8 @@ class Flusher:
         estimated and it is larger than max.request.size, cut into pieces that each fit."""
         records = encode_record_batch_parts(
             column, b.keys, b.timestamps, b.headers, compression=self.codec,
-            producer_id=b.producer_id, producer_epoch=b.producer_epoch, base_sequence=b.base_sequence)
+            producer_id=b.producer_id, producer_epoch=b.producer_epoch, base_sequence=b.base_sequence,
+            is_transactional=self.transactional_id is not None)
         if not self.codec:
             return [(b, records)]
         size = sum(len(part) for part in records)
@@ -236,7 +272,7 @@ class Flusher:
         topics: dict[str, list[dict[str, Any]]] = {}
         for b, records in encoded:
             topics.setdefault(b.topic, []).append({"index": b.partition, "records": records})
-        return {"transactional_id": None, "acks": self.acks, "timeout_ms": self.timeout_ms,
+        return {"transactional_id": self.transactional_id, "acks": self.acks, "timeout_ms": self.timeout_ms,
                 "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()]}
 
     # -- responses, in request order ------------------------------------------------

@@ -13,7 +13,9 @@ retry loop; the actor hands both on with `take_retries` / `take_results`.
   DUPLICATE_SEQUENCE_NUMBER: written before) → delivered at its offset; a retriable error →
   mute the partition, retry the batch; OUT_OF_ORDER_SEQUENCE_NUMBER / UNKNOWN_PRODUCER_ID → the
   same, with a RESET for the partition's LeaderDispatcher; MESSAGE_TOO_LARGE for a batch of
-  several records → retry its two halves (not counted); anything else → failed with the cause.
+  several records → retry its two halves (not counted); anything else → failed with the cause
+  (in a transactional producer, named as Java's `handleFailedBatch` classifies it:
+  `ProducerFencedError` or another `TransactionFatalError`, else `TransactionAbortableError`).
 - `PartitionMuter`: the partitions held back after a failure (one batch in flight per partition).
 - `acked`: the last batch answered with an offset per partition, where a look-up for a batch
   written without its offset starts (`lookup_start`).
@@ -28,6 +30,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from ..wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, KafkaError
+from ..wire.transactions import send_error
 from .batch import RESET, MessageBatch
 from .idempotence import SequenceSpan, sequence_span
 from .producer_results import Outcome
@@ -164,8 +167,10 @@ class _Unobserved:
 
 
 class FlusherState:
-    def __init__(self, path: str, *, max_retries: int, delivery_timeout_ms: int, observer: Any = None):
+    def __init__(self, path: str, *, max_retries: int, delivery_timeout_ms: int, observer: Any = None,
+                 transactional: bool = False):
         self.path = path
+        self.transactional = transactional  # a failed batch names what it makes of the transaction
         # told of each broker error, retry and acknowledged batch (the actor's metrics); nothing if None
         self.observer = observer if observer is not None else _Unobserved()
         self.max_retries = max_retries
@@ -241,6 +246,8 @@ class FlusherState:
             elif error.retriable or tp in self.muter:
                 self.muter.mute(tp, error, index)
                 self.retry_message(batch, error)
+            elif self.transactional:  # fenced (fatal), unauthorized (fatal), or the transaction must abort
+                self.report_error(batch, send_error(code, f"{self.path}: produce to {batch.topic}/{batch.partition}"))
             else:
                 self.report_error(batch, error)
 

@@ -358,6 +358,8 @@ class PartitionRoute:
     def new_producer_id(self) -> tuple[int, int]:
         from ..wire.producer_id import init_producer_id
 
+        if self.ctx.config["transactional.id"] is not None:  # its id is the transactional.id's alone
+            raise KafkaError("a transactional producer gets its producer id from init_transactions only")
         return self.actor.loop.run(init_producer_id(self.actor.cluster), self.ctx.timeout)
 
     def first_unresolved(self, producer_id: int, numbering: int) -> int:

@@ -4,7 +4,8 @@ Every pipeline actor takes `num_cpus=0` (a dozen of them live on a 2-CPU node), 
 restarted and never retries a task (`max_restarts=0`, `max_task_retries=0`): a retried task could
 run a caller's calls out of order, and order within a partition is what the pipeline keeps. The
 flusher, which owns a broker connection, is an async actor; the results actor, whose `poll`
-waits, is a threaded one; every other role is a synchronous actor, which runs one caller's
+waits, is a threaded one; the transaction owner, which awaits its coordinator while Flushers
+ask it, is an async one; every other role is a synchronous actor, which runs one caller's
 calls in the order they were submitted.
 """
 
@@ -25,6 +26,7 @@ ROLES: dict[str, dict[str, Any]] = {
     "flusher": ASYNC,
     "retry_handler": SYNC,
     "producer_results": THREADED,
+    "transaction_owner": ASYNC,
 }
 
 # How many calls one stage keeps in flight to each actor downstream (Sarama's ChannelBufferSize
@@ -41,6 +43,7 @@ class PipelineContext:
     results: Any = None  # ProducerResults handle
     retry_handler: Any = None  # RetryHandler handle
     topic_dispatcher: Any = None
+    transactions: Any = None  # TransactionOwner handle, with transactional.id
     producer_id: int = -1
     producer_epoch: int = -1
     window: int = CALLS_IN_FLIGHT

@@ -18,7 +18,10 @@ when their delivery.timeout.ms runs out fail with `DeliveryTimeoutError` naming 
 last error. While a topic holds, `route` refuses it, so its batches keep coming here, behind.
 
 Also asks the cluster for a producer id (InitProducerId) when idempotence is on and the broker
-supports it; every LeaderDispatcher numbers its partition's messages under that id.
+supports it; every LeaderDispatcher numbers its partition's messages under that id. A
+transactional producer's id and epoch come from `init_transactions` instead (the
+TransactionOwner's InitProducerId with the transactional.id), handed here by the driver
+(`set_producer_id`) before its first message.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import logging
 import time
 from typing import Any
 
-from ..wire.errors import DeliveryTimeoutError, KafkaError, ProducerClosedError
+from ..wire.errors import DeliveryTimeoutError, KafkaError, ProducerClosedError, TransactionStateError
 from ..wire.producer_id import init_producer_id
 from .batch import MessageBatch
 from .calls import pipeline_error
@@ -130,7 +133,7 @@ class TopicDispatcher:
         self.timer = SelfTimer("retry_held")
         self.init_error: Exception | None = None
         try:
-            if ctx.config["enable.idempotence"]:
+            if ctx.config["enable.idempotence"] and ctx.config["transactional.id"] is None:
                 ctx.producer_id, ctx.producer_epoch = self.loop.run(init_producer_id(self.cluster), ctx.timeout * 2)
             else:
                 self.loop.run(self.cluster.any_connection(), ctx.timeout * 2)  # fail early: no broker
@@ -144,6 +147,14 @@ class TopicDispatcher:
         if self.init_error is not None:
             raise self.init_error
         return self.ctx.producer_id, self.ctx.producer_epoch
+
+    def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        """init_transactions answered: the LeaderDispatchers number under this id and epoch. None
+        has started yet: a transactional producer sends nothing before init_transactions."""
+        if self.partition_dispatchers:
+            raise TransactionStateError(f"producer id set after messages went out under "
+                                        f"{self.ctx.producer_id}/{self.ctx.producer_epoch}")
+        self.ctx.producer_id, self.ctx.producer_epoch = producer_id, producer_epoch
 
     def _prestart_brokers(self) -> None:
         """Have the broker workers (Aggregator and Flusher) of every broker start now, while the

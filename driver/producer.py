@@ -57,6 +57,7 @@ from ..wire.errors import (
     ConfigError,
     MessageTooLargeError,
     ProducerClosedError,
+    TransactionStateError,
 )
 from ..wire.serde import get_serializer, serialize_many, serialize_one
 from .accumulator import Accumulator, shared
@@ -75,6 +76,7 @@ from .producer_input import (
 )
 from .producer_ledger import BatchResult, BatchState, Ledger, RecordMetadata, Settled
 from .producer_pipeline import ProducerPipeline, left
+from .producer_transactions import ProducerTransactions
 from .ray_runtime import ensure_ray
 from .topic_routes import TopicRoutes
 
@@ -144,6 +146,8 @@ class Producer:
         self.ctx = self._pipeline.ctx
         self._topic_dispatcher = self._pipeline.topic_dispatcher
         self.producer_id, self.producer_epoch = self._pipeline.producer_id, self._pipeline.producer_epoch
+        self._transactions = (ProducerTransactions(self.config, self.ctx.transactions, self._topic_dispatcher, self.flush)
+                              if self.config["transactional.id"] is not None else None)
         self._routes = TopicRoutes(self._topic_dispatcher, self.ctx.window, self._wake_sender)
         self._sender = threading.Thread(target=self._send_loop, name=f"{self.name}-sender", daemon=True)
         self._poller = threading.Thread(target=self._poll_loop, name=f"{self.name}-results", daemon=True)
@@ -158,6 +162,8 @@ class Producer:
     def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
              partition: int | None = None, timestamp: int | None = None) -> Future:
         """Queue one message; the future gives its `RecordMetadata` or raises why it failed."""
+        if self._transactions is not None:  # within a transaction only, else TransactionStateError
+            self._transactions.check_send()
         # the hot path: a few checks, one row appended under a plain lock
         v = value if type(value) is bytes and self._bytes_values else serialize_one(self.value_serializer, value, "value")
         k = key if key is None or (type(key) is bytes and self._bytes_keys) else serialize_one(self.key_serializer, key, "key")
@@ -179,6 +185,8 @@ class Producer:
         if size > self.max_request_size:
             future.set_exception(MessageTooLargeError(
                 f"message of {size} bytes is larger than max.request.size={self.max_request_size}"))
+            if self._transactions is not None:  # as Java: the transaction cannot commit without it
+                self._transactions.note_failure(future.exception())
             return future
         ledger = self._ledger
         with self._lock:
@@ -201,6 +209,8 @@ class Producer:
         quarter of `buffer.memory` is taken in slices of that size, each waiting up to
         `max.block.ms` for room; if one cannot get it, it and the rest fail with that cause.
         """
+        if self._transactions is not None:  # within a transaction only, else TransactionStateError
+            self._transactions.check_send()
         columns = batch_columns(values, keys, headers, partitions, timestamps, self._raw_arrow)
         values, keys, headers, partitions, timestamps, topics = columns
         n = len(values)
@@ -234,6 +244,8 @@ class Producer:
                     if state is None:  # nothing accepted: the caller's mistake or a full buffer, said at once
                         raise
                     self._ledger.fail_in_batch(state, np.arange(lo, n), exc, sizes, reserved=False)
+                    if self._transactions is not None:  # as Java: the transaction cannot commit without them
+                        self._transactions.note_failure(exc)
                     break
                 if state is None:
                     state = self._ledger.add_batch(n, future, total)
@@ -255,8 +267,10 @@ class Producer:
         keep = np.arange(hi - lo)
         bad = np.flatnonzero(too_large[lo:hi])
         if len(bad):
-            self._ledger.fail_in_batch(state, lo + bad, MessageTooLargeError(
-                f"message larger than max.request.size={self.max_request_size}"), sizes)
+            error = MessageTooLargeError(f"message larger than max.request.size={self.max_request_size}")
+            self._ledger.fail_in_batch(state, lo + bad, error, sizes)
+            if self._transactions is not None:  # as Java: the transaction cannot commit without them
+                self._transactions.note_failure(error)
             keep = np.flatnonzero(~too_large[lo:hi])
             if not len(keep):
                 return []
@@ -394,6 +408,8 @@ class Producer:
             settled = self._ledger.settle(entries, self.metrics.resolved)
             self._settling += 1  # flush() waits until these futures are set too
         try:
+            if self._transactions is not None:  # a failed message keeps its transaction from committing
+                self._transactions.note_outcomes(entries)
             self._complete_finished()
             for future, meta, error in settle_futures(self._futures_condition, settled):
                 set_future(future, meta, error)
@@ -443,6 +459,36 @@ class Producer:
             except queue.Empty:
                 if timeout is not None or self._closed:
                     return
+
+    # -- transactions (with transactional.id; driver/producer_transactions.py) -------------
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Once, before the first transaction: the producer id and epoch of `transactional.id`
+        (InitProducerId); an earlier producer with the same id is fenced, what it left open aborted."""
+        self.producer_id, self.producer_epoch = self._transactional().init_transactions(timeout)
+
+    def begin_transaction(self) -> None:
+        self._transactional().begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: Any, group_id: str, timeout: float | None = None,
+                                    **group_member: Any) -> None:
+        """Commit consumer group `group_id`'s `offsets` ({(topic, partition): next offset}) with
+        the transaction (consume-transform-produce)."""
+        self._transactional().send_offsets_to_transaction(offsets, group_id, timeout, **group_member)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Every message sent in the transaction acknowledged, then committed. Raises
+        `TransactionAbortableError` if one failed (abort it), `TransactionFatalError` if the
+        producer is fenced, `TransactionTimeoutError` (call again) if `timeout` ran out."""
+        self._transactional().commit_transaction(timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._transactional().abort_transaction(timeout)
+
+    def _transactional(self) -> ProducerTransactions:
+        if self._transactions is None:
+            raise TransactionStateError("a transactional method of a producer without transactional.id")
+        return self._transactions
 
     # -- flush and close -----------------------------------------------------------------
 

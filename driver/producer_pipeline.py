@@ -1,6 +1,7 @@
 """`ProducerPipeline`: the actors behind one `Producer`, started and stopped in order.
 
-Start: the ProducerResults, the RetryHandler and the TopicDispatcher at once (each is a
+Start: with `transactional.id`, the TransactionOwner first (every other actor carries its
+handle); the ProducerResults, the RetryHandler and the TopicDispatcher at once (each is a
 process), then the driver's reference on the RetryHandler, and the producer id the
 TopicDispatcher got (a broker that cannot be reached fails the start with that cause, not
 "actor task failed"). The TopicDispatcher starts everything further down itself.
@@ -43,6 +44,11 @@ class ProducerPipeline:
         ctx = PipelineContext(config=config, prefix=name + "/")
         self.handles: list[Any] = []
         try:
+            if config["transactional.id"] is not None:  # first: every actor below carries its handle
+                from ..actors.transaction_owner import TransactionOwner
+
+                ctx.transactions = create(TransactionOwner, "transaction_owner", ctx)
+                self.handles.append(ctx.transactions)
             # the three start at once (each is a process); then the driver takes its reference
             ctx.results = create(ProducerResults, "producer_results", ctx)
             self.handles.append(ctx.results)

@@ -67,6 +67,12 @@ def _optional_str(key: str, value: Any) -> str | None:
     return None if value is None else _str(key, value)
 
 
+def _transactional_id(key: str, value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigError(f"{key}: expected a non-empty string, got {value!r}")
+    return value
+
+
 def _secret(key: str, value: Any) -> str | None:
     """A password: a string or unset, and never shown, not even in the error about it."""
     if value is None or isinstance(value, str):
@@ -222,7 +228,10 @@ PROPERTIES: dict[str, Property] = {
     "sticky.partitioning.linger.ms": Property(10, MS, "how long null keys stay on one partition (0: one per message)"),
     "key.serializer": Property("bytes", _serde, ""),
     "value.serializer": Property("bytes", _serde, ""),
-    "transactional.id": Property(None, _optional_str, "not supported yet; must stay unset"),
+    "transactional.id": Property(None, _transactional_id, "makes the producer transactional (init_transactions, "
+                                 "begin/commit/abort_transaction); implies enable.idempotence and acks=all"),
+    "transaction.timeout.ms": Property(60000, POSITIVE, "the transaction coordinator aborts a transaction open "
+                                       "longer than this (at most the broker's transaction.max.timeout.ms)"),
     # consumer and group
     "group.id": Property(None, _optional_str, ""),
     "group.instance.id": Property(None, _optional_str, "static membership"),
@@ -357,8 +366,14 @@ def _check_together(config: Config, given: dict[str, str]) -> None:
         raise ConfigError(f"{named(key)}: {why}")
 
     # producer (Java's ProducerConfig and KafkaProducer.configureDeliveryTimeout)
-    if config["transactional.id"] is not None:
-        refuse("transactional.id", "transactions are not supported")
+    if config["transactional.id"] is not None:  # as Java: a transactional producer is an idempotent one
+        why = f"{named('transactional.id')} makes the producer transactional, which needs"
+        if not config["enable.idempotence"]:
+            refuse("enable.idempotence", f"{why} enable.idempotence=true")
+        if config["acks"] != -1:
+            refuse("acks", f"{why} acks=all")
+        if config["retries"] == 0:
+            refuse("retries", f"{why} retries > 0")
     least = config["linger.ms"] + config["request.timeout.ms"]
     if config["delivery.timeout.ms"] < least:
         if "delivery.timeout.ms" in given:

@@ -168,6 +168,17 @@ def send_error(code: int, context: str) -> TransactionError:
     return error_for(Action.FATAL if code in FATAL else Action.ABORTABLE, code, context)
 
 
+def failed_send(error: BaseException, context: str) -> TransactionError:
+    """What a message of the transaction that ended in `error` makes of the transaction: the
+    transactional error it names already (fenced, fatal, abortable), else `send_error` of the
+    broker's code, else (a timeout, an unknown topic, a local refusal) abortable."""
+    if isinstance(error, (TransactionAbortableError, TransactionFatalError)):
+        return error
+    if isinstance(error, BrokerError):
+        return send_error(error.code, f"{context}: {error.context}" if error.context else context)
+    return TransactionAbortableError(f"{context}: {type(error).__name__}: {error}")
+
+
 # ---------------------------------------------------------------------------
 # The state
 

@@ -12,7 +12,14 @@ from raykafka.actors.flusher_state import (
     InFlightRequest,
     ProduceAnswer,
 )
-from raykafka.wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, UnknownOffsetError
+from raykafka.wire.errors import (
+    BY_NAME,
+    BrokerError,
+    DeliveryTimeoutError,
+    ProducerFencedError,
+    TransactionAbortableError,
+    UnknownOffsetError,
+)
 
 NONE = BY_NAME["NONE"].code
 NOT_LEADER = BY_NAME["NOT_LEADER_OR_FOLLOWER"].code
@@ -73,6 +80,18 @@ def test_an_unanswered_partition_and_a_fatal_error_fail_with_the_cause():
     (outcome,), _ = s.take_results()
     assert isinstance(outcome.error, BrokerError) and outcome.error.code == INVALID_RECORD
     assert "bad" in str(outcome.error)
+
+
+def test_in_a_transaction_a_failed_batch_names_what_it_makes_of_the_transaction():
+    """Java's handleFailedBatch: fenced is fatal (`ProducerFencedError`), another error abortable."""
+    s = FlusherState("producer/broker/1", max_retries=3, delivery_timeout_ms=120_000, transactional=True)
+    fenced, invalid = batch(producer_id=7, base_sequence=0), batch(producer_id=7, base_sequence=0)
+    invalid.partition = 1
+    s.handle_response(0, [fenced, invalid], {TP: ProduceAnswer(BY_NAME["PRODUCER_FENCED"].code),
+                                             ("t", 1): ProduceAnswer(INVALID_RECORD)}, {})
+    outcomes, _ = s.take_results()
+    assert [type(o.error) for o in outcomes] == [ProducerFencedError, TransactionAbortableError]
+    assert "produce to t/0" in str(outcomes[0].error) and outcomes[1].error.name == "INVALID_RECORD"
 
 
 def test_a_broken_sequence_sends_a_reset_ahead_of_the_retry():

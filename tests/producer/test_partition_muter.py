@@ -90,7 +90,7 @@ def test_a_batch_waiting_for_the_wire_when_the_one_before_fails_is_retried_after
         config = parse_config({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": False,
                                "max.in.flight.requests.per.connection": 1})
         retry_handler, results = Calls(), Calls()
-        ctx = SimpleNamespace(config=config, retry_handler=retry_handler, results=results, prefix="p/")
+        ctx = SimpleNamespace(config=config, retry_handler=retry_handler, results=results, prefix="p/", transactions=None)
         first, second = batch(0, b"a", b"b"), batch(0, b"c", b"d")
 
         async def scenario() -> None:

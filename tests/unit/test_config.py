@@ -28,6 +28,10 @@ def test_defaults_and_bootstrap_parsing():
         ("partition.assignment.strategy", "fair", "unknown assignor"),
         ("bootstrap.servers", "nohostport", "is not host:port"),
         ("value.serializer", "yaml", "value.serializer"),
+        ("transactional.id", 7, "transactional.id: expected a non-empty string, got 7"),
+        ("transactional.id", "", "transactional.id: expected a non-empty string, got ''"),
+        ("transaction.timeout.ms", "a minute", "transaction.timeout.ms: expected an integer"),
+        ("transaction.timeout.ms", 0, "transaction.timeout.ms: must be at least 1"),
     ],
 )
 def test_bad_keys_and_values_raise_value_error_naming_the_key(key, value, message):
@@ -173,12 +177,24 @@ def test_strategies_by_name_and_by_java_class_name():
         ({"security.protocol": "ssl", "sasl.mechanisms": "PLAIN"}, "sasl.mechanisms: security.protocol=ssl uses no SASL"),
         ({"security.protocol": "sasl_ssl", "sasl.username": "u"}, "sasl.password: security.protocol=sasl_ssl needs"),
         ({"security.protocol": "ssl", "ssl.key.location": "/key.pem"}, "ssl.key.location: needs ssl.certificate.location"),
-        ({"transactional.id": "t"}, "transactional.id: transactions are not supported"),
+        ({"transactional.id": "t", "acks": 1},
+         "acks: transactional.id makes the producer transactional, which needs acks=all"),
+        ({"transactional.id": "t", "enable.idempotence": False},
+         "enable.idempotence: transactional.id makes the producer transactional, which needs enable.idempotence=true"),
+        ({"transactional.id": "t", "retries": 0},
+         "retries: transactional.id makes the producer transactional, which needs retries > 0"),
     ],
 )
 def test_keys_checked_together_name_every_key_involved(given, message):
     with pytest.raises(ConfigError, match="^" + message):
         parse_config({"bootstrap.servers": "h:1", **given})
+
+
+def test_a_transactional_producer_is_idempotent_with_acks_all_as_java():
+    config = parse_config({"bootstrap.servers": "h:1", "transactional.id": "orders-1"}, role="producer")
+    assert (config["transactional.id"], config["enable.idempotence"], config["acks"]) == ("orders-1", True, -1)
+    assert config["transaction.timeout.ms"] == 60000
+    assert parse_config({"bootstrap.servers": "h:1"})["transactional.id"] is None
 
 
 def test_an_unset_delivery_timeout_grows_to_linger_plus_request_timeout_as_java_does():
@@ -200,6 +216,7 @@ def test_keys_that_work_together_pass():
 @pytest.mark.parametrize(("role", "given", "named"), [
     ("consumer", {"group.id": "g", "enable.auto.commit": True}, "enable.auto.commit, group.id"),
     ("consumer", {"linger.ms": 5}, "linger.ms"),
+    ("group", {"transactional.id": "t", "transaction.timeout.ms": 9000}, "transaction.timeout.ms, transactional.id"),
     ("group", {"acks": "all", "compression.type": "lz4"}, "acks, compression.type"),
     ("producer", {"auto.offset.reset": "earliest", "group.id": "g"}, "auto.offset.reset, group.id"),
     ("admin", {"linger.ms": 5, "fetch.max.bytes": 1024}, "fetch.max.bytes, linger.ms"),

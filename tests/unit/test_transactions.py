@@ -16,6 +16,7 @@ from raykafka.wire.errors import (
     BrokerConnectionError,
     BrokerError,
     ConfigError,
+    DeliveryTimeoutError,
     ProducerFencedError,
     TransactionAbortableError,
     TransactionFatalError,
@@ -30,6 +31,7 @@ from raykafka.wire.transactions import (
     TransactionManager,
     TxnState,
     classify,
+    failed_send,
     send_error,
 )
 
@@ -193,6 +195,17 @@ def test_a_failed_send_is_abortable_unless_fenced_or_unauthorized() -> None:
     assert type(send_error(CODE["INVALID_PRODUCER_EPOCH"], "send")) is ProducerFencedError
     error = send_error(CODE["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"], "send")
     assert type(error) is TransactionFatalError and error.name == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+def test_a_failed_message_names_what_it_makes_of_the_transaction() -> None:
+    """What the producer's commit makes of the first message of the transaction that failed."""
+    fenced = ProducerFencedError("produce: fenced", CODE["PRODUCER_FENCED"])
+    assert failed_send(fenced, "commit") is fenced  # named by the flusher already: kept
+    broker = failed_send(BrokerError(CODE["INVALID_PRODUCER_EPOCH"], "produce to t/0"), "commit")
+    assert type(broker) is ProducerFencedError and "produce to t/0" in str(broker)
+    assert type(failed_send(BrokerError(CODE["NOT_ENOUGH_REPLICAS"]), "commit")) is TransactionAbortableError
+    local = failed_send(DeliveryTimeoutError("not delivered within delivery.timeout.ms=100"), "commit")
+    assert type(local) is TransactionAbortableError and "DeliveryTimeoutError" in str(local)
 
 
 # -- TransactionCoordinator against a scripted coordinator --------------------
@@ -412,3 +425,67 @@ def test_a_coordinator_that_drops_every_request_ends_in_a_timeout_naming_it() ->
 
     txn, _cluster = run(script, steps, timeout_ms=200)
     assert txn.manager.state is S.READY
+
+
+# -- TransactionOwner (the actor's class, without Ray) over a scripted coordinator --------------
+
+
+def owner_over(script: dict[Any, list[Any]], **config: Any) -> tuple[Any, ScriptedCluster]:
+    from types import SimpleNamespace
+
+    from raykafka.actors.transaction_owner import TransactionOwner
+    from raykafka.wire.config import parse_config
+
+    owner = TransactionOwner(SimpleNamespace(config=parse_config({"bootstrap.servers": "h:1",
+                                                                  "transactional.id": "txn-1", **config})))
+    owner.cluster = ScriptedCluster(script)
+    owner.coordinator = TransactionCoordinator(owner.cluster, owner.manager)  # type: ignore[arg-type]
+    return owner, owner.cluster
+
+
+def test_the_owner_refuses_to_commit_a_transaction_whose_message_failed_until_it_is_aborted() -> None:
+    owner, cluster = owner_over({})
+    failed = TransactionAbortableError("a message of the transaction failed: UnknownTopicError: no topic x")
+
+    async def steps() -> None:
+        await owner.init_transactions()
+        await owner.begin_transaction()
+        await owner.add_partitions([("t", 0)])
+        with pytest.raises(TransactionAbortableError, match="no topic x"):
+            await owner.commit_transaction(failed)
+        assert owner.state() == "abortable_error"
+        with pytest.raises(TransactionAbortableError, match="must be aborted: .*no topic x"):
+            await owner.add_partitions([("t", 1)])  # a Flusher's batch for the doomed transaction
+        with pytest.raises(TransactionAbortableError):
+            await owner.commit_transaction(None)
+        await owner.abort_transaction()
+        await owner.begin_transaction()  # the next transaction starts clean
+
+    asyncio.run(steps())
+    assert [n for n, _ in cluster.conn.requests] == ["InitProducerId", "AddPartitionsToTxn", "EndTxn"]
+    assert cluster.conn.requests[-1][1]["committed"] is False
+    assert owner.state() == "in_transaction"
+
+
+def test_a_fenced_message_makes_the_owner_fatal_for_good() -> None:
+    owner, cluster = owner_over({})
+    fenced = ProducerFencedError("produce to t/0: PRODUCER_FENCED", CODE["PRODUCER_FENCED"])
+
+    async def steps() -> None:
+        await owner.init_transactions()
+        await owner.begin_transaction()
+        await owner.add_partitions([("t", 0)])
+        for call in (lambda: owner.commit_transaction(fenced), owner.abort_transaction, owner.begin_transaction,
+                     lambda: owner.add_partitions([("t", 1)])):
+            with pytest.raises(ProducerFencedError, match="produce to t/0"):
+                await call()
+
+    asyncio.run(steps())
+    assert [n for n, _ in cluster.conn.requests] == ["InitProducerId", "AddPartitionsToTxn"]
+
+
+def test_the_owner_asks_for_the_configured_transaction_timeout() -> None:
+    owner, cluster = owner_over({}, **{"transaction.timeout.ms": 9000})
+    assert asyncio.run(owner.init_transactions()) == (1000, 4)
+    (name, body), = cluster.conn.requests
+    assert (name, body["transactional_id"], body["transaction_timeout_ms"]) == ("InitProducerId", "txn-1", 9000)
