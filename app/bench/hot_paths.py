@@ -40,7 +40,7 @@ def _fake_producer(module: Any) -> Any:
         p._pending, p._batches, p._batch_starts, p._finished = {}, {}, [], []
         p._unresolved_bytes = p._open_count = p._open_bytes = p._next_id = 0
         p._open = {}
-    p._settling, p._closed = 0, False
+    p._settling, p._closed, p._transactions = 0, False, None
     p._bytes_values = p._bytes_keys = True
     p.value_serializer = p.key_serializer = get_serializer("bytes")
     p.max_request_size, p.buffer_memory = 1 << 20, 1 << 40
