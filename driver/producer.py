@@ -149,11 +149,13 @@ class Producer:
         self.heals = self.config["transactional.id"] is None
         self.healed = 0  # how many times the pipeline was rebuilt
         self.heals_done: list[Heal] = []  # each rebuild, with what it found and sent again
+        self.heal_failures = 0  # attempts that could not rebuild it (tried again after HEAL_RETRY)
         self._kept = KeptBatches()
         self._acked_ends: dict[tuple[str, int], int] = {}  # (topic, partition) -> after the last acked offset
         self._healing = False  # the sender and the results thread wait while it is set
         self._sender_busy = False  # the sender is handing batches on, outside the lock
         self._healer: threading.Thread | None = None
+        self._generation = 0  # pipelines started after the first
 
         ensure_ray()
         self._start_pipeline(ProducerPipeline(self.config, self.name))  # raises the cause if it cannot start
@@ -436,7 +438,8 @@ class Producer:
                     self._heal()
                     return
                 except Exception as exc:  # e.g. no broker reachable: the watchdog bounds the messages meanwhile
-                    log.error("%s: healing failed, trying again in %gs: %s", self.name, HEAL_RETRY, exc)
+                    self.heal_failures += 1
+                    log.warning("%s: healing failed, trying again in %gs: %s", self.name, HEAL_RETRY, exc)
                 with self._cond:
                     if self._stopping:
                         return
@@ -475,14 +478,15 @@ class Producer:
         with self._cond:
             if self._stopping:
                 return
-        self.healed += 1
-        pipeline = ProducerPipeline(self.config, f"{self.name}~{self.healed}")
+        self._generation += 1  # each attempt's actors have names of their own
+        pipeline = ProducerPipeline(self.config, f"{self.name}~{self._generation}")
         with self._cond:
             if self._results_stopped:  # close gave up waiting for this heal: nothing may outlive it
                 pipeline.kill_all(CLOSE_MIN)
                 return
             self._start_pipeline(pipeline)
             self._cond.notify_all()
+        self.healed += 1
         self._watchdog.healed()
         failed = self._routes.send(batches)
         if any(self._heals_from(error) for _, error in failed):
