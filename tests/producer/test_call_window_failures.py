@@ -113,7 +113,8 @@ def test_a_dead_partition_dispatcher_is_healed_and_what_is_sent_next_is_delivere
         took = time.monotonic() - start
         assert took < 20, f"flush took {took:.1f}s"
         assert producer.healed == 1 and name in producer.heals_done[0].cause
-        assert sorted(f.result(0).offset for f in futures) == list(range(1, 101))
+        where = {(f.result(0).partition, f.result(0).offset) for f in futures}
+        assert len(where) == 100 and all(offset >= 0 for _, offset in where)
 
 
 @ray.remote(num_cpus=0, max_restarts=0)
