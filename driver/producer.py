@@ -154,6 +154,7 @@ class Producer:
         self._acked_ends: dict[tuple[str, int], int] = {}  # (topic, partition) -> after the last acked offset
         self._healing = False  # the sender and the results thread wait while it is set
         self._sender_busy = False  # the sender is handing batches on, outside the lock
+        self._polling = False  # the results thread is taking or settling reports, outside the lock
         self._healer: threading.Thread | None = None
         self._generation = 0  # pipelines started after the first
 
@@ -465,7 +466,7 @@ class Producer:
         self._resolve(old.last_results(5))
         old.kill_all(CLOSE_MIN)
         with self._cond:
-            while self._sender_busy:  # its calls to the dead pipeline fail at once
+            while self._sender_busy or self._polling:  # calls to the dead pipeline fail at once
                 self._cond.wait(1.0)
             batches = self._kept.unresolved(self._ledger)
             ends = dict(self._acked_ends)
@@ -512,9 +513,11 @@ class Producer:
                 if self._results_stopped or (self._stopping and not self._ledger):
                     return
                 pipeline, results = self._pipeline, self.ctx.results
+                self._polling = True
             try:
                 entries = ray.get(results.poll.remote(0.2))
             except Exception as exc:
+                self._done_polling()
                 with self._cond:
                     if self._stopping:
                         return
@@ -522,7 +525,7 @@ class Producer:
                     self.ray_gone()
                     return
                 if isinstance(exc, RayActorError) and self._heals_from(pipeline_error(exc)):
-                    self.request_heal(pipeline_error(exc))
+                    self.request_heal(pipeline_error(exc), pipeline)
                     with self._cond:  # wait for the healed pipeline's results actor
                         while results is self.ctx.results and not (self._stopping or self._results_stopped):
                             self._cond.wait(1.0)
@@ -534,19 +537,26 @@ class Producer:
                 log.error("%s: results actor failed: %s", self.name, exc)
                 time.sleep(0.2)
                 continue
-            if entries:
-                try:
+            try:
+                if entries:
                     self._resolve(entries, pipeline)
-                except Exception:  # a bug here must not stop every later message from resolving
-                    log.exception("%s: settling %d reports failed", self.name, len(entries))
+            except Exception:  # a bug here must not stop every later message from resolving
+                log.exception("%s: settling %d reports failed", self.name, len(entries))
+            finally:
+                self._done_polling()
+
+    def _done_polling(self) -> None:
+        with self._cond:
+            self._polling = False
+            self._cond.notify_all()
 
     def _resolve(self, entries: list[Outcome], pipeline: ProducerPipeline | None = None) -> None:
         """End the messages these outcomes name (the ledger), then set their futures and report
         them, outside the lock. An outcome of `pipeline` failed by an actor's death does not end
         its messages when the producer heals: they go again, through the healed pipeline."""
-        if self.heals and any(self._heals_from(e.error) for e in entries):
-            self.request_heal(next(e.error for e in entries if self._heals_from(e.error)), pipeline)
-            entries = [e for e in entries if not self._heals_from(e.error)]
+        if self.heals and not self._stopping and any(isinstance(e[5], PipelineError) for e in entries):
+            self.request_heal(next(e[5] for e in entries if isinstance(e[5], PipelineError)), pipeline)
+            entries = [e for e in entries if not isinstance(e[5], PipelineError)]
         with self._cond:
             if self.heals:
                 acked_ends(self._acked_ends, entries)

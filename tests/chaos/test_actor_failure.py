@@ -53,7 +53,7 @@ def test_killed_producer_actor_heals_exactly_once_in_order(ray_session, bootstra
     log = kit.read_back(bootstrap, topic, PARTITIONS, figures["delivered"], timeout=60)
     checks = ledger.check_log(log)
     causes = {str(e).splitlines()[0][:300] for e in ledger.failed.values()}
-    record(**figures, **checks, faults={}, actors_killed=[killed], heals=[h._asdict() for h in producer.heals_done],
+    record(**figures, **checks, faults={}, actors_killed=[killed], heals=kit.heal_figures(producer),
            seconds_to_settle_after_kill=round(healed_s, 1), close_seconds=round(close_s, 1),
            sample_causes=sorted(causes)[:3], callbacks=ledger.callbacks)
     assert producer.healed >= 1, "the pipeline was rebuilt"
@@ -88,7 +88,7 @@ def test_killed_flusher_without_idempotence_heals_at_least_once(ray_session, boo
         producer.close(30)
     log = kit.read_back(bootstrap, topic, PARTITIONS, figures["delivered"], timeout=60)
     checks = ledger.check_log(log)
-    record(**figures, **checks, actors_killed=[killed], heals=[h._asdict() for h in producer.heals_done])
+    record(**figures, **checks, actors_killed=[killed], heals=kit.heal_figures(producer))
     assert producer.healed >= 1
     assert figures["failed"] == figures["unresolved"] == 0
     assert checks["lost"] == 0

@@ -46,7 +46,7 @@ def test_a_flusher_killed_during_an_outage_heals_once_the_broker_is_back(ray_ses
         log = kit.read_back(outage.bootstrap, "heal", PARTITIONS, figures["delivered"], timeout=60)
         checks = ledger.check_log(log)
         record(**figures, **checks, outage_s=round(back - cut, 1), settled_after_back_s=round(settled_after_back, 1),
-               heals=[h._asdict() for h in producer.heals_done])
+               heals=kit.heal_figures(producer))
         assert producer.healed == 1
         assert figures["failed"] == figures["unresolved"] == 0
         assert checks == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}
@@ -76,7 +76,7 @@ def test_two_deaths_one_after_the_other_heal_twice(ray_session, bootstrap, topic
         producer.close(30)
     log = kit.read_back(bootstrap, topic, PARTITIONS, figures["delivered"], timeout=60)
     checks = ledger.check_log(log)
-    record(**figures, **checks, heals=[h._asdict() for h in producer.heals_done])
+    record(**figures, **checks, heals=kit.heal_figures(producer))
     assert producer.healed == 2
     assert figures["failed"] == figures["unresolved"] == 0
     assert checks == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}
