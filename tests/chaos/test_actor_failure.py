@@ -40,6 +40,8 @@ def test_killed_producer_actor_heals_exactly_once_in_order(ray_session, bootstra
         assert producer.flush(60) == 0  # the pipeline is up: every actor exists
         for i in range(n // 3, 2 * n // 3):  # in flight and queued when the actor dies
             ledger.send(producer, topic, b"v%07d" % i, key=b"k%02d" % (i % 31))
+        second = ledger.futures[n // 3:]
+        kit.wait_for(lambda: sum(f.done() for f in second) >= n // 30, timeout=60)  # mid-stream: requests in flight
         killed = kit.kill_by_role(producer.name + "/", role)
         t_kill = time.monotonic()
         for i in range(2 * n // 3, n):

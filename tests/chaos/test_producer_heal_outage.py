@@ -34,7 +34,7 @@ def test_a_flusher_killed_during_an_outage_heals_once_the_broker_is_back(ray_ses
             assert producer.flush(60) == 0
             cut = outage.cut()
             _send(ledger, producer, "heal", 3000, 6000)  # waiting in the pipeline for the broker
-            kit.kill_by_role(producer.name + "/", "flusher")
+            killed = kit.kill_by_role(producer.name + "/", "flusher")
             wait_for(lambda: producer.heal_failures >= 2, timeout=60)
             assert producer.healed == 0
             back = outage.restore()
@@ -46,7 +46,7 @@ def test_a_flusher_killed_during_an_outage_heals_once_the_broker_is_back(ray_ses
         log = kit.read_back(outage.bootstrap, "heal", PARTITIONS, figures["delivered"], timeout=60)
         checks = ledger.check_log(log)
         record(**figures, **checks, outage_s=round(back - cut, 1), settled_after_back_s=round(settled_after_back, 1),
-               heals=kit.heal_figures(producer))
+               heals=kit.heal_figures(producer), actors_killed=[killed], faults={"outage/unreachable": 1})
         assert producer.healed == 1
         assert figures["failed"] == figures["unresolved"] == 0
         assert checks == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}
@@ -64,19 +64,19 @@ def test_two_deaths_one_after_the_other_heal_twice(ray_session, bootstrap, topic
         _send(ledger, producer, topic, 0, 2000)
         assert producer.flush(60) == 0
         _send(ledger, producer, topic, 2000, 4000)
-        kit.kill_by_role(producer.name + "/", "leader_dispatcher")
+        first = kit.kill_by_role(producer.name + "/", "leader_dispatcher")
         _send(ledger, producer, topic, 4000, 6000)
         assert producer.flush(60) == 0 and producer.healed == 1
         assert producer.pipeline_prefix == producer.name + "~1/"
         _send(ledger, producer, topic, 6000, 8000)
-        kit.kill_by_role(producer.pipeline_prefix, "flusher")
+        second = kit.kill_by_role(producer.pipeline_prefix, "flusher")
         _send(ledger, producer, topic, 8000, 10_000)
         figures = ledger.settle(timeout=90)
     finally:
         producer.close(30)
     log = kit.read_back(bootstrap, topic, PARTITIONS, figures["delivered"], timeout=60)
     checks = ledger.check_log(log)
-    record(**figures, **checks, heals=kit.heal_figures(producer))
+    record(**figures, **checks, heals=kit.heal_figures(producer), actors_killed=[first, second])
     assert producer.healed == 2
     assert figures["failed"] == figures["unresolved"] == 0
     assert checks == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}
