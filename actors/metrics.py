@@ -153,7 +153,7 @@ class ProducerMetrics:
 
         if not ray.is_initialized():
             return [self.stats.snapshot()]
-        prefix = self.producer.name + "/flusher"
+        prefix = self.producer.pipeline_prefix + "flusher"
         handles = []
         for name in ray.util.list_named_actors():
             if name.startswith(prefix):

@@ -1,8 +1,10 @@
 """The `ray.remote` options of every producer role, in one place, and the context each actor gets.
 
 Every pipeline actor takes `num_cpus=0` (a dozen of them live on a 2-CPU node), is never
-restarted and never retries a task (`max_restarts=0`, `max_task_retries=0`): a retried task could
-run a caller's calls out of order, and order within a partition is what the pipeline keeps. The
+restarted by Ray and never retries a task (`max_restarts=0`, `max_task_retries=0`): a retried
+task could run a caller's calls out of order, and order within a partition is what the pipeline
+keeps. The producer heals instead: the driver replaces a pipeline an actor died in with a new
+one, whole (driver/producer.py, `_heal`), as an actor restarted alone would have lost its state. The
 flusher, which owns a broker connection, is an async actor; the results actor, whose `poll`
 waits, is a threaded one; the transaction owner, which awaits its coordinator while Flushers
 ask it, is an async one; every other role is a synchronous actor, which runs one caller's

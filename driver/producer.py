@@ -56,12 +56,14 @@ from ..wire.errors import (
     BufferExhaustedError,
     ConfigError,
     MessageTooLargeError,
+    PipelineError,
     ProducerClosedError,
     TransactionStateError,
 )
 from ..wire.serde import get_serializer, serialize_many, serialize_one
 from .accumulator import Accumulator, shared
 from .message_futures import MessageFuture, set_future, settle_futures
+from .producer_heal import Heal, KeptBatches, acked_ends, scan_written, written_outcomes
 from .producer_input import (
     MAX_PARTITION,
     batch_columns,
@@ -95,6 +97,8 @@ WAITED_ON = ("linger.ms", "max.block.ms", "retry.backoff.ms", "request.timeout.m
 # with a timeout, what is left of it, but at least CLOSE_MIN
 CLOSE_GRACE = 30.0
 CLOSE_MIN = 5.0
+# a heal that could not rebuild the pipeline (no broker reachable, say) tries again this often (s)
+HEAL_RETRY = 1.0
 
 
 class Producer:
@@ -140,15 +144,24 @@ class Producer:
         self._closed = False  # no new sends
         self._stopping = False  # the pipeline is being shut down on purpose
         self._results_stopped = False  # close takes the last reports itself
+        # healing: without transactional.id a pipeline an actor died in is rebuilt, and what it
+        # held sent again (see `_heal`); the batches handed on are kept until their messages end
+        self.heals = self.config["transactional.id"] is None
+        self.healed = 0  # how many times the pipeline was rebuilt
+        self.heals_done: list[Heal] = []  # each rebuild, with what it found and sent again
+        self.heal_failures = 0  # attempts that could not rebuild it (tried again after HEAL_RETRY)
+        self._kept = KeptBatches()
+        self._acked_ends: dict[tuple[str, int], int] = {}  # (topic, partition) -> after the last acked offset
+        self._healing = False  # the sender and the results thread wait while it is set
+        self._sender_busy = False  # the sender is handing batches on, outside the lock
+        self._polling = False  # the results thread is taking or settling reports, outside the lock
+        self._healer: threading.Thread | None = None
+        self._generation = 0  # pipelines started after the first
 
         ensure_ray()
-        self._pipeline = ProducerPipeline(self.config, self.name)  # raises the cause if it cannot start
-        self.ctx = self._pipeline.ctx
-        self._topic_dispatcher = self._pipeline.topic_dispatcher
-        self.producer_id, self.producer_epoch = self._pipeline.producer_id, self._pipeline.producer_epoch
+        self._start_pipeline(ProducerPipeline(self.config, self.name))  # raises the cause if it cannot start
         self._transactions = (ProducerTransactions(self.config, self.ctx.transactions, self._topic_dispatcher, self.flush)
                               if self.config["transactional.id"] is not None else None)
-        self._routes = TopicRoutes(self._topic_dispatcher, self.ctx.window, self._wake_sender)
         self._sender = threading.Thread(target=self._send_loop, name=f"{self.name}-sender", daemon=True)
         self._poller = threading.Thread(target=self._poll_loop, name=f"{self.name}-results", daemon=True)
         self._sender.start()
@@ -156,6 +169,19 @@ class Producer:
         from .producer_watchdog import ProducerWatchdog  # bounds every message's life, even if an actor dies
         self._watchdog = ProducerWatchdog.watch(self)
         self.metrics.start()
+
+    def _start_pipeline(self, pipeline: ProducerPipeline) -> None:
+        self._pipeline = pipeline
+        self.ctx = pipeline.ctx
+        self._topic_dispatcher = pipeline.topic_dispatcher
+        self.producer_id, self.producer_epoch = pipeline.producer_id, pipeline.producer_epoch
+        self._routes = TopicRoutes(self._topic_dispatcher, self.ctx.window, self._wake_sender)
+
+    @property
+    def pipeline_prefix(self) -> str:
+        """The name prefix of the actors of the pipeline in use (`name/` at first, `name~N/` after
+        the N-th heal)."""
+        return self._pipeline.name + "/"
 
     # -- sending -------------------------------------------------------------------
 
@@ -334,6 +360,9 @@ class Producer:
         while True:
             with self._cond:
                 while True:
+                    if self._healing:  # the pipeline is being rebuilt: what gathers goes after
+                        self._cond.wait(1.0)
+                        continue
                     if acc.ready or (acc.open and (self._flush_now or self._stopping)):
                         break
                     if self._routes.has_answers():  # a topic's held batches can go now
@@ -352,19 +381,122 @@ class Producer:
             if lingered:
                 self._nagle()
             with self._cond:
+                while self._healing:
+                    self._cond.wait(1.0)
                 batches = acc.take()
                 self._flush_now = False
-            self.metrics.handed(batches)
-            failed = self._routes.send(batches)
+                if self.heals:
+                    self._kept.keep(batches, self._ledger)
+                pipeline, routes, self._sender_busy = self._pipeline, self._routes, True
+            try:
+                self.metrics.handed(batches)
+                failed = routes.send(batches)
+            finally:
+                with self._cond:
+                    self._sender_busy = False
+                    self._cond.notify_all()
             if failed and not ray.is_initialized():  # shut down under us: the watchdog fails what is left
                 return
-            self._fail_handed_on(failed)
+            self._fail_handed_on(failed, pipeline)
 
-    def _fail_handed_on(self, failed: list[tuple[list[MessageBatch], Exception]]) -> None:
-        """Batches whose hand-over failed (`TopicRoutes`): each ends with its call's cause."""
+    def _fail_handed_on(self, failed: list[tuple[list[MessageBatch], Exception]],
+                        pipeline: ProducerPipeline | None = None) -> None:
+        """Batches whose hand-over (to `pipeline`) failed (`TopicRoutes`): each ends with its call's
+        cause, unless the cause is an actor's death the producer heals from (then they go again
+        through the healed pipeline)."""
         for lost, error in failed:
+            if self._heals_from(error):
+                self.request_heal(error, pipeline)
+                continue
             log.error("%s: handing %d batch(es) to the pipeline failed: %s", self.name, len(lost), error)
             self._resolve([Outcome.failed(b.ids, error, b.topic) for b in lost])
+
+    # -- healing -----------------------------------------------------------------------
+
+    def _heals_from(self, error: Exception | None) -> bool:
+        """Whether `error` is an actor's death (or failure) this producer heals from."""
+        return self.heals and isinstance(error, PipelineError) and not self._stopping
+
+    def request_heal(self, cause: Any, seen_in: ProducerPipeline | None = None) -> None:
+        """An actor of the pipeline died (seen by the watchdog, a failed call or a report, in
+        pipeline `seen_in`): rebuild the pipeline on the healer thread, once for however many see
+        it; nothing if `seen_in` was healed already."""
+        with self._cond:
+            if (not self.heals or self._stopping or self._healer is not None
+                    or (seen_in is not None and seen_in is not self._pipeline)):
+                return
+            log.warning("%s: healing the pipeline: %s", self.name, cause)
+            self._healing = True
+            self._heal_cause = str(cause)
+            self._healer = threading.Thread(target=self._heal_loop, name=f"{self.name}-healer", daemon=True)
+            self._healer.start()
+            self._cond.notify_all()
+
+    def _heal_loop(self) -> None:
+        try:
+            while True:
+                try:
+                    self._heal()
+                    return
+                except Exception as exc:  # e.g. no broker reachable: the watchdog bounds the messages meanwhile
+                    self.heal_failures += 1
+                    log.warning("%s: healing failed, trying again in %gs: %s", self.name, HEAL_RETRY, exc)
+                with self._cond:
+                    if self._stopping:
+                        return
+                    self._cond.wait(HEAL_RETRY)
+        finally:
+            with self._cond:
+                self._healing = False
+                self._healer = None
+                self._cond.notify_all()
+
+    def _heal(self) -> None:
+        """Rebuild the pipeline and send again what the old one left unanswered, in id order.
+
+        1. Every actor of the old pipeline is killed but its ProducerResults, whose last reports
+           are then settled (so nothing the old Flushers answered is sent again), then it too.
+        2. With idempotence, what the log holds of the unanswered messages, written by the old
+           producer id after each partition's last acknowledged offset, ends as delivered
+           (`producer_heal`).
+        3. A new pipeline (a new producer id) takes the rest, before anything sent meanwhile."""
+        old = self._pipeline
+        t0 = time.monotonic()
+        old.kill_all(CLOSE_MIN, keep_results=True)
+        self._resolve(old.last_results(5))
+        old.kill_all(CLOSE_MIN)
+        with self._cond:
+            while self._sender_busy or self._polling:  # calls to the dead pipeline fail at once
+                self._cond.wait(1.0)
+            batches = self._kept.unresolved(self._ledger)
+            ends = dict(self._acked_ends)
+        found: list[Outcome] = []
+        if batches and old.producer_id >= 0:
+            found = written_outcomes(batches, scan_written(self.config, old.producer_id, batches, ends))
+            self._resolve(found)
+            with self._cond:
+                batches = self._kept.unresolved(self._ledger)
+        with self._cond:
+            if self._stopping:
+                return
+        self._generation += 1  # each attempt's actors have names of their own
+        pipeline = ProducerPipeline(self.config, f"{self.name}~{self._generation}")
+        with self._cond:
+            if self._results_stopped:  # close gave up waiting for this heal: nothing may outlive it
+                pipeline.kill_all(CLOSE_MIN)
+                return
+            self._start_pipeline(pipeline)
+            self._cond.notify_all()
+        self.healed += 1
+        self._watchdog.healed()
+        failed = self._routes.send(batches)
+        if any(self._heals_from(error) for _, error in failed):
+            raise PipelineError(f"the healed pipeline failed at once: {failed[0][1]}")
+        heal = Heal(self._heal_cause, time.monotonic() - t0, len(found), sum(len(b) for b in batches),
+                    (old.producer_id, self.producer_id))
+        self.heals_done.append(heal)
+        log.warning("%s: pipeline healed: %s", self.name, heal)
+        self._fail_handed_on(failed)
 
     # -- results -----------------------------------------------------------------------
 
@@ -374,20 +506,30 @@ class Producer:
         import ray
         from ray.exceptions import RayActorError
 
-        results = self.ctx.results
         while True:
             with self._cond:
+                while self._healing and not self._results_stopped:  # the healer takes the last reports
+                    self._cond.wait(1.0)
                 if self._results_stopped or (self._stopping and not self._ledger):
                     return
+                pipeline, results = self._pipeline, self.ctx.results
+                self._polling = True
             try:
                 entries = ray.get(results.poll.remote(0.2))
             except Exception as exc:
+                self._done_polling()
                 with self._cond:
                     if self._stopping:
                         return
                 if not ray.is_initialized():
                     self.ray_gone()
                     return
+                if isinstance(exc, RayActorError) and self._heals_from(pipeline_error(exc)):
+                    self.request_heal(pipeline_error(exc), pipeline)
+                    with self._cond:  # wait for the healed pipeline's results actor
+                        while results is self.ctx.results and not (self._stopping or self._results_stopped):
+                            self._cond.wait(1.0)
+                    continue
                 if isinstance(exc, RayActorError):  # nothing more will come: the watchdog names it
                     log.error("%s: %s; messages unresolved now end by delivery.timeout.ms", self.name,
                               pipeline_error(exc))
@@ -395,16 +537,29 @@ class Producer:
                 log.error("%s: results actor failed: %s", self.name, exc)
                 time.sleep(0.2)
                 continue
-            if entries:
-                try:
-                    self._resolve(entries)
-                except Exception:  # a bug here must not stop every later message from resolving
-                    log.exception("%s: settling %d reports failed", self.name, len(entries))
+            try:
+                if entries:
+                    self._resolve(entries, pipeline)
+            except Exception:  # a bug here must not stop every later message from resolving
+                log.exception("%s: settling %d reports failed", self.name, len(entries))
+            finally:
+                self._done_polling()
 
-    def _resolve(self, entries: list[Outcome]) -> None:
-        """End the messages these outcomes name (the ledger), then set their futures and report
-        them, outside the lock."""
+    def _done_polling(self) -> None:
         with self._cond:
+            self._polling = False
+            self._cond.notify_all()
+
+    def _resolve(self, entries: list[Outcome], pipeline: ProducerPipeline | None = None) -> None:
+        """End the messages these outcomes name (the ledger), then set their futures and report
+        them, outside the lock. An outcome of `pipeline` failed by an actor's death does not end
+        its messages when the producer heals: they go again, through the healed pipeline."""
+        if self.heals and not self._stopping and any(isinstance(e[5], PipelineError) for e in entries):
+            self.request_heal(next(e[5] for e in entries if isinstance(e[5], PipelineError)), pipeline)
+            entries = [e for e in entries if not isinstance(e[5], PipelineError)]
+        with self._cond:
+            if self.heals:
+                acked_ends(self._acked_ends, entries)
             settled = self._ledger.settle(entries, self.metrics.resolved)
             self._settling += 1  # flush() waits until these futures are set too
         try:
@@ -542,14 +697,17 @@ class Producer:
         with self._cond:
             self._closed = True  # no new sends; what is queued still goes
         try:
-            if self._wait_resolved(deadline, give_up=lambda: bool(dog.dead)):
+            if self._wait_resolved(deadline, give_up=lambda: bool(dog.dead) and not self.heals):
                 dog.scan_now()  # before the shutdown kills actors on purpose: who died, if anyone
             self.metrics.close()  # the last report, while the Flushers can still be asked
             with self._cond:
                 self._stopping = True  # the sender hands over what is left, then ends
                 self._cond.notify_all()
+                healer = self._healer
             now = time.monotonic()
             stop_by = now + CLOSE_GRACE if deadline is None else max(deadline, now + CLOSE_MIN)
+            if healer is not None:  # a heal under way ends first (or is given up at stop_by)
+                healer.join(left(stop_by))
             self._sender.join(left(stop_by))
             if not self._sender.is_alive():  # else stuck handing over: what it holds fails below
                 self._fail_handed_on(self._routes.drain(left(stop_by)))

@@ -144,6 +144,20 @@ class Ledger:
                 groups.append(ids.tolist())
         return groups
 
+    def open_positions(self, ids: Any) -> np.ndarray:
+        """The positions in `ids` (a list, range or int64 array) of the messages not yet ended."""
+        arr = np.arange(ids.start, ids.stop, dtype=np.int64) if isinstance(ids, range) else np.asarray(ids, dtype=np.int64)
+        open_ = np.fromiter((int(i) in self.singles for i in arr), dtype=bool, count=len(arr)) if self.singles \
+            else np.zeros(len(arr), dtype=bool)
+        if self.batches:
+            starts = np.asarray(self._starts, dtype=np.int64)
+            owner = np.maximum(np.searchsorted(starts, arr, side="right") - 1, 0)
+            for k in np.unique(owner).tolist():
+                state = self.batches[int(starts[k])]
+                mine = np.flatnonzero((owner == k) & (arr >= state.start) & (arr < state.start + state.n))
+                open_[mine] |= ~state.settled[arr[mine] - state.start]
+        return np.flatnonzero(open_)
+
     # -- settling -------------------------------------------------------------------------
 
     def settle(self, entries: Iterable[Outcome], count: Any = None) -> list[Settled]:

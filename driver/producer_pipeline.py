@@ -6,6 +6,9 @@ process), then the driver's reference on the RetryHandler, and the producer id t
 TopicDispatcher got (a broker that cannot be reached fails the start with that cause, not
 "actor task failed"). The TopicDispatcher starts everything further down itself.
 
+A producer that heals (driver/producer.py) kills an old pipeline whole, its ProducerResults
+last (`kill_all(keep_results=True)` first), and starts another under a new name.
+
 Stop, in Sarama's order: the dispatchers, then each broker's Aggregator and Flusher once its last
 writer has gone, then the retry handler; every step bounded, and a step an actor's death breaks
 is logged and skipped. Last, `kill_all` leaves no actor of the producer alive, those the
@@ -99,19 +102,21 @@ class ProducerPipeline:
             log.warning("%s: close: the last results were not taken: %s", self.name, pipeline_error(exc))
             return []
 
-    def kill_all(self, wait: float) -> None:
-        """ray.kill every actor of this producer that is still alive (those its actors started too,
-        found by name), then wait (up to `wait` s) until Ray lists none of them."""
+    def kill_all(self, wait: float, keep_results: bool = False) -> None:
+        """ray.kill every actor of this pipeline that is still alive (those its actors started too,
+        found by name), but its ProducerResults if `keep_results`, then wait (up to `wait` s)
+        until Ray lists none of them."""
         import ray
 
         if not ray.is_initialized():
             return
         prefix = self.name + "/"
+        spared = prefix + "producer_results" if keep_results else None
 
         def alive() -> list[str]:
-            return [name for name in ray.util.list_named_actors() if name.startswith(prefix)]
+            return [name for name in ray.util.list_named_actors() if name.startswith(prefix) and name != spared]
 
-        handles = list(self.handles)
+        handles = [h for h in self.handles if not (keep_results and h is self.ctx.results)]
         for name in alive():
             try:
                 handles.append(ray.get_actor(name))

@@ -5,8 +5,11 @@ messages through its public watch interface (`watch_mark`, `unresolved_before`, 
 `stopping`, `ray_gone`) and the GCS actor table; calls nothing in the pipeline. It keeps no
 order: it only settles messages the pipeline has not settled in time.
 
-Why: pipeline actors are never restarted, and a message inside an actor that dies (killed, out of
-memory, a crash) would otherwise stay pending until `close()`. The Flushers enforce
+Why: pipeline actors are never restarted by Ray. A producer without `transactional.id` heals:
+a death seen here asks it to rebuild its pipeline (`request_heal`), and `healed()` then turns
+the watch to the new one (`pipeline_prefix`). A transactional producer does not heal, and a
+message inside an actor that dies (killed, out of memory, a crash) would otherwise stay pending
+until `close()`. The Flushers enforce
 `delivery.timeout.ms` only on messages that reach them. So the driver enforces it too: a message
 still unresolved `delivery.timeout.ms` after `send` fails with `DeliveryTimeoutError`; when an
 actor of this producer has died, the error names it (and its death cause). With every actor
@@ -67,9 +70,14 @@ class ProducerWatchdog:
         except Exception:  # only a better error message is at stake
             log.exception("%s: actor scan failed", self.producer.name)
 
+    def healed(self) -> None:
+        """The producer rebuilt its pipeline: the deaths seen belong to the old one."""
+        self.dead = {}
+        self._suspects = {}
+
     def dead_count(self, role: str) -> int:
-        """How many actors of `role` (e.g. "flusher") this producer has seen dead."""
-        prefix = self.producer.name + "/" + role
+        """How many actors of `role` (e.g. "flusher") of the pipeline in use have been seen dead."""
+        prefix = self.producer.pipeline_prefix + role
         return sum(1 for name in list(self.dead) if name.startswith(prefix))
 
     def dead_actors(self) -> str:
@@ -99,6 +107,8 @@ class ProducerWatchdog:
                 if now - self._last_scan >= ACTOR_SCAN:
                     self._last_scan = now
                     self._scan_actors()
+                    if self.dead:
+                        p.request_heal(self.dead_actors())
                 self._expire(now)
             except Exception:  # never let the safety net die silently
                 log.exception("%s: watchdog check failed", p.name)
@@ -115,7 +125,7 @@ class ProducerWatchdog:
             return  # close() shuts them down on purpose
         import ray._private.state
 
-        prefix = self.producer.name + "/"
+        prefix = self.producer.pipeline_prefix
         mine = [a for a in ray._private.state.actors().values() if (a.get("Name") or "").startswith(prefix)]
         owners = {(a.get("Address") or {}).get("Port"): a for a in mine}
         now = time.monotonic()
@@ -135,6 +145,8 @@ class ProducerWatchdog:
                 first = self._suspects.setdefault(name, now)
                 if patient and now - first < 3.0:  # its Aggregator may be closing right now
                     continue
+            if prefix != self.producer.pipeline_prefix:  # healed meanwhile: these were the old pipeline's
+                return
             self.dead[name] = _death_reason(text)
             log.error("%s: actor %s died (%s)", self.producer.name, name, self.dead[name] or "unknown cause")
 

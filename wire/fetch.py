@@ -6,7 +6,8 @@ ListOffsets(latest), which some brokers (tansu 0.6) under-report.
 
 `find_batch_offset` serves the producer's Flusher: where a batch the broker took without an
 offset (tansu 0.6 answers a re-sent idempotent batch DUPLICATE_SEQUENCE_NUMBER, base offset -1)
-lies in the log, found by its producer id, epoch and first sequence.
+lies in the log, found by its producer id, epoch and first sequence. `records_of_producer` serves
+a producer healing its pipeline: the records one producer id wrote from an offset on.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import messages
 from .config import Config
-from .errors import BrokerError, LookupTimeoutError
+from .errors import BrokerError, DecodeError, LookupTimeoutError
 from .fetcher import LEADER_ERRORS, OFFSET_OUT_OF_RANGE, RESET_POLICIES
-from .records import LENGTH_OFFSET, read_batch_header
+from .records import LENGTH_OFFSET, decode_record_batches, read_batch_header
 
 __all__ = ["LEADER_ERRORS", "OFFSET_OUT_OF_RANGE", "RESET_POLICIES", "fetch_body", "fetch_version"]
 
@@ -261,3 +262,58 @@ async def resolve_offsets(cluster: Any, topic: str, partitions: Iterable[int], s
         return dict.fromkeys(ps, start)
     begins, ends = await log_bounds(cluster, topic, ps)
     return {p: max(begins[p], ends[p] + start) for p in ps}
+
+
+class WrittenRecord(NamedTuple):
+    """A record of one producer found in the log (`records_of_producer`)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+async def records_of_producer(cluster: Any, topic: str, partition: int, start: int, producer_id: int,
+                              max_decompressed: int) -> list[WrittenRecord]:
+    """Every record `producer_id` wrote to `topic`/`partition` from offset `start` (or the log's
+    start, if that is later) up to the high watermark, in offset order.
+
+    A producer that heals its pipeline asks this for the messages a dead Flusher had in flight:
+    what of them the log holds. Each request is bounded by `request.timeout.ms`, and the whole
+    scan too (`LookupTimeoutError`), as `find_batch_offset`."""
+    loop = asyncio.get_running_loop()
+    config = cluster.config
+    deadline = loop.time() + config["request.timeout.ms"] / 1000
+    pmax = config["max.partition.fetch.bytes"]
+    offset, wait_ms, found = max(start, 0), LOOKUP_WAIT_MS, []
+    while True:
+        if loop.time() > deadline:
+            raise LookupTimeoutError(f"reading {topic}/{partition} from offset {offset}: not done within "
+                                     f"request.timeout.ms={config['request.timeout.ms']}")
+        conn = await cluster.leader_connection(topic, partition)
+        body = fetch_body(config, [(topic, partition, offset)], max_wait_ms=wait_ms, partition_max_bytes=pmax,
+                          max_bytes=pmax)
+        body["isolation_level"] = 0
+        response = await conn.request(messages.FETCH, body, fetch_version(conn))
+        part = next((p for t in response.responses for p in t.partitions if p.partition_index == partition), None)
+        if part is None:
+            raise DecodeError(f"Fetch {topic}/{partition}: the answer does not name the partition asked for")
+        if part.error_code == OFFSET_OUT_OF_RANGE and part.get("log_start_offset", -1) > offset:
+            offset = part.log_start_offset
+            continue
+        if part.error_code:
+            raise BrokerError(part.error_code, f"Fetch {topic}/{partition} at {offset}")
+        if offset >= part.high_watermark:
+            return found
+        batches = decode_record_batches(part.records or b"", max_decompressed=max_decompressed)
+        for batch in batches:
+            if batch.producer_id == producer_id and not batch.is_control:
+                found.extend(WrittenRecord(r.offset, r.timestamp, r.key, r.value)
+                             for r in batch.records if r.offset >= offset)
+            offset = max(offset, batch.next_offset)
+        if batches:
+            wait_ms = LOOKUP_WAIT_MS
+        elif part.records:  # one batch larger than a fetch: ask for more
+            pmax *= 4
+        else:  # nothing yet below the high watermark: give the broker longer to read its log
+            wait_ms = min(wait_ms * 2, LOOKUP_WAIT_MAX_MS)

@@ -190,7 +190,8 @@ def kit():
     import proxy
 
     return SimpleNamespace(wait_for=wait_for, cause_of=cause_of, read_back=read_back, create_topic=create_topic,
-                           kill_by_role=kill_by_role, rows=rows, consumed_figures=consumed_figures,
+                           kill_by_role=kill_by_role, heal_figures=heal_figures, rows=rows,
+                           consumed_figures=consumed_figures,
                            FaultProxy=proxy.FaultProxy)
 
 
@@ -252,6 +253,12 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
     with Admin(bootstrap) as admin:
         admin.create_topics({name: partitions})
+
+
+def heal_figures(producer) -> list[dict]:
+    """Each heal of `producer` as a record shows it: seconds, found in the log, sent again."""
+    return [{"seconds": round(h.seconds, 2), "found_in_log": h.found_in_log, "sent_again": h.sent_again}
+            for h in producer.heals_done]
 
 
 def kill_by_role(prefix: str, role: str) -> str:

@@ -38,11 +38,12 @@ no log of its own to read back); it is left out of the totals.
 SCENARIOS = {
     "test_producer_mock_chaos": "1. Producer on a mock cluster of 3 brokers: leaders move, retriable errors, dropped connections",
     "test_producer_tansu_proxy": "2. Producer against tansu behind the fault-injecting proxy",
-    "test_actor_failure": "3. Actor failure mid-stream (ray.kill)",
+    "test_actor_failure": "3. Actor failure mid-stream (ray.kill): the producer heals, consumers are replaced",
     "test_broker_restart": "4. Broker restart mid-stream (tansu stopped and started on the same port)",
     "test_corrupt_batch": "5. A corrupted batch on consume",
     "test_consumer_outage": "6. Consumers through a broker outage (unreachable, or restarted with its log)",
     "test_consumer_heal": "7. Consumer actors killed mid-read (ray.kill, no_restart=False): healed, time to heal",
+    "test_producer_heal_outage": "8. The producer heals on a bad day: a death during an outage, two deaths, close mid-heal",
 }
 
 MAIN = ["sent", "delivered", "failed", "unresolved", "lost", "reordered", "duplicated", "failed_but_written",

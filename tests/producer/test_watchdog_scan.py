@@ -24,7 +24,7 @@ def _table(flusher_end: int, aggregator_end: int, aggregator_state: str = "DEAD"
 
 
 def _dog() -> ProducerWatchdog:
-    producer = SimpleNamespace(name="p", stopping=False, config={"delivery.timeout.ms": 6000, "request.timeout.ms": 3000})
+    producer = SimpleNamespace(name="p", pipeline_prefix="p/", stopping=False, config={"delivery.timeout.ms": 6000, "request.timeout.ms": 3000})
     return ProducerWatchdog(producer)
 
 

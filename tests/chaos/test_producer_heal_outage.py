@@ -1,0 +1,109 @@
+"""A producer heals on a bad day, against tansu behind the outage proxy: an actor killed while
+the broker is unreachable (the new pipeline cannot start until the broker is back: the heal
+tries again, and nothing fails), two deaths one after the other (two heals), and a close while
+a heal cannot finish (close ends in its bound, every message ends, no actor is left)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from outage import Outage  # tests/chaos/, on the path (conftest.py)
+
+from raykafka.driver.producer import Producer
+
+pytestmark = [pytest.mark.ray, pytest.mark.broker, pytest.mark.timeout(300)]
+
+PARTITIONS = 3
+
+
+def _send(ledger, producer, topic, lo, hi):
+    for i in range(lo, hi):
+        ledger.send(producer, topic, b"v%07d" % i, key=b"k%02d" % (i % 17))
+
+
+def test_a_flusher_killed_during_an_outage_heals_once_the_broker_is_back(ray_session, kit, ledger, record, tmp_path,
+                                                                         wait_for, live_actors):
+    outage = Outage("unreachable", None, tmp_path)
+    try:
+        kit.create_topic(outage.bootstrap, "heal", PARTITIONS)
+        producer = Producer({"bootstrap.servers": outage.bootstrap, "linger.ms": 5, "request.timeout.ms": 2000,
+                             "delivery.timeout.ms": 120_000}, on_delivery=ledger.on_delivery)
+        try:
+            _send(ledger, producer, "heal", 0, 3000)
+            assert producer.flush(60) == 0
+            cut = outage.cut()
+            _send(ledger, producer, "heal", 3000, 6000)  # waiting in the pipeline for the broker
+            killed = kit.kill_by_role(producer.name + "/", "flusher")
+            wait_for(lambda: producer.heal_failures >= 2, timeout=60)
+            assert producer.healed == 0
+            back = outage.restore()
+            _send(ledger, producer, "heal", 6000, 9000)
+            figures = ledger.settle(timeout=120)
+            settled_after_back = time.monotonic() - back
+        finally:
+            producer.close(30)
+        log = kit.read_back(outage.bootstrap, "heal", PARTITIONS, figures["delivered"], timeout=60)
+        checks = ledger.check_log(log)
+        record(**figures, **checks, outage_s=round(back - cut, 1), settled_after_back_s=round(settled_after_back, 1),
+               heals=kit.heal_figures(producer), actors_killed=[killed], faults={"outage/unreachable": 1})
+        assert producer.healed == 1
+        assert figures["failed"] == figures["unresolved"] == 0
+        assert checks == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}
+        assert live_actors(producer.name) == []
+    finally:
+        outage.close()
+
+
+def test_two_deaths_one_after_the_other_heal_twice(ray_session, bootstrap, topic_name, kit, ledger, record,
+                                                   live_actors):
+    topic = topic_name("heal2")
+    kit.create_topic(bootstrap, topic, PARTITIONS)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}, on_delivery=ledger.on_delivery)
+    try:
+        _send(ledger, producer, topic, 0, 2000)
+        assert producer.flush(60) == 0
+        _send(ledger, producer, topic, 2000, 4000)
+        first = kit.kill_by_role(producer.name + "/", "leader_dispatcher")
+        _send(ledger, producer, topic, 4000, 6000)
+        assert producer.flush(60) == 0 and producer.healed == 1
+        assert producer.pipeline_prefix == producer.name + "~1/"
+        _send(ledger, producer, topic, 6000, 8000)
+        second = kit.kill_by_role(producer.pipeline_prefix, "flusher")
+        _send(ledger, producer, topic, 8000, 10_000)
+        figures = ledger.settle(timeout=90)
+    finally:
+        producer.close(30)
+    log = kit.read_back(bootstrap, topic, PARTITIONS, figures["delivered"], timeout=60)
+    checks = ledger.check_log(log)
+    record(**figures, **checks, heals=kit.heal_figures(producer), actors_killed=[first, second])
+    assert producer.healed == 2
+    assert figures["failed"] == figures["unresolved"] == 0
+    assert checks == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}
+    assert live_actors(producer.name) == []
+
+
+def test_close_while_a_heal_cannot_finish_ends_and_leaves_no_actor(ray_session, kit, ledger, tmp_path, wait_for,
+                                                                    live_actors):
+    outage = Outage("unreachable", None, tmp_path)
+    try:
+        kit.create_topic(outage.bootstrap, "healclose", PARTITIONS)
+        producer = Producer({"bootstrap.servers": outage.bootstrap, "linger.ms": 5, "request.timeout.ms": 2000},
+                            on_delivery=ledger.on_delivery)
+        _send(ledger, producer, "healclose", 0, 1000)
+        assert producer.flush(60) == 0
+        outage.cut()
+        _send(ledger, producer, "healclose", 1000, 2000)
+        kit.kill_by_role(producer.name + "/", "aggregator")
+        wait_for(lambda: producer.heal_failures >= 1, timeout=60)
+        t0 = time.monotonic()
+        producer.close(10)
+        close_s = time.monotonic() - t0
+        figures = ledger.settle(timeout=5)
+        assert close_s < 20
+        assert figures["unresolved"] == 0 and figures["delivered"] + figures["failed"] == 2000
+        assert figures["failed"] == 1000  # the messages sent during the outage, named as closed
+        assert all("closed" in str(e) for e in ledger.failed.values())
+        assert live_actors(producer.name) == []
+    finally:
+        outage.close()
