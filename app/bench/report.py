@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from . import missed_targets
+
 PEERS = {
     "produce": ["confluent-kafka produce()", "aiokafka send()", "confluent-kafka produce(), keyed",
                 "aiokafka send(), keyed", "kafka-python send()", "Ray Data write_kafka",
@@ -235,6 +237,8 @@ def _targets(report: Any) -> list[str]:
         out.append(f"| {text} | {'—' if ratio is None else f'{ratio:.2f}×'} | "
                    f"{'—' if met is None else ('yes' if met else 'no')} |")
     out.append("")
+    if any(met is False for *_, met in results):
+        out += [missed_targets.TEXT.rstrip("\n"), ""]
     return out
 
 

@@ -783,8 +783,10 @@ def latency_confluent(bootstrap: str, admin: Any, s: Settings, keyed: bool = Fal
     return _percentiles(lat)
 
 
-def producer_memory(bootstrap: str, admin: Any, s: Settings) -> tuple[float, int]:
-    """Peak RSS (MiB), summed over the producer's actor processes, while `send_batch` writes."""
+def producer_memory(bootstrap: str, admin: Any, s: Settings) -> tuple[float, int, str]:
+    """Peak RSS (MiB), summed over the producer's actor processes, while `send_batch` writes; the
+    number of processes; and where it goes, role by role: each process's RSS once the pipeline is
+    warm (the interpreter, Ray's worker and our imports) and its own peak during the write."""
     import psutil
     import ray._private.state as state
 
@@ -793,19 +795,24 @@ def producer_memory(bootstrap: str, admin: Any, s: Settings) -> tuple[float, int
     with Producer(_rk_config(bootstrap, "none")) as producer:
         t = _topic(admin, "memory")
         _warm(producer, t)
-        pids = {info["Pid"] for info in state.actors().values()
-                if info.get("State") == "ALIVE" and (info.get("Name") or "").startswith(producer.name + "/")}
-        procs = [psutil.Process(pid) for pid in pids]
+        prefix = producer.pipeline_prefix
+        roles = {info["Pid"]: _role(info["Name"][len(prefix):]) for info in state.actors().values()
+                 if info.get("State") == "ALIVE" and (info.get("Name") or "").startswith(prefix)}
+        procs = {pid: psutil.Process(pid) for pid in roles}
+        warm = {pid: proc.memory_info().rss for pid, proc in procs.items()}
+        own_peak = dict(warm)
         peak, stop = [0], threading.Event()
 
         def sample() -> None:
             while not stop.is_set():
                 total = 0
-                for proc in procs:
+                for pid, proc in procs.items():
                     try:
-                        total += proc.memory_info().rss
+                        rss = proc.memory_info().rss
                     except psutil.Error:
-                        pass
+                        continue
+                    total += rss
+                    own_peak[pid] = max(own_peak[pid], rss)
                 peak[0] = max(peak[0], total)
                 stop.wait(0.02)
 
@@ -815,7 +822,14 @@ def producer_memory(bootstrap: str, admin: Any, s: Settings) -> tuple[float, int
         assert producer.send_batch(t, table).result(300).ok
         stop.set()
         sampler.join()
-    return peak[0] / 2**20, len(procs)
+    where = ", ".join(f"{roles[pid]} {warm[pid] / 2**20:.0f}→{own_peak[pid] / 2**20:.0f}"
+                      for pid in sorted(roles, key=lambda pid: roles[pid]))
+    return peak[0] / 2**20, len(procs), f"MiB warm→peak: {where}"
+
+
+def _role(name: str) -> str:
+    """An actor's role from its name after the producer's prefix (`flusher-111-...` -> `flusher`)."""
+    return name.split("-", 1)[0]
 
 
 # ------------------------------------------------------------------------------- the run
@@ -892,9 +906,9 @@ def run_suite(s: Settings, command: str = "") -> Report:
                     report.rows += _config_rows(bootstrap, admin, s, size, codec, spark=False)
             if _wanted(s, "raykafka producer actors RSS"):
                 try:
-                    mib, procs = producer_memory(bootstrap, admin, s)
+                    mib, procs, where = producer_memory(bootstrap, admin, s)
                     report.rows.append(Row("memory", "raykafka producer actors RSS", 100, "none", mib,
-                                           note=f"{procs} actor processes, send_batch of {s.messages:,}"))
+                                           note=f"{procs} actor processes, send_batch of {s.messages:,}; {where}"))
                 except Exception as exc:
                     report.rows.append(Row("memory", "raykafka producer actors RSS", 100, "none", float("nan"),
                                            note=_why(exc)))
