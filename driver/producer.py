@@ -421,9 +421,12 @@ class Producer:
         """An actor of the pipeline died (seen by the watchdog, a failed call or a report, in
         pipeline `seen_in`): rebuild the pipeline on the healer thread, once for however many see
         it; nothing if `seen_in` was healed already."""
+        if not self.heals:  # transactional: the transaction cannot commit; abort_transaction renews
+            if not self._stopping:
+                self._fail_unresolved(PipelineError(f"the transaction's pipeline broke: {cause}"))
+            return
         with self._cond:
-            if (not self.heals or self._stopping or self._healer is not None
-                    or (seen_in is not None and seen_in is not self._pipeline)):
+            if self._stopping or self._healer is not None or (seen_in is not None and seen_in is not self._pipeline):
                 return
             log.warning("%s: healing the pipeline: %s", self.name, cause)
             self._healing = True
@@ -524,16 +527,16 @@ class Producer:
                 if not ray.is_initialized():
                     self.ray_gone()
                     return
-                if isinstance(exc, RayActorError) and self._heals_from(pipeline_error(exc)):
-                    self.request_heal(pipeline_error(exc), pipeline)
-                    with self._cond:  # wait for the healed pipeline's results actor
+                if isinstance(exc, RayActorError):
+                    if self._heals_from(pipeline_error(exc)):
+                        self.request_heal(pipeline_error(exc), pipeline)
+                    else:  # transactional: until abort_transaction replaces the pipeline, the watchdog bounds them
+                        log.error("%s: %s; messages unresolved now end by delivery.timeout.ms", self.name,
+                                  pipeline_error(exc))
+                    with self._cond:  # wait for the new pipeline's results actor
                         while results is self.ctx.results and not (self._stopping or self._results_stopped):
                             self._cond.wait(1.0)
                     continue
-                if isinstance(exc, RayActorError):  # nothing more will come: the watchdog names it
-                    log.error("%s: %s; messages unresolved now end by delivery.timeout.ms", self.name,
-                              pipeline_error(exc))
-                    return
                 log.error("%s: results actor failed: %s", self.name, exc)
                 time.sleep(0.2)
                 continue
@@ -638,7 +641,38 @@ class Producer:
         self._transactional().commit_transaction(timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
-        self._transactional().abort_transaction(timeout)
+        """Let the transaction's messages end, then abort it. If an actor of the pipeline died (the
+        transaction owner too), the pipeline is replaced, and the transactional.id initialized
+        again on the new one (which aborts what the old epoch left open)."""
+        transactions = self._transactional()
+        try:
+            transactions.abort_transaction(timeout)
+            broken: Exception | None = None
+        except PipelineError as exc:
+            broken = exc
+        if broken is None:
+            self._watchdog.scan_now()
+            if self._watchdog.dead:
+                broken = PipelineError(self._watchdog.dead_actors())
+        if broken is not None:
+            self._renew_transactional(broken, timeout)
+
+    def _renew_transactional(self, cause: Exception, timeout: float | None) -> None:
+        """A new pipeline for a transactional producer whose old one broke (after its messages ended)."""
+        old, t0 = self._pipeline, time.monotonic()
+        log.warning("%s: replacing the transactional pipeline: %s", self.name, cause)
+        old.kill_all(CLOSE_MIN)
+        self._generation += 1
+        pipeline = ProducerPipeline(self.config, f"{self.name}~{self._generation}")
+        with self._cond:
+            self._start_pipeline(pipeline)
+            self._transactions = ProducerTransactions(self.config, self.ctx.transactions, self._topic_dispatcher,
+                                                      self.flush)
+            self._cond.notify_all()
+        self._watchdog.healed()
+        self.producer_id, self.producer_epoch = self._transactions.init_transactions(timeout)
+        self.healed += 1
+        self.heals_done.append(Heal(str(cause), time.monotonic() - t0, 0, 0, (old.producer_id, self.producer_id)))
 
     def _transactional(self) -> ProducerTransactions:
         if self._transactions is None:

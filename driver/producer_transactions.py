@@ -20,6 +20,11 @@ state), and the first message of the transaction that failed (`note_outcomes`, f
 Producer's results; `note_failure`, for one it refused itself), which the commit hands to the owner: a transaction with a failed message
 cannot commit (abortable, or fatal if the broker said fenced).
 
+An actor of the pipeline that dies makes the transaction abortable (its messages fail with
+`PipelineError`; a commit raises `TransactionAbortableError`); `Producer.abort_transaction` then
+replaces the whole pipeline and initializes the transactional.id again on the new one, which
+aborts what the old epoch left open, so the next transaction goes through a pipeline alive.
+
 `close()` with a transaction open neither commits nor aborts it, as Java's does: its messages
 are delivered, and the transaction is aborted by the coordinator after `transaction.timeout.ms`,
 or by the next `init_transactions` with the same transactional.id.
@@ -33,7 +38,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..wire.admin import TopicPartition
-from ..wire.errors import KafkaError, TransactionStateError, TransactionTimeoutError
+from ..wire.errors import (
+    KafkaError,
+    PipelineError,
+    TransactionAbortableError,
+    TransactionStateError,
+    TransactionTimeoutError,
+)
 from ..wire.transactions import GroupOffset, failed_send
 
 # a call to the owner is bounded by its own timeout; the driver waits this much longer for its answer
@@ -119,7 +130,12 @@ class ProducerTransactions:
         error = None if failure is None else failed_send(
             failure, f"transactional.id {self.transactional_id!r}: a message of the transaction failed")
         left = max(0.001, deadline - time.monotonic())
-        self._ask(self.owner.commit_transaction.remote(error, int(left * 1000)), left)
+        try:
+            self._ask(self.owner.commit_transaction.remote(error, int(left * 1000)), left)
+        except PipelineError as exc:  # the owner died: this transaction cannot commit, the next may
+            raise TransactionAbortableError(
+                f"transactional.id {self.transactional_id!r}: the transaction cannot commit: {exc}; "
+                "abort_transaction() replaces the producer's pipeline") from None
         self._ended()
 
     def abort_transaction(self, timeout: float | None = None) -> None:
