@@ -44,14 +44,15 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .records import (
     ATTR_CONTROL,
-    ATTR_TRANSACTIONAL,
     CONTROL_ABORT,
     CONTROL_COMMIT,
     LENGTH_OFFSET,
+    BatchFlags,
     control_type,
     decode_record_batches,
     read_batch_header,
@@ -90,7 +91,8 @@ class Batch(Protocol):
 B = TypeVar("B", bound=Batch)
 
 
-class FetchedBatch(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class FetchedBatch(BatchFlags):
     """One whole batch of a Fetch response, as its header tells it, and its bytes."""
 
     base_offset: int
@@ -99,14 +101,6 @@ class FetchedBatch(NamedTuple):
     attributes: int
     marker: int  # a control batch's CONTROL_COMMIT or CONTROL_ABORT (another type a newer broker writes), else -1
     data: Any  # the batch's bytes (a view of the response)
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & ATTR_TRANSACTIONAL)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & ATTR_CONTROL)
 
     @property
     def is_abort_marker(self) -> bool:

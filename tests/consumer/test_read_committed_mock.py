@@ -94,6 +94,12 @@ def test_the_consumer_hands_out_exactly_the_committed_records_up_to_the_last_sta
                                                                                           list_aborted):
     with MockCluster(n_brokers=1, topics={TOPIC: 1}, list_aborted=list_aborted) as cluster:
         write(cluster, LOG)
+        with Consumer(config(cluster, "read_uncommitted")) as consumer:  # every record but the markers
+            consumer.assign(TOPIC, 0, "earliest")
+            assert consumer.high_watermarks(TOPIC) == {0: END}
+            table = consumer.read_all(timeout=30)
+            assert values(table) == EVERY
+            assert table.column("offset").to_pylist() == [0, 1, 2, 3, 5, 6, 8, 11]
         with Consumer(config(cluster, "read_committed")) as consumer:
             consumer.assign(TOPIC, 0, "earliest")
             assert consumer.high_watermarks(TOPIC) == {0: STABLE}
@@ -106,9 +112,6 @@ def test_the_consumer_hands_out_exactly_the_committed_records_up_to_the_last_sta
             write(cluster, [("commit", P1), (None, ["plain-2"])])
             later = consumer.read_all(timeout=30)
             assert values(later) == ["p1-open-1", "plain-2"]
-        with Consumer(config(cluster, "read_uncommitted")) as consumer:
-            consumer.assign(TOPIC, 0, "earliest")
-            assert values(consumer.read_all(timeout=30)) == [*EVERY, "plain-2"]
 
 
 @LISTS
@@ -138,17 +141,6 @@ def test_the_mock_answers_a_read_committed_fetch_below_the_last_stable_offset(li
         assert [(a.producer_id, a.first_offset) for a in late.aborted_transactions or ()] == (
             [(P2, 8)] if list_aborted else [])
         assert not uncommitted.aborted_transactions
-
-
-def test_read_uncommitted_hands_out_every_record_but_the_markers(ray_session):
-    with MockCluster(n_brokers=1, topics={TOPIC: 1}) as cluster:
-        write(cluster, LOG)
-        with Consumer(config(cluster, "read_uncommitted")) as consumer:
-            consumer.assign(TOPIC, 0, "earliest")
-            assert consumer.high_watermarks(TOPIC) == {0: END}
-            table = consumer.read_all(timeout=30)
-            assert values(table) == EVERY
-            assert table.column("offset").to_pylist() == [0, 1, 2, 3, 5, 6, 8, 11]
 
 
 @LISTS
