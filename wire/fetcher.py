@@ -37,7 +37,15 @@ from typing import Any, NamedTuple
 
 from .arrow_batches import records_to_arrow
 from .config import Config
-from .errors import BY_NAME, BrokerError, ConsumerError, KafkaError, RecordTooLargeError, code_for
+from .errors import (
+    BY_NAME,
+    BrokerError,
+    ConsumerError,
+    DecodeError,
+    KafkaError,
+    RecordTooLargeError,
+    code_for,
+)
 from .read_committed import CommittedReader, fetched_batches
 from .records import cut_batch, next_offset
 
@@ -134,7 +142,10 @@ class PartitionFetch:
         self.max_bytes = self.base_bytes
         if self.committed is None:
             return Data(records, fetched_at, after, self.high_watermark, after)
-        return self._committed(records, getattr(part, "aborted_transactions", None))
+        try:
+            return self._committed(records, getattr(part, "aborted_transactions", None))
+        except DecodeError as exc:  # a batch header or marker that cannot be read: this partition fails alone
+            return Failed(type(exc)(f"{self.where}: {bad_data(fetched_at, exc)}"))
 
     def _committed(self, records: Any, aborted: Any) -> Data:
         """read_committed: the fetched batches that may be handed out now (`CommittedReader`)."""

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 from raykafka.wire.arrow_batches import records_to_arrow
 from raykafka.wire.config import parse_config
-from raykafka.wire.fetcher import Data, PartitionFetch
+from raykafka.wire.errors import CorruptRecordError
+from raykafka.wire.fetcher import Data, Failed, PartitionFetch
 from raykafka.wire.read_committed import AbortedTransaction
 from raykafka.wire.records import encode_control_batch, encode_record_batch
 
@@ -76,3 +77,14 @@ def test_read_uncommitted_hands_out_the_response_as_it_came_and_ends_at_the_high
     data = f.take(answer(records, high_watermark=2, stable=0))
     assert data.records is records and handed_out(data) == ["a"]
     assert (data.position, data.high_watermark) == (2, 2)
+
+
+def test_a_malformed_control_batch_fails_its_partition_alone():
+    """Read for its marker before any decoder sees it: a key too short to name one fails the
+    partition (as a corrupt batch does under read_uncommitted), naming it."""
+    f = fetch(0)
+    bad = encode_record_batch([b"\x00\x00\x00\x00\x00\x00"], [b"\x00"], base_offset=0, producer_id=P1,
+                              producer_epoch=0, is_transactional=True, is_control=True)
+    outcome = f.take(answer(bad, high_watermark=1, stable=1))
+    assert isinstance(outcome, Failed) and isinstance(outcome.error, CorruptRecordError)
+    assert "t/0" in str(outcome.error) and "control record" in str(outcome.error)
