@@ -2,7 +2,8 @@
 
 Called by: the `PartitionConsumer`s whose partition this broker leads (`subscribe`,
 `unsubscribe`). Calls: the broker (one Fetch request for every subscribed partition), and
-each partition consumer's `feed` with that partition's raw record bytes, or its `redispatch`
+each partition consumer's `feed` with that partition's raw record bytes (under read_committed,
+only those of the batches it may hand out: `fetcher.PartitionFetch`), or its `redispatch`
 / `offset_out_of_range` / `fail` when the broker says the partition is no longer here.
 
 Two fetches at most are in flight, each on a connection of its own (a broker answers one
@@ -200,14 +201,16 @@ class BrokerConsumer:
                     continue  # unsubscribed or resubscribed while the fetch was in flight
                 outcome = sub.fetch.take(p)
                 if isinstance(outcome, Data):
-                    if not outcome.records and outcome.high_watermark == sub.reported_hw:
-                        continue
+                    if (not outcome.records and outcome.high_watermark == sub.reported_hw
+                            and outcome.position <= outcome.fetched_at):
+                        continue  # nothing new: no records, no end moved, no position decided
                     sub.reported_hw = outcome.high_watermark
                     # the view as an array: Ray copies it once, into the object store, where the
                     # partition consumer reads it (as bytes it would first be copied out of the response)
                     data = outcome.records
                     fed = np.frombuffer(data, np.uint8) if data else None
-                    ref = sub.consumer.feed.remote(sub.sub_id, fed, outcome.fetched_at, outcome.high_watermark)
+                    ref = sub.consumer.feed.remote(sub.sub_id, fed, outcome.fetched_at, outcome.high_watermark,
+                                                   outcome.position)
                     sub.acking = asyncio.wrap_future(ref.future())
                     acks.append(sub.acking)
                     continue

@@ -136,6 +136,17 @@ class Claim:
         self._queue.put_nowait(_CLOSED)
 
 
+class GroupMetadata(NamedTuple):
+    """The member's place in its group for one generation (Java's ConsumerGroupMetadata): what
+    `Producer.send_offsets_to_transaction` takes, so that a transaction's offsets commit only
+    for the generation that consumed them."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+
+
 class Session:
     """What a handler sees for one generation: its claims, `mark` and `commit`."""
 
@@ -149,6 +160,17 @@ class Session:
         self.committed: dict[tuple[str, int], int] = {}
         self.ended = False  # committed for the last time: later marks belong to no generation
         self._lock = threading.Lock()
+
+    def group_metadata(self) -> GroupMetadata:
+        """This generation's group id, generation id, member id and instance id, for
+        consume-transform-produce:
+
+            md = session.group_metadata()
+            producer.send_offsets_to_transaction(offsets, md.group_id, generation_id=md.generation_id,
+                                                 member_id=md.member_id, group_instance_id=md.group_instance_id)
+        """
+        c = self._runtime.coordinator
+        return GroupMetadata(c.group_id, self.generation_id, self.member_id, c.instance_id)
 
     def mark(self, topic: str, partition: int, offset: int) -> None:
         """Record `offset` as the next one to consume in `topic`/`partition` (committed later)."""

@@ -225,8 +225,10 @@ class PartitionConsumer:
 
     # -- the feeder ------------------------------------------------------------
 
-    async def feed(self, sub_id: int, data: Any, fetch_offset: int, high_watermark: int) -> None:
-        """Data fetched at `fetch_offset`; returns (acks) once the buffer has room for its batch.
+    async def feed(self, sub_id: int, data: Any, fetch_offset: int, high_watermark: int, position: int) -> None:
+        """Data to read from `fetch_offset` on, every offset before `position` decided (under
+        read_committed a fetch may bring no data to hand out and still move the position past
+        aborted records and markers); returns (acks) once the buffer has room for its batch.
 
         The batch is read into Arrow after the ack, so the broker consumer's next fetch overlaps
         the decoding. Feeds come one at a time (the next after this ack) and their reads run in
@@ -236,7 +238,7 @@ class PartitionConsumer:
         self.high_watermark = max(self.high_watermark, high_watermark)
         cond = self._cond()
         async with cond:
-            if data is None or not len(data):  # the fetched bytes, a uint8 array, or nothing
+            if (data is None or not len(data)) and position <= self.offset:  # bytes, a uint8 array, or nothing
                 cond.notify_all()
                 return
             await cond.wait_for(lambda: len(self.buffer) + self.reading < MAX_BUFFERED or self.closed
@@ -244,10 +246,11 @@ class PartitionConsumer:
             if sub_id != self.sub_id or self.closed:
                 return
             self.reading += 1
-        asyncio.get_running_loop().create_task(self._read(sub_id, data, fetch_offset))
+        asyncio.get_running_loop().create_task(self._read(sub_id, data, fetch_offset, position))
 
-    async def _read(self, sub_id: int, data: Any, fetch_offset: int) -> None:
-        """Fetched bytes to one Arrow batch, buffered unless a seek or move came meanwhile."""
+    async def _read(self, sub_id: int, data: Any, fetch_offset: int, position: int) -> None:
+        """Fetched bytes to one Arrow batch, buffered unless a seek or move came meanwhile; the
+        position moves past it (and past what read_committed dropped), in the order feeds came."""
         cond = self._cond()
         try:
             batch, after = decode(data, self.topic, self.partition, max(fetch_offset, self.offset), self.config)
@@ -261,8 +264,9 @@ class PartitionConsumer:
             if batch is not None and sub_id == self.sub_id and not self.closed:
                 if batch.num_rows:
                     self.buffer.append(batch)
-                self.offset = max(self.offset, after)
-                self.metrics.fetched(self.topic, self.partition, batch.num_rows, len(data), self.high_watermark - after)
+                self.offset = max(self.offset, after, position)
+                self.metrics.fetched(self.topic, self.partition, batch.num_rows, 0 if data is None else len(data),
+                                     self.high_watermark - self.offset)
             cond.notify_all()
 
     async def poll(self, max_wait: float = 0.5) -> dict[str, Any]:

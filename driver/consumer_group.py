@@ -10,7 +10,11 @@
 The handler is a function of a batch (marked when it returns), or an object with
 `setup(session)`, `consume_claim(session, claim)` (iterate `claim.batches()`, call
 `session.mark(topic, partition, next_offset)` / `session.commit()`), and `cleanup(session)`,
-as in Sarama. Offsets are committed every `auto.commit.interval.ms` when
+as in Sarama. Consume-transform-produce: a handler that writes its output with a transactional
+`Producer` commits the input's offsets in the same transaction instead of marking them,
+`producer.send_offsets_to_transaction(offsets, md.group_id, generation_id=md.generation_id,
+member_id=md.member_id, group_instance_id=md.group_instance_id)` with
+`md = session.group_metadata()` (a `GroupMetadata`), and reads with `isolation.level=read_committed`. Offsets are committed every `auto.commit.interval.ms` when
 `enable.auto.commit` (the default) and at the end of every session.
 
 Members ride out broker outages: they reconnect (`reconnect.backoff.ms` growing to
@@ -43,11 +47,13 @@ from typing import Any
 
 import ray
 
-from ..actors.group_member import MAX_HANDLER_FAILURES, GroupMember, MemberError, stop_bound
+from ..actors.group_member import MAX_HANDLER_FAILURES, GroupMember, GroupMetadata, MemberError, stop_bound
 from ..actors.metrics import Reports
 from ..wire.config import parse_config
 from ..wire.errors import ConsumerError
 from .ray_runtime import ensure_ray
+
+__all__ = ["ConsumerGroup", "GroupMetadata"]
 
 log = logging.getLogger("raykafka.driver.consumer_group")
 

@@ -22,8 +22,15 @@ among them is answered DUPLICATE_SEQUENCE_NUMBER (with its offset, not written a
 other batch whose first sequence is not the next expected one (a gap, or a re-sent batch older
 than the last 5) OUT_OF_ORDER_SEQUENCE_NUMBER.
 
+Transactions, as a partition's log shows them: a transactional producer's batches go in by
+Produce, and `end_transaction` writes the marker its coordinator would (commit or abort). From
+the log, Fetch answers each partition's last stable offset (the first offset of the earliest
+transaction still open), serves a read_committed fetch only below it, and lists the aborted
+transactions that overlap the fetched range (`list_aborted=False` lists none, as tansu 0.6.0).
+
 Not modelled: replication (a moved leader keeps the one shared log), fetch sessions (every
-Fetch answers session_id 0, which a client must take as "no session"), transactions, topic
+Fetch answers session_id 0, which a client must take as "no session"), the transaction
+coordinator (AddPartitionsToTxn, EndTxn: tests write the markers), topic
 auto-creation, group session expiry, and the initial rebalance delay. A stopped broker stays
 in Metadata, and leadership does not move off it unless a test moves it.
 """
@@ -46,7 +53,7 @@ from typing import Any, TypeVar
 from ..wire import messages
 from ..wire.errors import DecodeError, code_for
 from ..wire.protocol import Api, Struct, decode_request, encode_response
-from ..wire.records import Record, decode_record_batches
+from ..wire.records import Record, decode_record_batches, encode_control_batch
 
 log = logging.getLogger("raykafka.mock")
 
@@ -139,10 +146,32 @@ class PartitionState:
     next_offsets: list[int] = field(default_factory=list)  # next_offsets[i]: offset after batch i
     log_start_offset: int = 0
     producers: dict[int, _ProducerState] = field(default_factory=dict)
+    _transactions: tuple[int, Any] | None = None  # (batches read, what `transactions` found)
 
     @property
     def high_watermark(self) -> int:
         return self.next_offsets[-1] if self.next_offsets else self.log_start_offset
+
+    def transactions(self) -> tuple[int, list[tuple[int, int, int]]]:
+        """From the log: the last stable offset, and every aborted transaction as (producer id,
+        first offset, its marker's offset). Read again only when the log has grown."""
+        if self._transactions is not None and self._transactions[0] == len(self.batches):
+            return self._transactions[1]
+        open_at: dict[int, int] = {}
+        aborted: list[tuple[int, int, int]] = []
+        for raw in self.batches:
+            (batch,) = decode_record_batches(raw, check_crc=False)
+            if not batch.is_transactional:
+                continue
+            if batch.is_control:
+                first = open_at.pop(batch.producer_id, None)
+                if first is not None and batch.is_abort_marker:
+                    aborted.append((batch.producer_id, first, batch.base_offset))
+            else:
+                open_at.setdefault(batch.producer_id, batch.base_offset)
+        found = min(open_at.values(), default=self.high_watermark), aborted
+        self._transactions = (len(self.batches), found)
+        return found
 
 
 @dataclass
@@ -409,14 +438,16 @@ class MockCluster:
     re-sent batch DUPLICATE_SEQUENCE_NUMBER with base offset -1, as tansu 0.6 does.
     `cut_batches` serves a partition's records cut at the fetch's size limits, even inside the
     first batch, as a broker before KIP-74 does (else at least the first batch comes whole).
+    `list_aborted=False` answers Fetch with no aborted transactions, as tansu 0.6.0 does.
     """
 
     def __init__(self, n_brokers: int = 3, topics: dict[str, int] | None = None, *,
                  max_versions: dict[Api | int, int] | None = None, coordinator_id: int = 1,
                  message_max_bytes: int | None = None, duplicate_offset_unknown: bool = False,
-                 cut_batches: bool = False):
+                 cut_batches: bool = False, list_aborted: bool = True):
         self.lock = threading.RLock()
         self.cut_batches = cut_batches
+        self.list_aborted = list_aborted
         # a duplicate answered with base offset -1 (as tansu 0.6 answers it), not with its offset
         self.duplicate_offset_unknown = duplicate_offset_unknown
         self.message_max_bytes = message_max_bytes  # a larger record batch: MESSAGE_TOO_LARGE, as Kafka's
@@ -501,6 +532,18 @@ class MockCluster:
     def high_watermark(self, topic: str, partition: int) -> int:
         with self.lock:
             return self._partition_or_raise(topic, partition).high_watermark
+
+    def end_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                        commit: bool) -> int:
+        """Write the marker that ends `producer_id`'s transaction on the partition, as its
+        transaction coordinator would; its offset."""
+        with self.lock:
+            p = self._partition_or_raise(topic, partition)
+            offset = p.high_watermark
+            p.batches.append(encode_control_batch(commit, producer_id, producer_epoch, base_offset=offset))
+            p.next_offsets.append(offset + 1)
+            self._notify_change()
+            return offset
 
     def records(self, topic: str, partition: int) -> list[Record]:
         """Every record in the partition's log, with the offsets the leader assigned."""
@@ -834,7 +877,8 @@ class MockCluster:
                     key = (name or str(ft.topic_id), fp.partition)
                     if key not in faults_taken:  # a fault is taken once per request, not per poll
                         faults_taken[key] = self._take_fault(messages.FETCH.key, node_id, name, fp.partition)
-                    part, data = self._fetch_partition(version, node_id, name, fp, faults_taken[key], budget)
+                    part, data = self._fetch_partition(version, node_id, name, fp, faults_taken[key], budget,
+                                                        body.get("isolation_level", 0) == 1)
                     if part["error_code"]:
                         any_error = True
                         if part["current_leader"]["leader_id"] >= 0:
@@ -849,7 +893,7 @@ class MockCluster:
         return response, total, any_error
 
     def _fetch_partition(self, version: int, node_id: int, name: str | None, fp: Struct, fault: int,
-                         budget: int) -> tuple[dict[str, Any], bytes]:
+                         budget: int, read_committed: bool = False) -> tuple[dict[str, Any], bytes]:
         p = self._partition(name, fp.partition) if name is not None else None
         out: dict[str, Any] = {"partition_index": fp.partition, "error_code": 0, "high_watermark": -1,
                                "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
@@ -866,20 +910,22 @@ class MockCluster:
                 error = FENCED_LEADER_EPOCH if fp.current_leader_epoch < p.leader_epoch else UNKNOWN_LEADER_EPOCH
             elif not p.log_start_offset <= fp.fetch_offset <= p.high_watermark:
                 error = OFFSET_OUT_OF_RANGE
+        stable, aborted = p.transactions() if p is not None else (-1, [])
         if p is not None:
-            out.update(high_watermark=p.high_watermark, last_stable_offset=p.high_watermark,
+            out.update(high_watermark=p.high_watermark, last_stable_offset=stable,
                        log_start_offset=p.log_start_offset)
         if error:
             out["error_code"] = error
             return out, b""
         assert p is not None
-        # from the batch holding fetch_offset on; at least one batch, then within the limits (KIP-74)
+        # from the batch holding fetch_offset on; at least one batch, then within the limits (KIP-74);
+        # read_committed: only below the last stable offset
         first = bisect.bisect_right(p.next_offsets, fp.fetch_offset)
         chosen: list[bytes] = []
         size = 0
         limit = min(fp.partition_max_bytes, budget)
         for raw in p.batches[first:]:
-            if chosen and size + len(raw) > limit:
+            if chosen and size + len(raw) > limit or read_committed and _I64.unpack_from(raw)[0] >= stable:
                 break
             chosen.append(raw)
             size += len(raw)
@@ -887,6 +933,10 @@ class MockCluster:
         if self.cut_batches:
             data = b"".join(p.batches[first:])[:limit]
         out["records"] = data
+        if read_committed and self.list_aborted:
+            upper = p.next_offsets[first + len(chosen) - 1] if chosen else fp.fetch_offset
+            out["aborted_transactions"] = [{"producer_id": pid, "first_offset": begin}
+                                           for pid, begin, end in aborted if begin < upper and end >= fp.fetch_offset]
         return out, data
 
     def _handle_list_offsets(self, version: int, body: Struct, broker: MockBroker) -> dict[str, Any]:
@@ -895,11 +945,13 @@ class MockCluster:
             for t in body.topics:
                 parts = []
                 for lp in t.partitions:
-                    parts.append(self._list_offset(version, broker.node_id, t.name, lp))
+                    parts.append(self._list_offset(version, broker.node_id, t.name, lp,
+                                                   body.get("isolation_level", 0) == 1))
                 topics.append({"name": t.name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
 
-    def _list_offset(self, version: int, node_id: int, name: str, lp: Struct) -> dict[str, Any]:
+    def _list_offset(self, version: int, node_id: int, name: str, lp: Struct,
+                     read_committed: bool = False) -> dict[str, Any]:
         p = self._partition(name, lp.partition_index)
         out: dict[str, Any] = {"partition_index": lp.partition_index, "error_code": 0, "old_style_offsets": [],
                                "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -917,8 +969,8 @@ class MockCluster:
         assert p is not None
         if lp.timestamp == -2:  # earliest
             offset = p.log_start_offset
-        elif lp.timestamp == -1:  # latest
-            offset = p.high_watermark
+        elif lp.timestamp == -1:  # latest (read_committed: the last stable offset)
+            offset = p.transactions()[0] if read_committed else p.high_watermark
         else:  # the first offset whose timestamp is at least the one asked for (-3: the max timestamp)
             offset, ts = self._offset_for_time(p, lp.timestamp)
             out["timestamp"] = ts

@@ -54,34 +54,40 @@ def read_ranges(config: Mapping[str, Any], parts: list[PartitionRange]) -> Itera
 
 
 async def _read_range(config: Any, part: PartitionRange) -> list[pa.RecordBatch]:
-    """Fetch and decode in turn, with the next fetch already asked for while one is decoded."""
+    """Fetch and decode in turn, with the next fetch already asked for while one is decoded.
+
+    Under read_committed the range ends at a last stable offset, and a transaction that
+    committed below it may have its marker above it (another transaction was open before the
+    marker): on a broker that lists no aborted transactions (tansu 0.6.0) its records are
+    handed out once that marker is fetched, so the read waits for the open transaction to end
+    (at most its `transaction.timeout.ms`)."""
     cluster = Cluster(config)
     batches: list[pa.RecordBatch] = []
-    offset = part.start
+    offset = part.start  # every offset before it is decided (read, or dropped by read_committed)
     prefetch: asyncio.Future | None = None
-    try:
-        data = await _fetch(cluster, config, part, offset)
+    # the range's size is known: ask for all of it at once, up to fetch.max.bytes
+    want = max(config["max.partition.fetch.bytes"], min(config["fetch.max.bytes"], (part.end - offset) * 256))
+    fetch = PartitionFetch(config, part.topic, part.partition, offset, want)  # one for the range: it holds
+    try:                                                                      # read_committed's undecided batches
+        data = await _fetch(cluster, config, part, fetch)
         while True:
-            ahead = data.next_offset
-            if offset < ahead < part.end:
-                prefetch = asyncio.ensure_future(_fetch(cluster, config, part, ahead))
+            if data.position < part.end:  # more to fetch: ask while this is decoded
+                prefetch = asyncio.ensure_future(_fetch(cluster, config, part, fetch))
                 await asyncio.sleep(0)  # let it send its request before the decode holds the loop
-            batch, after = decode(data.records, part.topic, part.partition, offset, config)
+            batch, after = decode(data.records, part.topic, part.partition, data.fetched_at, config)
             if batch.num_rows:
                 if batch.column(4)[-1].as_py() >= part.end:
                     batch = batch.slice(0, _rows_before(batch, part.end))
                 batches.append(batch)
-            if after <= offset and data.high_watermark <= offset:
+            moved = max(offset, after, data.position)
+            if moved <= offset and data.high_watermark <= offset:
                 raise KafkaError(f"{part.topic}/{part.partition} ends at {data.high_watermark}, "
                                  f"before the requested end {part.end}")
-            offset = max(offset, after)
+            offset = moved
             if offset >= part.end:
                 return batches
-            if prefetch is not None and ahead != offset:  # not what is needed next
-                prefetch.cancel()
-                prefetch = None
             if prefetch is None:
-                prefetch = asyncio.ensure_future(_fetch(cluster, config, part, offset))
+                prefetch = asyncio.ensure_future(_fetch(cluster, config, part, fetch))
             data = await prefetch
             prefetch = None
     finally:
@@ -90,17 +96,14 @@ async def _read_range(config: Any, part: PartitionRange) -> list[pa.RecordBatch]
         await cluster.close()
 
 
-async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, offset: int) -> Data:
-    """One partition's records at `offset` (`fetcher.Data`), through leader moves, retriable errors,
+async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, fetch: PartitionFetch) -> Data:
+    """One partition's records at `fetch`'s position (`fetcher.Data`), through leader moves, retriable errors,
     a first batch larger than the request (asked for again, whole) and a broker outage: up to
     `READ_ATTEMPTS` tries, each after `retry.backoff.ms` and with fresh metadata, reconnecting as
     the cluster's reconnect backoff allows (`reconnect.backoff.ms` doubling up to
     `reconnect.backoff.max.ms`: about two minutes at the defaults); then the last error, which
     names its cause."""
     failures = 0
-    # the range's size is known: ask for all of it at once, up to fetch.max.bytes
-    want = max(config["max.partition.fetch.bytes"], min(config["fetch.max.bytes"], (part.end - offset) * 256))
-    fetch = PartitionFetch(config, part.topic, part.partition, offset, want)
     while True:
         try:
             if failures:
@@ -113,7 +116,7 @@ async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, offset: in
             if isinstance(outcome, Refetch):
                 continue
             if isinstance(outcome, Reset):  # a bounded read has nowhere else to go
-                raise BrokerError(OFFSET_OUT_OF_RANGE, f"fetch {part.topic}/{part.partition} at {offset}")
+                raise BrokerError(OFFSET_OUT_OF_RANGE, f"fetch {part.topic}/{part.partition} at {fetch.offset}")
             if not isinstance(outcome, Retry):
                 raise outcome.error
             error: KafkaError = outcome.error

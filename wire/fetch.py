@@ -2,7 +2,10 @@
 
 Fetch is spoken at v12 at most: v13+ names topics by id, which our metadata does not keep.
 Where a partition ends comes from a Fetch response's high watermark, not from
-ListOffsets(latest), which some brokers (tansu 0.6) under-report.
+ListOffsets(latest), which some brokers (tansu 0.6) under-report. Under
+`isolation.level=read_committed` a partition ends at its last stable offset (the Fetch
+response's, asked at isolation level 1; ListOffsets is asked at that level too), so `latest`
+and the ends of bounded reads stop where a read_committed reader stops.
 
 `find_batch_offset` serves the producer's Flusher: where a batch the broker took without an
 offset (tansu 0.6 answers a re-sent idempotent batch DUPLICATE_SEQUENCE_NUMBER, base offset -1)
@@ -29,6 +32,14 @@ FETCH_MAX_VERSION = 12
 EARLIEST, LATEST = -2, -1
 
 
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+
+def isolation_level(config: Config) -> int:
+    """Fetch's and ListOffsets' isolation_level for `isolation.level`."""
+    return READ_COMMITTED if config["isolation.level"] == "read_committed" else READ_UNCOMMITTED
+
+
 def fetch_version(conn: Any) -> int:
     return min(conn.version_for(messages.FETCH), FETCH_MAX_VERSION)
 
@@ -48,7 +59,7 @@ def fetch_body(config: Config, wanted: Iterable[tuple[Any, ...]], *, max_wait_ms
         "max_wait_ms": config["fetch.max.wait.ms"] if max_wait_ms is None else max_wait_ms,
         "min_bytes": config["fetch.min.bytes"],
         "max_bytes": config["fetch.max.bytes"] if max_bytes is None else max_bytes,
-        "isolation_level": 1 if config["isolation.level"] == "read_committed" else 0,
+        "isolation_level": isolation_level(config),
         "session_id": 0,
         "session_epoch": -1,
         "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
@@ -86,7 +97,7 @@ async def find_batch_offset(conn: Any, config: Config, topic: str, partition: in
                 f"{config['request.timeout.ms']} ({empty} answer(s) in a row below the high watermark with no batch)")
         body = fetch_body(config, [(topic, partition, offset)], max_wait_ms=wait_ms,
                           partition_max_bytes=pmax, max_bytes=pmax)
-        body["isolation_level"] = 0  # every batch written, committed or not
+        body["isolation_level"] = READ_UNCOMMITTED  # every batch written, committed or not
         response = await conn.request(messages.FETCH, body, fetch_version(conn))
         part = next((p for t in response.responses for p in t.partitions if p.partition_index == partition), None)
         if part is None:
@@ -133,7 +144,7 @@ async def list_offsets(cluster: Any, topic: str, partitions: Iterable[int], time
 
     async def ask(leader: int, ps: list[int]) -> None:
         conn = await cluster.connection(leader) if leader >= 0 else await cluster.leader_connection(topic, ps[0])
-        body = {"replica_id": -1, "isolation_level": 0,
+        body = {"replica_id": -1, "isolation_level": isolation_level(cluster.config),
                 "topics": [{"name": topic, "partitions": [
                     {"partition_index": p, "timestamp": timestamp, "current_leader_epoch": -1} for p in ps]}]}
         response = await conn.request(messages.LIST_OFFSETS, body)
@@ -152,7 +163,8 @@ async def list_offsets(cluster: Any, topic: str, partitions: Iterable[int], time
 
 async def high_watermarks(cluster: Any, topic: str, partitions: Iterable[int] | None = None,
                           earliest: dict[int, int] | None = None) -> dict[int, int]:
-    """Where each partition ends (the offset the next record will get), from a Fetch response.
+    """Where each partition ends (the offset the next record will get; under read_committed,
+    the last stable offset), from a Fetch response.
 
     `earliest`: each partition's first offset, if the caller has just looked it up."""
     if earliest is None:
@@ -181,8 +193,10 @@ async def log_bounds(cluster: Any, topic: str, partitions: Iterable[int] | None 
 
 
 async def _probe(cluster: Any, topic: str, offsets: dict[int, int]) -> dict[int, tuple[int, int]]:
-    """A 1-byte Fetch per leader at these offsets: each partition's (log start offset, high
-    watermark), (-1, -1) where the offset is out of range."""
+    """A 1-byte Fetch per leader at these offsets: each partition's (log start offset, end),
+    (-1, -1) where the offset is out of range; the end is the high watermark, or under
+    read_committed the last stable offset."""
+    committed = isolation_level(cluster.config) == READ_COMMITTED
     by_leader: dict[int, list[int]] = defaultdict(list)
     for p in offsets:
         by_leader[cluster.metadata.leader(topic, p)].append(p)
@@ -200,7 +214,9 @@ async def _probe(cluster: Any, topic: str, offsets: dict[int, int]) -> dict[int,
                 elif p.error_code:
                     raise BrokerError(p.error_code, f"Fetch {topic}/{p.partition_index}")
                 else:
-                    out[p.partition_index] = (p.get("log_start_offset", -1), p.high_watermark)
+                    stable = p.get("last_stable_offset", -1)
+                    end = stable if committed and stable >= 0 else p.high_watermark
+                    out[p.partition_index] = (p.get("log_start_offset", -1), end)
 
     await asyncio.gather(*(probe(leader, lps) for leader, lps in by_leader.items()))
     return out

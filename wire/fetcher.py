@@ -10,8 +10,8 @@ is made here, once, for all three.
 Per partition, in order: `request()` gives the (topic, partition, offset, bytes) entry of the
 next Fetch; `take(part)` reads the partition's answer and returns one outcome:
 
-- `Data`: records to decode (`decode`), from `fetched_at` up to `next_offset`, where the
-  position has moved;
+- `Data`: records to decode (`decode`) from `fetched_at` on; the fetch position has moved to
+  `next_offset`, and everything before `position` is decided (handed out or dropped);
 - `Refetch`: the first batch at the position was cut by the request's size limit (a broker
   that does not follow KIP-74); the request grows to hold it, up to `fetch.max.bytes`;
 - `Retry`: the leader moved or a retriable error: look the leader up again, after
@@ -19,6 +19,16 @@ next Fetch; `take(part)` reads the partition's answer and returns one outcome:
 - `Reset`: the position is out of range and `auto.offset.reset` says where to go;
 - `Failed`: the partition cannot go on (a batch larger than `fetch.max.bytes`, an offset out
   of range with `auto.offset.reset` none, a non-retriable error); `error` names the cause.
+
+Under `isolation.level=read_committed`, `take` is also where aborted records are dropped, once
+for every consumer: the partition's `read_committed.CommittedReader` (by markers until the
+broker lists aborted transactions, then by the list) keeps the batches that may be handed out,
+and `Data.records` holds only their bytes, so control batches and aborted transactions never
+reach a decoder. A batch whose transaction's marker has not been fetched yet is held here
+(with every batch after it): the fetch position moves past it, `position` stays before it.
+The partition's end (`high_watermark`) is then its last stable offset, where a read_committed
+reader stops. Under read_uncommitted `records` is the response's own bytes and `position` is
+`next_offset` (control batches are skipped by the decoder).
 """
 
 from __future__ import annotations
@@ -27,7 +37,16 @@ from typing import Any, NamedTuple
 
 from .arrow_batches import records_to_arrow
 from .config import Config
-from .errors import BY_NAME, BrokerError, ConsumerError, KafkaError, RecordTooLargeError, code_for
+from .errors import (
+    BY_NAME,
+    BrokerError,
+    ConsumerError,
+    DecodeError,
+    KafkaError,
+    RecordTooLargeError,
+    code_for,
+)
+from .read_committed import CommittedReader, fetched_batches
 from .records import cut_batch, next_offset
 
 OFFSET_OUT_OF_RANGE = BY_NAME["OFFSET_OUT_OF_RANGE"].code
@@ -40,12 +59,14 @@ RESET_POLICIES = ("earliest", "latest")
 
 
 class Data(NamedTuple):
-    """Records fetched at `fetched_at`; the position is now `next_offset`."""
+    """Records to decode from `fetched_at` on; the fetch position is now `next_offset`, and
+    every offset before `position` is decided (the consumer's position may move there)."""
 
-    records: Any  # the response's bytes (a view)
+    records: Any  # the response's bytes (a view), or the bytes of the batches read_committed keeps
     fetched_at: int
     next_offset: int
-    high_watermark: int
+    high_watermark: int  # read_committed: the last stable offset
+    position: int
 
 
 class Refetch(NamedTuple):
@@ -88,6 +109,9 @@ class PartitionFetch:
         self.max_bytes = self.base_bytes  # grown while a batch larger than base_bytes is fetched
         self.limit = max(config["fetch.max.bytes"], self.base_bytes)
         self.reset_policy = config["auto.offset.reset"]
+        self.read_committed = config["isolation.level"] == "read_committed"
+        self.committed = CommittedReader(by_markers=None) if self.read_committed else None
+        self.position = offset  # read_committed: every offset before it is decided
 
     def __repr__(self) -> str:
         return f"PartitionFetch({self.topic}/{self.partition} at {self.offset})"
@@ -105,7 +129,8 @@ class PartitionFetch:
         code = part.error_code
         if code:
             return self._error(code)
-        self.high_watermark = part.high_watermark
+        stable = getattr(part, "last_stable_offset", -1)
+        self.high_watermark = stable if self.read_committed and stable >= 0 else part.high_watermark
         records = part.records
         fetched_at = self.offset
         after = next_offset(records, fetched_at)
@@ -115,12 +140,30 @@ class PartitionFetch:
                 return self._grow(cut[0] if cut[0] >= 0 else fetched_at, cut[1])
         self.offset = after
         self.max_bytes = self.base_bytes
-        return Data(records, fetched_at, after, part.high_watermark)
+        if self.committed is None:
+            return Data(records, fetched_at, after, self.high_watermark, after)
+        try:
+            return self._committed(records, getattr(part, "aborted_transactions", None))
+        except DecodeError as exc:  # a batch header or marker that cannot be read: this partition fails alone
+            return Failed(type(exc)(f"{self.where}: {bad_data(fetched_at, exc)}"))
+
+    def _committed(self, records: Any, aborted: Any) -> Data:
+        """read_committed: the fetched batches that may be handed out now (`CommittedReader`)."""
+        assert self.committed is not None
+        batches = fetched_batches(records)
+        kept = self.committed.feed(batches, aborted)
+        if len(kept) != len(batches) or any(k is not b for k, b in zip(kept, batches, strict=True)):
+            records = b"".join(b.data for b in kept)
+        decided_from, held = self.position, self.committed.first_held
+        self.position = self.offset if held is None else max(decided_from, held)
+        return Data(records, decided_from, self.offset, self.high_watermark, self.position)
 
     def moved_to(self, offset: int) -> None:
         """The position was set elsewhere (a reset, a seek)."""
-        self.offset = offset
+        self.offset = self.position = offset
         self.max_bytes = self.base_bytes
+        if self.committed is not None:
+            self.committed = CommittedReader(by_markers=None)
 
     def _error(self, code: int) -> Outcome:
         error = BrokerError(code, f"Fetch {self.where} at offset {self.offset}")

@@ -25,8 +25,18 @@ Two rules decide whether a transactional batch is handed out:
   The cost: a batch waits for its marker, which a read_committed fetch sees only once every
   transaction open before the marker has ended.
 
+Which rule (`CommittedReader(by_markers=None)`, what the consumers use): by markers until a
+Fetch response lists an aborted transaction, which shows that the broker keeps the list (Kafka
+does); from then on, Java's rule, which holds nothing back. A broker that lists none (tansu
+0.6.0) is read by markers throughout, and is read right either way.
+
 Either way, control batches are never handed out, and a batch without a producer id, or not
 transactional, is kept.
+
+`fetched_batches` reads a Fetch response's `records` into `FetchedBatch`es from the batch
+headers alone (a control batch's one record for its marker), each with its own bytes, so the
+consumers (`fetcher.PartitionFetch`) filter bytes before any decoding: the Arrow decoder then
+reads only what is handed out.
 """
 
 from __future__ import annotations
@@ -34,9 +44,22 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from .records import (
+    ATTR_CONTROL,
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    LENGTH_OFFSET,
+    BatchFlags,
+    control_type,
+    decode_record_batches,
+    read_batch_header,
+)
+
 NO_PRODUCER_ID = -1
+NOT_A_MARKER = -1
 
 
 class AbortedTransaction(NamedTuple):
@@ -68,6 +91,47 @@ class Batch(Protocol):
 B = TypeVar("B", bound=Batch)
 
 
+@dataclass(frozen=True, slots=True)
+class FetchedBatch(BatchFlags):
+    """One whole batch of a Fetch response, as its header tells it, and its bytes."""
+
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    attributes: int
+    marker: int  # a control batch's CONTROL_COMMIT or CONTROL_ABORT (another type a newer broker writes), else -1
+    data: Any  # the batch's bytes (a view of the response)
+
+    @property
+    def is_abort_marker(self) -> bool:
+        return self.is_control and self.marker == CONTROL_ABORT
+
+    @property
+    def is_commit_marker(self) -> bool:
+        return self.is_control and self.marker == CONTROL_COMMIT
+
+
+def fetched_batches(records: Any) -> list[FetchedBatch]:
+    """The whole batches of a Fetch response's `records` (a batch cut at the size limit is left
+    out, as the decoders leave it), read from their headers; CRCs are the decoder's to check.
+    A malformed header or control record raises a `DecodeError` naming the batch."""
+    if records is None or not len(records):
+        return []
+    view = memoryview(records).cast("B")
+    out: list[FetchedBatch] = []
+    pos, end = 0, len(view)
+    while (head := read_batch_header(view, pos, end, False)) is not None:
+        base, length, attrs, last_delta, pid = head[0], head[1], head[5], head[6], head[9]
+        data = view[pos:pos + LENGTH_OFFSET + length]
+        marker = NOT_A_MARKER
+        if attrs & ATTR_CONTROL:
+            (control,) = decode_record_batches(data, check_crc=False)
+            marker = control_type(control.records[0].key) if control.records else NOT_A_MARKER
+        out.append(FetchedBatch(base, base + last_delta, pid, attrs, marker, data))
+        pos += LENGTH_OFFSET + length
+    return out
+
+
 class CommittedFilter:
     """Java's rule: the batches of one Fetch response's partition that belong to no
     transaction the response lists as aborted."""
@@ -94,10 +158,13 @@ class CommittedFilter:
 
 
 class CommittedReader:
-    """One partition's read_committed batches across its Fetch responses, by either rule."""
+    """One partition's read_committed batches across its Fetch responses: by Java's rule
+    (`by_markers=False`), by markers (True), or by markers until the broker is seen to list
+    aborted transactions, then by Java's rule (None)."""
 
-    def __init__(self, by_markers: bool = False):
+    def __init__(self, by_markers: bool | None = False):
         self.by_markers = by_markers
+        self.lists_aborted = False  # a response has listed an aborted transaction
         self._held: deque[Batch] = deque()  # by markers: batches not decided yet, in offset order
 
     @property
@@ -105,10 +172,18 @@ class CommittedReader:
         """Batches fed but neither handed out nor dropped yet (waiting for a marker)."""
         return len(self._held)
 
+    @property
+    def first_held(self) -> int | None:
+        """The base offset of the first batch held, if any: nothing from there on is decided."""
+        return self._held[0].base_offset if self._held else None
+
     def feed(self, batches: Iterable[B], aborted_transactions: Iterable[Any] | None) -> list[B]:
         """The batches that may be handed out now, in offset order, of those fed so far."""
-        if not self.by_markers:
-            return list(CommittedFilter(aborted_transactions).filter(batches))
+        aborted = list(aborted_transactions or ())
+        self.lists_aborted = self.lists_aborted or bool(aborted)
+        by_list = self.by_markers is False or (self.by_markers is None and self.lists_aborted and not self._held)
+        if by_list:
+            return list(CommittedFilter(aborted).filter(batches))
         self._held.extend(batches)
         return self._release()  # type: ignore[return-value]
 

@@ -102,8 +102,23 @@ class Record:
     headers: list[tuple[str, bytes | None]]
 
 
+class BatchFlags:
+    """What a batch's attributes say; for `RecordBatch` and `read_committed.FetchedBatch`."""
+
+    __slots__ = ()
+    attributes: int
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+
 @dataclass(slots=True)
-class RecordBatch:
+class RecordBatch(BatchFlags):
     base_offset: int
     partition_leader_epoch: int
     magic: int
@@ -124,14 +139,6 @@ class RecordBatch:
     @property
     def timestamp_type(self) -> int:
         return LOG_APPEND_TIME if self.attributes & ATTR_TIMESTAMP_TYPE else CREATE_TIME
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & ATTR_TRANSACTIONAL)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & ATTR_CONTROL)
 
     @property
     def is_abort_marker(self) -> bool:
