@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..wire.admin import TopicPartition
 from ..wire.errors import KafkaError, TransactionFatalError
 from .sink import WriteResult, check_sink_columns, count_causes, sink_table
 
@@ -54,7 +55,7 @@ log = logging.getLogger("raykafka.spark_bridge")
 
 # A writer's calls run in threads: this many blocks go through its producer at once. More only
 # contend for its lock: measured, 20 blocks at once cost the writer 2.07 µs of CPU a row, 2 at
-# once 0.32 µs. One thread more answers the cheap calls (`where`, `in_transaction`) while the
+# once 0.32 µs. One thread more answers the cheap calls (`where`, `acknowledged`) while the
 # blocks' threads are busy (a transactional writer's second block waits for the first).
 WRITER_CONCURRENCY = 2
 WRITER_THREADS = WRITER_CONCURRENCY + 1
@@ -89,35 +90,70 @@ class BlockOutcome(NamedTuple):
     node_id: str
 
 
+class BlockMarker(NamedTuple):
+    """Where a block's transaction records that it committed, with the block's rows
+    (`send_offsets_to_transaction`): in the consumer group `group` (the writer's transactional
+    id, the write and the task), at partition 0 of the block's topic, the offset block index
+    + 1. The offset there is then the last block of that task this writer committed."""
+
+    group: str
+    partition: TopicPartition
+    offset: int
+
+    @classmethod
+    def of(cls, transactional_id: str, key: BlockKey, topic: str) -> BlockMarker:
+        write_id, task, block = key
+        return cls(f"{transactional_id}.{write_id}.{task}", TopicPartition(topic, 0), block + 1)
+
+
 class BlockTransactions:
     """A transactional writer's blocks, each in a transaction of its own, one at a time; the keys
     of the blocks it committed, so that a block given again is answered, not written again.
-    Ray-free: `producer` is a `Producer` with `transactional.id`, initialised."""
+    Each transaction also commits the block's marker (`BlockMarker`): a writer restarted after
+    dying (`committed_offsets` given) reads the marker of each block it is given, so that the
+    block it was writing, if its commit went through before the death, is not written twice.
+    Ray-free: `producer` is a `Producer` with `transactional.id`, initialised;
+    `committed_offsets(group)` is `Admin.committed_offsets`."""
 
-    def __init__(self, producer: Any, node_id: str):
-        self.producer, self.node_id = producer, node_id
+    def __init__(self, producer: Any, node_id: str, transactional_id: str,
+                 committed_offsets: Callable[[str], Mapping[TopicPartition, int]] | None):
+        self.producer, self.node_id, self.transactional_id = producer, node_id, transactional_id
+        self.committed_offsets = committed_offsets  # None: no earlier incarnation to ask about
         self._lock = threading.Lock()  # one transaction at a time
         self._committed: OrderedDict[BlockKey, BlockOutcome] = OrderedDict()
-        self.open = False  # a block's transaction is under way
+        self.open_rows = -1  # rows of the block whose transaction is under way; -1 when none is
+
+    def acknowledged(self) -> int:
+        """How many rows of the open block's transaction the broker has acknowledged (in the
+        log, not committed yet); -1 when no transaction is open."""
+        rows = self.open_rows
+        return -1 if rows < 0 else max(0, rows - self.producer.pending())
 
     def write(self, topic: str | None, table: Any, key: BlockKey | None) -> BlockOutcome:
+        if table.num_rows == 0:
+            return BlockOutcome(0, 0, {}, self.node_id)
         with self._lock:
             if key is not None and key in self._committed:
                 log.info("raykafka/writer: block %s was committed already; not written again", key)
                 return self._committed[key]
-            outcome = self._transaction(topic, table)
+            marker = None if key is None else BlockMarker.of(self.transactional_id, key, block_topic(topic, table))
+            if marker is not None and self.committed_offsets is not None:
+                if self.committed_offsets(marker.group).get(marker.partition) == marker.offset:
+                    log.info("raykafka/writer: block %s was committed before this writer restarted", key)
+                    return BlockOutcome(table.num_rows, 0, {}, self.node_id)
+            outcome = self._transaction(topic, table, marker)
             if key is not None and not outcome.failed:
                 self._committed[key] = outcome
                 while len(self._committed) > COMMITTED_KEYS:
                     self._committed.popitem(last=False)
             return outcome
 
-    def _transaction(self, topic: str | None, table: Any) -> BlockOutcome:
+    def _transaction(self, topic: str | None, table: Any, marker: BlockMarker | None) -> BlockOutcome:
         """begin, send the block, commit; if a row failed, abort: then every row counts failed
         (a fatal error, such as being fenced, is raised: this writer can write no more)."""
         rows, producer = table.num_rows, self.producer
         producer.begin_transaction()
-        self.open = True
+        self.open_rows = rows
         try:
             result = producer.send_batch(topic, table).result()
             if result.failed:
@@ -126,6 +162,8 @@ class BlockTransactions:
                     causes["aborted with the rest of its block"] = result.delivered
                 producer.abort_transaction()
                 return BlockOutcome(0, rows, causes, self.node_id)
+            if marker is not None:
+                producer.send_offsets_to_transaction({marker.partition: marker.offset}, marker.group)
             producer.commit_transaction()
             return BlockOutcome(rows, 0, {}, self.node_id)
         except TransactionFatalError:
@@ -137,7 +175,7 @@ class BlockTransactions:
                 log.warning("raykafka/writer: aborting a failed block's transaction: %s", again)
             return BlockOutcome(0, rows, {f"{type(exc).__name__}: {exc}": rows}, self.node_id)
         finally:
-            self.open = False
+            self.open_rows = -1
 
 
 class NodeWriter:
@@ -155,9 +193,18 @@ class NodeWriter:
         self.node_id = ray.get_runtime_context().get_node_id()
         self.producer = Producer(config)
         self.transactions: BlockTransactions | None = None
+        self.admin: Any = None  # a restarted transactional writer's, to read its block markers
         if config.get("transactional.id") is not None:
+            from ..driver.admin import Admin
+            from ..wire.config import COMMON_KEYS
+
             self.producer.init_transactions()  # fences the incarnation this one replaces, aborts its open block
-            self.transactions = BlockTransactions(self.producer, self.node_id)
+            committed_offsets = None
+            if ray.get_runtime_context().was_current_actor_reconstructed:  # what did the one that died commit?
+                self.admin = Admin({k: v for k, v in config.items() if k in COMMON_KEYS - {"statistics.interval.ms"}})
+                committed_offsets = self.admin.committed_offsets
+            self.transactions = BlockTransactions(self.producer, self.node_id, config["transactional.id"],
+                                                  committed_offsets)
 
     def write(self, topic: str | None, block: Any, rows: tuple[int, int] | None = None,
               key: BlockKey | None = None) -> BlockOutcome:
@@ -172,9 +219,10 @@ class NodeWriter:
         result = self.producer.send_batch(topic, table).result()
         return BlockOutcome(result.delivered, result.failed, count_causes(result.errors), self.node_id)
 
-    def in_transaction(self) -> bool:
-        """Whether a block's transaction is under way now (answered while a write runs)."""
-        return self.transactions is not None and self.transactions.open
+    def acknowledged(self) -> int:
+        """Rows of the open block's transaction in the log so far; -1 when none is open
+        (answered while a write runs)."""
+        return -1 if self.transactions is None else self.transactions.acknowledged()
 
     def where(self) -> tuple[str, str]:
         """This writer's node and its producer's name (whose actors are named `<name>/...`)."""
@@ -182,6 +230,8 @@ class NodeWriter:
 
     def close(self, timeout: float = 30.0) -> None:
         self.producer.close(timeout=timeout)
+        if self.admin is not None:
+            self.admin.close()
 
 
 @dataclass(frozen=True)
@@ -299,6 +349,14 @@ class WriterPool:
             except Exception as exc:
                 log.debug("raykafka/writer: removing a placement group: %s", exc)
         self.writers, self.groups = {}, []
+
+
+def block_topic(topic: str | None, table: Any) -> str:
+    """The block's topic: the write's, else its first row's (`topic` column)."""
+    if topic is not None:
+        return topic
+    first = table.column("topic")[0].as_py()
+    return first.decode() if isinstance(first, bytes) else first
 
 
 def write_nodes() -> list[str]:
