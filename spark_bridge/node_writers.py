@@ -124,10 +124,15 @@ class BlockTransactions:
         self.open_rows = -1  # rows of the block whose transaction is under way; -1 when none is
 
     def acknowledged(self) -> int:
-        """How many rows of the open block's transaction the broker has acknowledged (in the
-        log, not committed yet); -1 when no transaction is open."""
+        """How many rows of the open block's transaction the broker has surely acknowledged (in
+        the log, not committed yet): counted while some of them are still pending (before the
+        block is in the producer's ledger, or once all are acknowledged, nothing tells them
+        apart, and this says 0); -1 when no transaction is open."""
         rows = self.open_rows
-        return -1 if rows < 0 else max(0, rows - self.producer.pending())
+        if rows < 0:
+            return -1
+        pending = self.producer.pending()
+        return rows - pending if 0 < pending < rows else 0
 
     def write(self, topic: str | None, table: Any, key: BlockKey | None) -> BlockOutcome:
         if table.num_rows == 0:
