@@ -187,15 +187,26 @@ class KafkaDatasink(Datasink):
     per partition; none across blocks (see `node_writers`).
 
     After the write, `result` holds the counts, the failures by cause and the rows each node's
-    pipelines took."""
+    pipelines took.
 
-    def __init__(self, topic: str | None, config: Mapping[str, Any], pipelines_per_node: int = 1):
+    `exactly_once=True`: each block is written in a transaction of its own by a transactional
+    writer, keyed by (write, task index, block index), so that a writer killed mid-block is
+    restarted, fences the attempt and writes the block again, and a retried write task's block
+    already committed is not written again (see `node_writers`)."""
+
+    def __init__(self, topic: str | None, config: Mapping[str, Any], pipelines_per_node: int = 1,
+                 exactly_once: bool = False):
+        from .sink import check_exactly_once
+
+        check_exactly_once(exactly_once, config)
         if type(pipelines_per_node) is not int or pipelines_per_node < 1:
             raise ValueError(f"pipelines_per_node must be an int of at least 1, not {pipelines_per_node!r}")
         self.topic = topic
         self.config = dict(config)
         parse_config(self.config)
         self.pipelines_per_node = pipelines_per_node
+        self.exactly_once = exactly_once
+        self.write_id = ""  # set on the driver when the write starts: the blocks' keys begin with it
         self.routes: Any = None  # set on the driver when the write starts; read by the write tasks
         self._pool: Any = None  # the driver's, held for the write
         self.result: Any = None
@@ -204,12 +215,16 @@ class KafkaDatasink(Datasink):
         return {**self.__dict__, "_pool": None}  # the tasks need only the routes
 
     def on_write_start(self, schema: Any = None) -> None:
-        from .node_writers import POOLS
+        import uuid
+
+        from .node_writers import POOLS, PoolKind
         from .sink import check_sink_columns
 
         if schema is not None:
             check_sink_columns(list(schema.names))
-        self._pool = POOLS.acquire(self.config, self.pipelines_per_node)
+        self.write_id = uuid.uuid4().hex
+        kind = PoolKind(self.pipelines_per_node, True) if self.exactly_once else self.pipelines_per_node
+        self._pool = POOLS.acquire(self.config, kind)
         self._pool.cover_nodes()  # nodes that joined since the pool was built
         self.routes = self._pool.routes()
 
@@ -219,8 +234,9 @@ class KafkaDatasink(Datasink):
         from .sink import WriteResult
 
         result = WriteResult()
-        for block in blocks:
-            result.add_outcome(write_here(self.routes, self.topic, block, ctx.task_idx))
+        for i, block in enumerate(blocks):
+            key = (self.write_id, ctx.task_idx, i) if self.exactly_once else None
+            result.add_outcome(write_here(self.routes, self.topic, block, ctx.task_idx, key))
         return result
 
     def on_write_complete(self, write_result: Any) -> None:

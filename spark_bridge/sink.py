@@ -12,7 +12,26 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..wire.errors import ConfigError
+
 SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
+
+
+def check_exactly_once(exactly_once: Any, config: Any, producer: Any = None) -> None:
+    """Refuse, before anything starts, an `exactly_once` that is not a bool; exactly once with a
+    `producer` of the caller's own (it goes through the node writers, started from `config`);
+    and a `transactional.id` in `config` without exactly once (it is the prefix of the writers'
+    transactional ids, of no use to other writes)."""
+    if type(exactly_once) is not bool:
+        raise ConfigError(f"exactly_once: expected True or False, got {exactly_once!r}")
+    if exactly_once and producer is not None:
+        raise ConfigError("exactly_once: writes through the node writers, which start from `config`; "
+                          "give config, not producer (or use the producer's own transactions)")
+    if not exactly_once and config is not None and config.get("transactional.id") is not None:
+        raise ConfigError("transactional.id: a write takes it as the prefix of its writers' transactional ids, "
+                          "with exactly_once=True only")
+
+
 class KafkaWriteError(RuntimeError):
     """Some rows were not delivered; `result` holds the counts and the first causes."""
 

@@ -14,6 +14,11 @@ Given a `producer` of its own, a write goes through that one pipeline instead, f
 
 Order: within a block, rows keep their order per partition (per key); there is none across
 blocks, as Spark's Kafka sink promises none across tasks.
+
+`exactly_once=True` (off by default): every block is written in a transaction of its own by a
+transactional writer (see `node_writers`), so a read_committed reader sees each row once, even
+when a writer died mid-block and the block was sent again. `transactional.id` in the config, if
+given, is the prefix of the writers' transactional ids.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .sink import KafkaWriteError, WriteResult, sink_table
+from .sink import KafkaWriteError, WriteResult, check_exactly_once, sink_table
 
 log = logging.getLogger("raykafka.spark_bridge")
 
@@ -49,6 +54,7 @@ def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, 
     from .producer_cache import PRODUCERS
 
     _check_target(config, producer)
+    check_exactly_once(False, config, producer)
     cached = producer is None
     if cached:
         producer = PRODUCERS.acquire(config)
@@ -78,26 +84,28 @@ def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, 
 
 
 def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None = None, on_progress: Any = None,
-                  producer: Any = None, pipelines_per_node: int = 1) -> dict[str, int]:
+                  producer: Any = None, pipelines_per_node: int = 1, exactly_once: bool = False) -> dict[str, int]:
     """A Ray Dataset with Kafka sink columns into Kafka; returns {"delivered", "failed"}.
 
     With `config`: each block is handed, by reference, to a pipeline on the node that holds it
     (`pipelines_per_node` on each node, kept for the next write with this config); the driver
     touches no row. With `producer`: through that one pipeline, from the driver, which it leaves
-    open. `on_progress(rows)` is called as blocks end."""
+    open. `on_progress(rows)` is called as blocks end. `exactly_once`: each block in a
+    transaction of its own (see the module's docstring)."""
     _check_target(config, producer)
+    check_exactly_once(exactly_once, config, producer)
     if producer is not None:
         blocks = ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=2)
         return write_blocks(blocks, topic, None, on_progress, producer)
-    from .node_writers import POOLS, write_bundles
+    from .node_writers import POOLS, PoolKind, write_bundles
 
     if type(pipelines_per_node) is not int or pipelines_per_node < 1:
         raise ValueError(f"pipelines_per_node must be an int of at least 1, not {pipelines_per_node!r}")
-    pool = POOLS.acquire(config, pipelines_per_node)
+    pool = POOLS.acquire(config, PoolKind(pipelines_per_node, True) if exactly_once else pipelines_per_node)
     try:
         pool.cover_nodes()  # nodes that joined since the pool was built
         progress = None if on_progress is None else (lambda o: on_progress(o.delivered + o.failed))
-        result = write_bundles(pool.routes(), topic, ds.iter_internal_ref_bundles(), progress)
+        result = write_bundles(pool.routes(), topic, ds.iter_internal_ref_bundles(), progress, exactly_once)
     except (TypeError, ValueError):  # the input's mistake: the pipelines are as good as before
         POOLS.release(pool)
         raise
@@ -111,20 +119,23 @@ def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None =
 
 
 def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | None = None,
-                on_progress: Any = None, producer: Any = None, pipelines_per_node: int = 1) -> dict[str, int]:
+                on_progress: Any = None, producer: Any = None, pipelines_per_node: int = 1,
+                exactly_once: bool = False) -> dict[str, int]:
     """A Spark DataFrame with Kafka sink columns into Kafka; returns {"delivered", "failed"}.
 
     The DataFrame's blocks are written where they are, each node's by a pipeline on that node
     (`pipelines_per_node` of them; see `write_dataset`). `producer`: a `raykafka.driver.Producer`
-    to write through from the driver instead, and leave open."""
+    to write through from the driver instead, and leave open. `exactly_once`: each block in a
+    transaction of its own, read once by read_committed readers (see the module's docstring)."""
 
     _check_target(config, producer)
+    check_exactly_once(exactly_once, config, producer)
     columns = [f.name for f in df.schema.fields]
     if "value" not in columns:
         raise ValueError(f"a Kafka sink needs a 'value' column; the DataFrame has {columns}")
     if topic is None and "topic" not in columns:
         raise ValueError("topic: give a topic, or a 'topic' column")
-    counts = write_dataset(_from_spark(df), topic, config, on_progress, producer, pipelines_per_node)
+    counts = write_dataset(_from_spark(df), topic, config, on_progress, producer, pipelines_per_node, exactly_once)
     log.info("wrote %d rows to Kafka", counts["delivered"])
     return counts
 
