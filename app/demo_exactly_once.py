@@ -7,18 +7,17 @@ It starts tansu, local Ray and Spark through RayDP; writes `rows` input events t
 each block in a transaction of its own. While that write runs, `kill_mid_block` kills the
 writer (`ray.kill`, restarted by Ray) once a block's transaction is open with rows in the log: Ray restarts
 it, its `init_transactions` aborts what the killed attempt left open, and the block is written
-again. Then the output is read back read_committed (`read_topic`, deciding by the transaction
-markers, as tansu serves aborted records to every reader): every input must be there exactly
-once. The counts are printed; `run_exactly_once_demo` raises `AssertionError` (the command
+again. Then the output is read back read_committed through raykafka's own read (`read_topic`;
+tansu serves aborted records to every reader, so the reader decides by the transaction
+markers): every input must be there exactly once. The counts are printed; `run_exactly_once_demo` raises `AssertionError` (the command
 exits non-zero) if a row is missing or doubled.
 
-Called by app/cli_demo.py; calls spark_bridge (read_kafka, write_kafka, the writer pool) and
-wire (Fetch, `CommittedReader`) for the read back.
+Called by app/cli_demo.py; calls spark_bridge (read_kafka, write_kafka, read_dataset, the
+writer pool).
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import threading
 import time
@@ -84,7 +83,7 @@ def run_exactly_once_demo(rows: int = 200_000, partitions: int = 4, out: Any = s
             say(f"write    {counts['delivered']:,} rows committed to {OUT_TOPIC} in {write_seconds:.1f}s, a "
                 f"transaction per block; writer killed mid-block: {'yes' if killed else 'no (the write ended first)'}")
 
-            values, in_log = asyncio.run(read_topic(broker.bootstrap, OUT_TOPIC, partitions))
+            values, in_log = read_topic(OUT_TOPIC, config)
             seen = Counter(values)
             expected = {f"seen:{i}".encode() for i in range(rows)}
             duplicates = sum(n - 1 for n in seen.values() if n > 1)
@@ -119,40 +118,13 @@ def kill_mid_block(writer: Any, progress: list[int]) -> None:
         time.sleep(0.01)  # polling the writer's state: it has no event to await
 
 
-async def read_topic(bootstrap: str, topic: str, partitions: int) -> tuple[list[bytes], int]:
-    """Every value of `topic` a read_committed reader hands out (deciding by the transaction
-    markers), to each partition's end; and how many data records the log holds in all."""
-    from ..wire import messages
-    from ..wire.cluster import Cluster
-    from ..wire.config import parse_config
-    from ..wire.read_committed import CommittedReader
-    from ..wire.records import decode_record_batches
+def read_topic(topic: str, config: dict[str, Any]) -> tuple[list[bytes], int]:
+    """Every value of `topic` a read_committed reader hands out, to each partition's last stable
+    offset, through raykafka's own Ray Data read; and how many data records the log holds in all
+    (the same read at read_uncommitted: tansu serves aborted records to it)."""
+    from ..spark_bridge.reader import read_dataset
 
-    cluster = Cluster(parse_config({"bootstrap.servers": bootstrap}))
-    values: list[bytes] = []
-    in_log = 0
-    try:
-        for partition in range(partitions):
-            conn = await cluster.leader_connection(topic, partition)
-            version = min(conn.version_for(messages.FETCH), 12)  # v13+ names topics by id
-            reader = CommittedReader(by_markers=True)
-            offset = 0
-            while True:
-                body = {"max_wait_ms": 100, "min_bytes": 1, "max_bytes": 8 << 20, "isolation_level": 0,
-                        "topics": [{"topic": topic, "partitions": [
-                            {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 8 << 20}]}]}
-                data = (await conn.request(messages.FETCH, body, version)).responses[0].partitions[0]
-                if data.error_code:
-                    raise RuntimeError(f"{topic}/{partition}: Fetch answered error code {data.error_code}")
-                fetched = [b for b in decode_record_batches(data.records or b"") if b.next_offset > offset]
-                in_log += sum(sum(1 for r in b.records if r.offset >= offset) for b in fetched if not b.is_control)
-                for batch in reader.feed(fetched, data.aborted_transactions):
-                    values.extend(r.value for r in batch.records if r.offset >= offset)
-                offset = max([offset] + [b.next_offset for b in fetched])
-                if offset >= data.high_watermark or not fetched:
-                    break
-            if reader.held:
-                raise RuntimeError(f"{topic}/{partition}: {reader.held} batches without their transaction's marker")
-    finally:
-        await cluster.close()
+    committed = read_dataset(topic, {**config, "isolation.level": "read_committed"}).select_columns(["value"])
+    values = [bytes(v) for v in committed.to_pandas()["value"]]
+    in_log = read_dataset(topic, {**config, "isolation.level": "read_uncommitted"}).count()
     return values, in_log

@@ -21,11 +21,9 @@ import pytest
 from raykafka.driver.admin import Admin
 from raykafka.spark_bridge import write_dataset
 from raykafka.spark_bridge.node_writers import POOLS, PoolKind
-from raykafka.wire import messages
 from raykafka.wire.cluster import Cluster
 from raykafka.wire.config import parse_config
 from raykafka.wire.errors import ConfigError
-from raykafka.wire.records import decode_record_batches
 
 from .test_transactions_wire import PARTITIONS, read_committed_ours
 
@@ -44,38 +42,20 @@ def blocks_dataset(tag: str):
 
 
 def read_back(bootstrap: str, topic: str) -> tuple[list[bytes], int]:
-    """The read_committed values (by markers), and how many records a read_uncommitted read finds."""
+    """The read_committed values (by markers, read by the wire-level helper), and how many
+    records a read_uncommitted read finds (raykafka's Ray Data read: tansu serves it every data
+    record, committed, aborted or open)."""
+    from raykafka.spark_bridge.reader import read_dataset
 
-    async def read() -> tuple[list[bytes], int]:
+    async def read() -> list[bytes]:
         cluster = Cluster(parse_config({"bootstrap.servers": bootstrap}))
         try:
-            committed, _ = await read_committed_ours(cluster, topic)
-            return committed, await count_uncommitted(cluster, topic)
+            return (await read_committed_ours(cluster, topic))[0]
         finally:
             await cluster.close()
 
-    return asyncio.run(read())
-
-
-async def count_uncommitted(cluster: Cluster, topic: str) -> int:
-    """Every data record in the topic, committed, aborted or open (isolation_level 0)."""
-    total = 0
-    for partition in range(PARTITIONS):
-        conn = await cluster.leader_connection(topic, partition)
-        version = min(conn.version_for(messages.FETCH), 12)
-        offset = 0
-        while True:
-            body = {"max_wait_ms": 100, "min_bytes": 1, "max_bytes": 8 << 20, "isolation_level": 0,
-                    "topics": [{"topic": topic, "partitions": [
-                        {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 8 << 20}]}]}
-            data = (await conn.request(messages.FETCH, body, version)).responses[0].partitions[0]
-            assert data.error_code == 0
-            fetched = [b for b in decode_record_batches(data.records or b"") if b.next_offset > offset]
-            total += sum(sum(1 for r in b.records if r.offset >= offset) for b in fetched if not b.is_control)
-            offset = max([offset] + [b.next_offset for b in fetched])
-            if offset >= data.high_watermark or not fetched:
-                break
-    return total
+    in_log = read_dataset(topic, {"bootstrap.servers": bootstrap, "isolation.level": "read_uncommitted"}).count()
+    return asyncio.run(read()), in_log
 
 
 def test_a_writer_killed_mid_block_leaves_every_row_committed_exactly_once(ray_session, bootstrap, topic_name,
