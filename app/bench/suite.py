@@ -715,7 +715,21 @@ def _paced(count: int, rate: int, send: Callable[[float], None], idle: Callable[
         send(time.perf_counter())
 
 
-def latency_raykafka(bootstrap: str, admin: Any, s: Settings, keyed: bool = False) -> tuple[float, float]:
+def latency_raykafka(bootstrap: str, admin: Any, s: Settings, keyed: bool = False,
+                     nagle_wait: float | None = None) -> tuple[float, float]:
+    """`nagle_wait`: the sender's NAGLE_WAIT for this run (None: as shipped)."""
+    from raykafka.driver import producer as producer_module
+
+    shipped = producer_module.NAGLE_WAIT
+    if nagle_wait is not None:
+        producer_module.NAGLE_WAIT = nagle_wait
+    try:
+        return _latency_raykafka(bootstrap, admin, s, keyed)
+    finally:
+        producer_module.NAGLE_WAIT = shipped
+
+
+def _latency_raykafka(bootstrap: str, admin: Any, s: Settings, keyed: bool) -> tuple[float, float]:
     from raykafka.driver.producer import Producer
 
     t, lat, keys, sent = _topic(admin, "lat-rk"), [], KEYS if keyed else [None], itertools.count()
@@ -739,7 +753,10 @@ def latency_rows(bootstrap: str, admin: Any, s: Settings) -> list[Row]:
         ("raykafka send() linger.ms=0", latency_raykafka),
         ("confluent-kafka produce() linger.ms=0", latency_confluent),
         ("raykafka send() linger.ms=0, keyed", functools.partial(latency_raykafka, keyed=True)),
-        ("confluent-kafka produce() linger.ms=0, keyed", functools.partial(latency_confluent, keyed=True)))
+        ("confluent-kafka produce() linger.ms=0, keyed", functools.partial(latency_confluent, keyed=True)),
+        # what the sender's Nagle wait is worth: the same keyed row with it off (a diagnostic, no target)
+        ("raykafka send() linger.ms=0, keyed, Nagle wait off",
+         functools.partial(latency_raykafka, keyed=True, nagle_wait=0.0)))
                if _wanted(s, label)]
     figures: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in clients}
     failed: dict[str, str] = {}
@@ -824,7 +841,25 @@ def producer_memory(bootstrap: str, admin: Any, s: Settings) -> tuple[float, int
         sampler.join()
     where = ", ".join(f"{roles[pid]} {warm[pid] / 2**20:.0f}→{own_peak[pid] / 2**20:.0f}"
                       for pid in sorted(roles, key=lambda pid: roles[pid]))
-    return peak[0] / 2**20, len(procs), f"MiB warm→peak: {where}"
+    return peak[0] / 2**20, len(procs), f"MiB warm→peak: {where}; {_bare_actor_rss()}"
+
+
+def _bare_actor_rss() -> str:
+    """What one Ray actor process holds with nothing of ours in it: every role's floor."""
+    import psutil
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Bare:
+        def pid(self) -> int:
+            return os.getpid()
+
+    bare = Bare.remote()
+    try:
+        info = psutil.Process(ray.get(bare.pid.remote(), timeout=60)).memory_full_info()
+    finally:
+        ray.kill(bare)
+    return f"a bare Ray actor: {info.rss / 2**20:.0f} MiB RSS, {info.uss / 2**20:.0f} MiB its own (USS)"
 
 
 def _role(name: str) -> str:
