@@ -90,6 +90,27 @@ def _live_actors(prefix: str) -> list[str]:
     return sorted(set(named) | set(table))
 
 
+def _kill_actor(name: str, timeout: float = 30.0) -> str:
+    """ray.kill the named actor (no restart) and return once the GCS actor table says it is dead.
+
+    `ray.kill` only asks: calls sent right after it can still run on the actor. A test that
+    means "the next sends meet a dead actor" awaits the death first."""
+    import ray
+    import ray._private.state
+
+    handle = ray.get_actor(name)
+    actor_id = handle._actor_id.hex()
+    ray.kill(handle, no_restart=True)
+    _wait_for(lambda: ray._private.state.actors(actor_id).get("State") == "DEAD", timeout)
+    return name
+
+
+@pytest.fixture()
+def kill_actor() -> Callable[..., str]:
+    """kill_actor(name): ray.kill it and wait until it is dead; its name."""
+    return _kill_actor
+
+
 CONSUMER_ACTORS = ("GroupMember", "PartitionConsumer", "BrokerConsumer")
 
 

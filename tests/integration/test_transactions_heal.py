@@ -28,7 +28,7 @@ def _send(producer, topic, name, n=300):
 
 @pytest.mark.parametrize("role", ["transaction_owner", "flusher", "leader_dispatcher"])
 def test_a_death_mid_transaction_aborts_it_and_the_next_commits_through_a_new_pipeline(
-        ray_session, bootstrap, topic_name, live_actors, role):
+        ray_session, bootstrap, topic_name, live_actors, kill_actor, role):
     topic = topic_name("txn-heal")
     with Admin(bootstrap) as admin:
         admin.create_topics({topic: PARTITIONS})
@@ -43,7 +43,7 @@ def test_a_death_mid_transaction_aborts_it_and_the_next_commits_through_a_new_pi
         _send(producer, topic, "doomed")
         assert producer.flush(SEND_TIMEOUT) == 0
         (name,) = [n for n in ray.util.list_named_actors() if n.startswith(f"{producer.name}/{role}")][:1]
-        ray.kill(ray.get_actor(name), no_restart=True)
+        kill_actor(name)
         _, after = _send(producer, topic, "doomed-after")
         t0 = time.monotonic()
         with pytest.raises(TransactionAbortableError):

@@ -19,23 +19,17 @@ ROLES = ["topic_dispatcher", "partition_dispatcher", "leader_dispatcher", "aggre
          "retry_handler", "producer_results"]
 
 
-def kill_one(prefix: str) -> str:
-    """ray.kill the live actor whose name starts with `prefix`; its name."""
-    (name,) = [n for n in ray.util.list_named_actors() if n.startswith(prefix)]
-    ray.kill(ray.get_actor(name), no_restart=True)
-    return name
-
-
 @pytest.mark.parametrize("role", ROLES)
 def test_close_with_a_dead_actor_heals_delivers_everything_and_leaves_no_actor(
-        ray_session, bootstrap, topic_name, live_actors, role):
+        ray_session, bootstrap, topic_name, live_actors, kill_actor, role):
     topic = topic_name("deadclose")
     with Admin(bootstrap) as admin:
         admin.create_topics({topic: 2})
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "delivery.timeout.ms": 120_000})
     before = [producer.send(topic, b"before-%d" % i) for i in range(200)]
     assert producer.flush(60) == 0 and all(f.result(0).offset >= 0 for f in before)
-    killed = kill_one(f"{producer.name}/{role}")
+    (name,) = [n for n in ray.util.list_named_actors() if n.startswith(f"{producer.name}/{role}")]
+    killed = kill_actor(name)
     after = [producer.send(topic, b"after-%d" % i) for i in range(200)]
     batch = producer.send_batch(topic, [b"batch-%d" % i for i in range(50)])
 
