@@ -105,7 +105,7 @@ def _kill_actor(name: str, timeout: float = 30.0) -> str:
     return name
 
 
-@pytest.fixture()
+@pytest.fixture(scope="session")
 def kill_actor() -> Callable[..., str]:
     """kill_actor(name): ray.kill it and wait until it is dead; its name."""
     return _kill_actor

@@ -8,6 +8,7 @@ test writes one JSON record to `tests/chaos/results/` (or `$RAYKAFKA_CHAOS_RESUL
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -184,13 +185,13 @@ def record(request: pytest.FixtureRequest, chaos_full: bool) -> Callable[..., No
 
 
 @pytest.fixture(scope="session")
-def kit():
+def kit(kill_actor):
     """The helpers above for test modules (importlib mode cannot import conftest by name), and
     `FaultProxy` from proxy.py beside this file."""
     import proxy
 
     return SimpleNamespace(wait_for=wait_for, cause_of=cause_of, read_back=read_back, create_topic=create_topic,
-                           kill_by_role=kill_by_role, heal_figures=heal_figures, rows=rows,
+                           kill_by_role=functools.partial(kill_by_role, kill=kill_actor), heal_figures=heal_figures, rows=rows,
                            consumed_figures=consumed_figures,
                            FaultProxy=proxy.FaultProxy)
 
@@ -261,11 +262,11 @@ def heal_figures(producer) -> list[dict]:
             for h in producer.heals_done]
 
 
-def kill_by_role(prefix: str, role: str) -> str:
-    """ray.kill one live actor of this producer whose role starts with `role`; its name."""
+def kill_by_role(prefix: str, role: str, kill: Callable[[str], str]) -> str:
+    """Kill one live actor of this producer whose role starts with `role` (`kill` returns once
+    it is dead); its name."""
     import ray
 
     names = sorted(n for n in ray.util.list_named_actors() if n.startswith(prefix + role))
     assert names, f"no live {role} actor with prefix {prefix}"
-    ray.kill(ray.get_actor(names[0]), no_restart=True)
-    return names[0]
+    return kill(names[0])

@@ -1,7 +1,8 @@
 """A producer heals on a bad day, against tansu behind the outage proxy: an actor killed while
 the broker is unreachable (the new pipeline cannot start until the broker is back: the heal
-tries again, and nothing fails), two deaths one after the other (two heals), and a close while
-a heal cannot finish (close ends in its bound, every message ends, no actor is left)."""
+tries again, and nothing fails), two deaths one after the other (two heals), a close while a
+heal cannot finish (close ends in its bound, every message ends, no actor is left), and futures
+cancelled by their caller while the pipeline heals (their messages still go, once)."""
 
 from __future__ import annotations
 
@@ -107,3 +108,30 @@ def test_close_while_a_heal_cannot_finish_ends_and_leaves_no_actor(ray_session, 
         assert live_actors(producer.name) == []
     finally:
         outage.close()
+
+
+def test_cancelled_futures_messages_go_once_through_a_heal(ray_session, bootstrap, topic_name, kit, live_actors):
+    """A caller that gives up on its futures (cancels them) while the pipeline heals: the
+    messages go all the same, once each, and `on_delivery` hears of every one with its offset."""
+    topic = topic_name("healcancel")
+    kit.create_topic(bootstrap, topic, PARTITIONS)
+    values = [b"c%06d" % i for i in range(6000)]
+    delivered: list = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5},
+                        on_delivery=lambda meta, error: delivered.append((meta, error)))
+    try:
+        first = [producer.send(topic, v, key=v[-2:]) for v in values[:2000]]
+        assert producer.flush(60) == 0
+        rest = [producer.send(topic, v, key=v[-2:]) for v in values[2000:]]
+        cancelled = [f for f in rest[::3] if f.cancel()]
+        kit.kill_by_role(producer.name + "/", "flusher")
+        assert producer.flush(90) == 0
+    finally:
+        producer.close(30)
+    assert producer.healed >= 1 and cancelled
+    assert all(f.result(0).offset >= 0 for f in first + [f for f in rest if not f.cancelled()])
+    assert len(delivered) == len(values) and all(error is None and meta.offset >= 0 for meta, error in delivered)
+    log = kit.read_back(bootstrap, topic, PARTITIONS, len(values), timeout=60)
+    logged = [value for entries in log.values() for _, value in entries]
+    assert sorted(logged) == values  # each once, the cancelled ones too
+    assert live_actors(producer.name) == []

@@ -1,0 +1,98 @@
+"""`records_of_producer` (wire/fetch.py), what a healing producer asks the log: the records one
+producer id wrote from an offset on; on the mock cluster, and against leaders that answer a
+malformed batch or nothing at all below their high watermark."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from raykafka.mock import MockCluster
+from raykafka.wire import messages
+from raykafka.wire.cluster import Cluster
+from raykafka.wire.config import parse_config
+from raykafka.wire.errors import CorruptRecordError, LookupTimeoutError
+from raykafka.wire.fetch import records_of_producer
+from raykafka.wire.records import encode_record_batch
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_only_the_producers_records_from_the_offset_on_in_log_order():
+    async def scenario(mock: MockCluster) -> None:
+        cluster = Cluster(parse_config({"bootstrap.servers": f"127.0.0.1:{mock.brokers[1].port}"}))
+        try:
+            conn = await cluster.leader_connection("t", 0)
+
+            async def init() -> Any:
+                return await conn.request(messages.INIT_PRODUCER_ID, {"transactional_id": None,
+                                                                      "transaction_timeout_ms": 60000})
+
+            ours, other = await init(), await init()
+            for i in range(4):  # ours and another producer's batches, interleaved
+                for producer, seq in ((ours, 2 * i), (other, 2 * i)):
+                    batch = encode_record_batch([b"%d-%d" % (producer.producer_id, seq + j) for j in range(2)],
+                                                keys=[b"k", None], producer_id=producer.producer_id,
+                                                producer_epoch=producer.producer_epoch, base_sequence=seq)
+                    body = {"acks": -1, "timeout_ms": 1000, "topic_data": [{"name": "t", "partition_data": [
+                        {"index": 0, "records": batch}]}]}
+                    assert (await conn.request(messages.PRODUCE, body)).responses[0].partition_responses[0].error_code == 0
+            found = await records_of_producer(cluster, "t", 0, 5, ours.producer_id, 1 << 20)
+            # ours sit at offsets 0-1, 4-5, 8-9, 12-13: from offset 5 on, the second record of the
+            # second batch and the two batches after it
+            assert [(r.offset, r.key, r.value) for r in found] == [
+                (5, None, b"%d-3" % ours.producer_id), (8, b"k", b"%d-4" % ours.producer_id),
+                (9, None, b"%d-5" % ours.producer_id), (12, b"k", b"%d-6" % ours.producer_id),
+                (13, None, b"%d-7" % ours.producer_id)]
+            assert await records_of_producer(cluster, "t", 0, 16, ours.producer_id, 1 << 20) == []
+        finally:
+            await cluster.close()
+
+    with MockCluster(n_brokers=1, topics={"t": 1}) as mock:
+        asyncio.run(asyncio.wait_for(scenario(mock), 30))
+        assert mock.handler_errors == []
+
+
+class _Leader:
+    """A leader whose every Fetch answer carries `records`, its high watermark at 1000."""
+
+    def __init__(self, records: bytes):
+        self.records = records
+
+    def version_for(self, api: Any) -> int:
+        return 12
+
+    async def request(self, api: Any, body: dict[str, Any], version: int | None = None) -> Any:
+        await asyncio.sleep(body["max_wait_ms"] / 1000)
+        part = SimpleNamespace(partition_index=0, error_code=0, high_watermark=1000, records=self.records,
+                               get=lambda key, default=None: default)
+        return SimpleNamespace(responses=[SimpleNamespace(partitions=[part])])
+
+
+def _cluster(leader: _Leader) -> Any:
+    async def leader_connection(topic: str, partition: int) -> _Leader:
+        return leader
+
+    config = parse_config({"bootstrap.servers": "127.0.0.1:1", "request.timeout.ms": 1500})
+    return SimpleNamespace(config=config, leader_connection=leader_connection)
+
+
+def test_a_malformed_batch_raises_its_named_error():
+    good = bytearray(encode_record_batch([b"v"], producer_id=7, producer_epoch=0, base_sequence=0))
+    good[-1] ^= 0xFF  # the CRC no longer matches
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        asyncio.run(asyncio.wait_for(records_of_producer(_cluster(_Leader(bytes(good))), "t", 0, 0, 7, 1 << 20), 10))
+
+
+def test_a_leader_answering_nothing_below_its_high_watermark_ends_within_request_timeout():
+    async def read() -> float:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(LookupTimeoutError, match="request.timeout.ms=1500"):
+            await records_of_producer(_cluster(_Leader(b"")), "t", 0, 0, 7, 1 << 20)
+        return asyncio.get_running_loop().time() - started
+
+    took = asyncio.run(asyncio.wait_for(read(), 20))
+    assert 1.5 <= took < 3.5, took
