@@ -16,6 +16,17 @@ One `KafkaStream` per running stream, on the driver; it never carries rows. Each
   6. commit, only once the step returned: the batch's ends become the position and, with
      `group.id`, the group's committed offsets (OffsetCommit through `Admin.alter_offsets`).
 
+With `producer=` (a `Producer` with `transactional.id`, which the stream initializes) steps 5
+and 6 are one Kafka transaction: the stream begins it, the step writes its output through that
+producer (`producer.send_batch`, or `write_kafka` / `write_dataset` with `producer=`), and the
+stream sends the batch's ends to the transaction as the group's offsets and commits it. A
+read_committed reader of the output and the group's committed position then move together:
+a run stopped anywhere (a crash, a failed step, a killed actor) leaves the output of each
+input record once. An actor of the producer's pipeline dying mid-trigger aborts the trigger's
+transaction; the abort replaces the pipeline and the stream runs the same trigger again (at most
+`TRIGGER_ATTEMPTS` times). Every other failure aborts the transaction and ends the stream,
+raised. The output's rows go through that one producer, from the driver.
+
 The position starts at the group's committed offsets where it has them, else at
 `starting_offsets`; partitions found later (a new topic matching the pattern) start at their
 earliest offset, as in Spark. A step that raises ends the stream with that error and nothing of
@@ -41,7 +52,7 @@ from typing import Any
 from ..driver.admin import Admin
 from ..wire.admin import TopicPartition
 from ..wire.config import parse_config
-from ..wire.errors import ConfigError
+from ..wire.errors import ConfigError, TransactionFatalError
 from ..wire.serde import require_raw
 from .offsets import PartitionRange, check_range, offsets_json, parse_offsets, pick_offset, subscribed_topics
 
@@ -49,6 +60,10 @@ log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.1
 """The least a trigger that found nothing new waits before the next asks the broker again."""
+
+TRIGGER_ATTEMPTS = 3
+"""Times a transactional trigger is run when its transaction aborts for a cause the abort cured
+(an actor of the producer's pipeline died, and the abort replaced the pipeline)."""
 
 
 @dataclass(frozen=True)
@@ -121,13 +136,17 @@ class KafkaStream:
     max_offsets_per_trigger: records a micro-batch holds at most. trigger_interval: seconds from
       one trigger's start to the next. fail_on_data_loss: see `offsets.check_range`.
     read(topics, config, starting_json, ending_json): what turns ranges into the step's data
-      (default: a Ray Dataset by `reader.read_dataset`)."""
+      (default: a Ray Dataset by `reader.read_dataset`).
+    producer: a transactional `Producer` (not yet initialized) that the step writes its output
+      through; each trigger is then one transaction, the group's offsets in it (needs `group.id`).
+      `run` initializes it (init_transactions) and leaves it open."""
 
     def __init__(self, topics: Iterable[str] | str | None, config: Mapping[str, Any], *,
                  subscribe_pattern: str | None = None, starting_offsets: Any = "earliest",
                  ending_offsets: Any = None, max_offsets_per_trigger: int | None = None,
                  trigger_interval: float = 0.0, fail_on_data_loss: bool = True,
-                 read: Callable[[list[str], Mapping[str, Any], str, str], Any] | None = None):
+                 read: Callable[[list[str], Mapping[str, Any], str, str], Any] | None = None,
+                 producer: Any = None):
         subscribed_topics(topics, subscribe_pattern, ())  # exactly one of them, a valid pattern
         if max_offsets_per_trigger is not None and max_offsets_per_trigger < 1:
             raise ConfigError(f"max_offsets_per_trigger must be at least 1, got {max_offsets_per_trigger}")
@@ -147,6 +166,14 @@ class KafkaStream:
         self.trigger_interval = trigger_interval
         self.fail_on_data_loss = fail_on_data_loss
         self.read = read or _read_dataset
+        if producer is not None:
+            if getattr(producer, "config", {}).get("transactional.id") is None:
+                raise ConfigError("producer: the stream commits each trigger in a transaction of this producer; "
+                                  "give one with transactional.id")
+            if self.group_id is None:
+                raise ConfigError("producer: the stream sends each trigger's offsets to its transaction as a "
+                                  "consumer group's; give group.id")
+        self.producer = producer
         self.position: dict[TopicPartition, int] = {}
         self.batches = 0  # micro-batches handed to a step that returned, in this run
         self._ending: dict[TopicPartition, int] | None = None
@@ -159,15 +186,17 @@ class KafkaStream:
         """Hand each micro-batch to `step(data, batch)` and commit its ends once `step` returned.
         Returns the number of micro-batches handled; a step's error ends the stream, raised as is."""
         try:
+            if self.producer is not None:  # fences an earlier run's producer, aborts what it left open
+                self.producer.init_transactions()
             while not self._stopped.is_set():
                 began = time.monotonic()
                 batch = self.next_batch()
                 wait = self.trigger_interval
-                if batch.count:
-                    data = self.read(sorted({r.topic for r in batch.ranges if r.count}), self.config,
-                                     *_range_specs(batch.ranges))
-                    step(data, batch)
+                if batch.count and self.producer is None:
+                    step(self._data(batch), batch)
                     self.commit(batch)
+                elif batch.count:
+                    self._transaction(step, batch)
                 elif self._ending is not None:
                     log.info("stream/%s reached its ending offsets after %d batches", self._name, self.batches)
                     break
@@ -198,9 +227,47 @@ class KafkaStream:
         moved = {tp: end for tp, end in batch.ends.items() if end != self.position.get(tp)}
         if self.group_id is not None and moved:
             self._admin.alter_offsets(self.group_id, moved)
+        self._handled(batch)
+
+    def _transaction(self, step: Callable[[Any, MicroBatch], Any], batch: MicroBatch) -> None:
+        """The trigger as one transaction of `self.producer`: begin, the step's writes, the
+        batch's ends as the group's offsets, commit. Run again when the abort cured the cause."""
+        producer = self.producer
+        for attempt in range(1, TRIGGER_ATTEMPTS + 1):
+            heals = producer.healed
+            producer.begin_transaction()
+            try:
+                step(self._data(batch), batch)
+                producer.send_offsets_to_transaction(batch.ends, self.group_id)
+                producer.commit_transaction()
+            except TransactionFatalError:  # fenced: this producer can neither commit nor abort
+                raise
+            except BaseException as exc:
+                self._abort(exc)
+                cured = producer.healed > heals
+                if not cured or attempt == TRIGGER_ATTEMPTS or not isinstance(exc, Exception):
+                    raise
+                log.warning("stream/%s: batch %d aborted (%s); the pipeline was replaced, running it again",
+                            self._name, batch.batch_id, exc)
+                continue
+            self._handled(batch)
+            return
+
+    def _abort(self, cause: BaseException) -> None:
+        """Abort the open transaction after `cause`; a failed abort is logged, `cause` stays the error."""
+        try:
+            self.producer.abort_transaction()
+        except Exception as exc:  # noqa: BLE001 - the caller raises `cause`, which this followed
+            log.warning("stream/%s: aborting after %r failed too: %s", self._name, cause, exc)
+
+    def _handled(self, batch: MicroBatch) -> None:
         self.position.update(batch.ends)
         self.batches += 1
         log.debug("stream/%s committed batch %d (%d records)", self._name, batch.batch_id, batch.count)
+
+    def _data(self, batch: MicroBatch) -> Any:
+        """The batch's records, as the stream's `read` gives them (a Dataset, a DataFrame)."""
+        return self.read(sorted({r.topic for r in batch.ranges if r.count}), self.config, *_range_specs(batch.ranges))
 
     def close(self) -> None:
         self._admin.close()

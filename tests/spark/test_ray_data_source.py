@@ -52,9 +52,10 @@ def test_a_read_task_reads_its_ranges_at_once_and_yields_a_block_for_each(ray_fo
     source = KafkaDatasource(filled_topic, {"bootstrap.servers": bootstrap})
     tasks = source.get_read_tasks(2)  # 3 ranges, at most 2 tasks
     assert len(tasks) == 2
-    assert sorted(t.metadata.num_rows for t in tasks) == [1000, 2000]
+    assert all(t.metadata.num_rows is None for t in tasks)  # known once read (markers take offsets)
+    shares = sorted([len(block) for block in task()] for task in tasks)
+    assert shares == [[1000], [1000, 1000]]  # the ranges shared 1 and 2, a block for each
     blocks = [block for task in tasks for block in task()]
-    assert len(blocks) == 3
     for block in blocks:
         offsets = block.column("offset").to_pylist()
         assert offsets == list(range(1000))  # each block is one whole partition, in order
@@ -210,3 +211,28 @@ def test_read_dataset_runs_its_tasks_at_once_without_touching_the_global_context
     assert ds.context.op_resource_reservation_enabled is False
     assert DataContext.get_current().op_resource_reservation_enabled == before
     assert ds.count() == 3000
+
+
+def test_a_count_is_of_records_not_offsets_on_a_transactional_topic(ray_for_spark, bootstrap, topic_name):
+    """Each committed transaction leaves a marker at an offset of its own, which no reader hands
+    out: a count (at either isolation level) counts the records, as reading them all does."""
+    from raykafka.driver.producer import Producer
+    from raykafka.spark_bridge.reader import read_dataset
+
+    topic = topic_name("txcount")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 1})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    try:
+        producer.init_transactions()
+        for i in range(3):
+            producer.begin_transaction()
+            producer.send_batch(topic, [b"a%d" % i, b"b%d" % i])
+            producer.commit_transaction()
+    finally:
+        producer.close(30)
+    with Admin(bootstrap) as admin:
+        assert admin.list_offsets(topic, "latest") == {0: 9}  # 6 records and 3 markers
+    for level in ("read_uncommitted", "read_committed"):
+        ds = read_dataset(topic, {"bootstrap.servers": bootstrap, "isolation.level": level})
+        assert ds.count() == len(ds.take_all()) == 6, level

@@ -51,3 +51,48 @@ def test_foreach_batch_resumes_after_a_failing_fn_with_every_offset_once(spark, 
     with Admin(bootstrap) as admin:
         assert admin.committed_offsets(config["group.id"], topic) == {
             TopicPartition(topic, 0): 200, TopicPartition(topic, 1): 200}
+
+
+@pytest.mark.slow  # Spark reads and writes, five triggers twice
+def test_foreach_batch_with_a_transactional_sink_writes_each_record_once_across_a_failure(
+        spark, bootstrap, topic_name, read_committed):
+    """fn writes through the stream's transactional producer (`write_kafka(..., producer=)`); it
+    fails once after writing, the stream started again writes that trigger again: a
+    read_committed read of the output holds each input once."""
+    from pyspark.sql import functions as F
+
+    from raykafka.driver.producer import Producer
+    from raykafka.spark_bridge.writer import write_kafka
+
+    source, sink = topic_name("spark-txs-in"), topic_name("spark-txs-out")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({source: 2, sink: 2})
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(1000):
+        producer.produce(source, value=b"v%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    config = {"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}"}
+    failed: list[int] = []
+
+    def run() -> int:
+        txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{sink}"})
+
+        def fn(df, batch_id):
+            out = df.select("key", F.concat(F.lit(bytearray(b"out-")), F.col("value")).alias("value"))
+            write_kafka(out, sink, producer=txn)
+            if batch_id >= 400 and not failed:
+                failed.append(batch_id)
+                raise RuntimeError("fn fails after writing")
+
+        try:
+            return foreach_batch_kafka(spark, source, config, fn, producer=txn, max_offsets_per_trigger=200,
+                                       ending_offsets="latest")
+        finally:
+            txn.close(30)
+
+    with pytest.raises(RuntimeError, match="after writing"):
+        run()
+    assert run() >= 1
+    out, in_log = read_committed(bootstrap, sink)
+    assert sorted(out) == sorted(b"out-v%d" % i for i in range(1000))
+    assert in_log == 1000 + 200  # the failed trigger's write is in the log, aborted
