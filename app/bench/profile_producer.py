@@ -1,6 +1,6 @@
 """Where the producer spends its time: py-spy on the driver and every actor process while it writes.
 
-    python -m raykafka.app.bench.profile_producer [--mode batch|send|consume] [--messages 300000] [--size 100]
+    python -m raykafka.app.bench.profile_producer [--mode batch|send|keyed|consume] [--messages 300000] [--size 100]
         [--compression none] [--out /tmp/prof]
 
 Writes one collapsed-stack file per process (`py-spy record --format raw`) and prints, for each
@@ -37,7 +37,7 @@ def top(path: str, n: int = 12) -> tuple[int, list[tuple[str, int]], list[tuple[
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=["batch", "send", "consume"], default="batch")
+    parser.add_argument("--mode", choices=["batch", "send", "keyed", "consume"], default="batch")
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--out", default="/tmp/prof")
     parser.add_argument("--size", type=int, default=100, help="value bytes")
@@ -61,7 +61,9 @@ def main() -> int:
     with EmbeddedBroker() as broker, Admin(broker.bootstrap) as admin:
         topic = f"prof-{os.getpid()}"
         admin.create_topics({topic: 6})
-        with Producer({"bootstrap.servers": broker.bootstrap, "acks": 1, "compression.type": args.compression}) as producer:
+        linger = {"linger.ms": 5} if args.mode == "keyed" else {}  # as the bench's keyed row
+        with Producer({"bootstrap.servers": broker.bootstrap, "acks": 1, "compression.type": args.compression,
+                       **linger}) as producer:
             assert producer.send_batch(topic, [b"w"] * 6, partitions=list(range(6))).result(60).ok
             if args.mode == "consume":
                 table = pa.table({"value": pa.array([value] * n, pa.binary())})
@@ -84,9 +86,10 @@ def main() -> int:
             if args.mode == "batch":
                 table = pa.table({"value": pa.array([value] * n, pa.binary())})
                 assert producer.send_batch(topic, table).result(300).ok
-            elif args.mode == "send":
-                for _ in range(n):
-                    producer.send(topic, value)
+            elif args.mode in ("send", "keyed"):
+                keys = [b"key-%02d" % i for i in range(100)] if args.mode == "keyed" else [None]  # as the bench's
+                for i in range(n):
+                    producer.send(topic, value, key=keys[i % len(keys)])
                 assert producer.flush(300) == 0
             else:
                 got = already
