@@ -268,19 +268,23 @@ class LeaderDispatcher:
         self.partitions: dict[int, LeaderDispatcherState] = {}
         self.backoff = HoldBackoff(ctx.config["retry.backoff.ms"])
         self.timer = SelfTimer("retry_held")
+        self.outbox = Outbox()
 
     def ping(self) -> bool:
         return True
 
     def dispatch(self, batches: list[MessageBatch]) -> None:
-        for batch in batches:
-            state = self.partitions.get(batch.partition)
-            if state is None:
-                state = self.partitions[batch.partition] = LeaderDispatcherState(
-                    self.topic, batch.partition, PartitionRoute(self, batch.partition),
-                    producer_id=self.ctx.producer_id, producer_epoch=self.ctx.producer_epoch,
-                    delivery_timeout_ms=self.ctx.config["delivery.timeout.ms"])
-            state.dispatch(batch)
+        try:
+            for batch in batches:
+                state = self.partitions.get(batch.partition)
+                if state is None:
+                    state = self.partitions[batch.partition] = LeaderDispatcherState(
+                        self.topic, batch.partition, PartitionRoute(self, batch.partition),
+                        producer_id=self.ctx.producer_id, producer_epoch=self.ctx.producer_epoch,
+                        delivery_timeout_ms=self.ctx.config["delivery.timeout.ms"])
+                state.dispatch(batch)
+        finally:
+            self.outbox.send()
         self._arm_timer()
 
     def retry_held(self) -> None:
@@ -290,8 +294,11 @@ class LeaderDispatcher:
         self.timer.fired()
         now_ms = time.time() * 1000
         waiting = False
-        for state in self.partitions.values():
-            waiting = state.retry_held(now_ms) or waiting
+        try:
+            for state in self.partitions.values():
+                waiting = state.retry_held(now_ms) or waiting
+        finally:
+            self.outbox.send()
         if not waiting:
             self.backoff.reset()
         self._arm_timer()
@@ -369,7 +376,7 @@ class PartitionRoute:
                        timeout=self.ctx.timeout)
 
     def send(self, batch: MessageBatch) -> None:
-        self.window.submit(self.aggregator.add.remote([batch]), [batch])
+        self.actor.outbox.put(self.aggregator, self, batch)
 
     def _call_failed(self, batches: list[MessageBatch], exc: BaseException) -> None:
         """A call to the Aggregator failed (it died, say): its own batch fails, with the cause."""
@@ -378,6 +385,7 @@ class PartitionRoute:
         self.return_errors(batches, pipeline_error(exc))
 
     def abandon(self) -> None:
+        self.actor.outbox.send()  # the chaser just put, before the window is drained
         self.window.drain()
         aggregator, self.aggregator = self.aggregator, None
         if aggregator is not None:
@@ -391,3 +399,29 @@ class PartitionRoute:
         for batch in batches:
             batch.partition = self.partition
         report_failed(self.ctx.results, batches, error)
+
+
+class Outbox:
+    """The batches one call of the actor sends, gathered and sent as it returns: one
+    `Aggregator.add` per broker for all its partitions' batches (a keyed hand-over spans every
+    partition), rather than one per batch. Each partition's window holds that call with the
+    partition's own batches, so a failed call fails each batch once, through its own route.
+    Order holds: an Aggregator takes one caller's calls in order, and a call's batches in order."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Any, PartitionRoute, MessageBatch]] = []
+
+    def put(self, aggregator: Any, route: PartitionRoute, batch: MessageBatch) -> None:
+        self.pending.append((aggregator, route, batch))
+
+    def send(self) -> None:
+        pending, self.pending = self.pending, []
+        calls: dict[Any, tuple[Any, list[MessageBatch], dict[int, tuple[PartitionRoute, list[MessageBatch]]]]] = {}
+        for aggregator, route, batch in pending:
+            _, batches, routes = calls.setdefault(aggregator, (aggregator, [], {}))
+            batches.append(batch)
+            routes.setdefault(id(route), (route, []))[1].append(batch)
+        for aggregator, batches, routes in calls.values():
+            ref = aggregator.add.remote(batches)
+            for route, own in routes.values():
+                route.window.submit(ref, own)

@@ -4,6 +4,7 @@ and nodes on this machine.
     python -m raykafka.app.bench.scaling driver   [--rows 2000000] [--runs 5]   # driver CPU/row, stage CPU, both paths
     python -m raykafka.app.bench.scaling pipelines [--rows 2000000] [--runs 3]  # 1, 2, 3 pipelines on one node
     python -m raykafka.app.bench.scaling nodes    [--rows 1000000] [--runs 3]   # 1, 2, 3 simulated nodes of 1 CPU
+    python -m raykafka.app.bench.scaling sends    [--rows 500000] [--runs 3] [--keyed | --batch]  # send: stage CPU
 
 Object-store bytes are Ray's own count of bytes created in the stores (needs grpcio, which
 `ray[data]` does not install: `pip install grpcio`). Every run writes `--rows` rows of 100-byte values (no keys) from a materialized Ray Dataset of
@@ -152,21 +153,55 @@ def run_driver(args: argparse.Namespace, config: dict[str, Any], admin: Any, bro
                                            broker_pid))
             print(json.dumps({"path": "driver funnel", **funnel_runs[-1]}), flush=True)
     for label, runs in (("node writers", node_runs), ("driver funnel", funnel_runs)):
-        if not runs:
-            continue
-        print(summary(f"{label}: driver CPU per row", [r["cpu_s"].get("driver", 0) / args.rows * 1e6 for r in runs],
-                      " us"))
-        print(summary(f"{label}: msg/s", [r["msg_per_s"] for r in runs]))
-        if all(r["store_bytes_per_msg"] is not None for r in runs):
-            print(summary(f"{label}: object-store bytes created per msg", [r["store_bytes_per_msg"] for r in runs]))
-        roles = sorted({k for r in runs for k in r["cpu_s"]})
-        for role in roles:
-            print(summary(f"{label}: {role} CPU per msg", [r["cpu_s"].get(role, 0) / args.rows * 1e6 for r in runs],
-                          " us"))
-        total = [sum(r["cpu_s"].values()) for r in runs]
-        print(summary(f"{label}: all CPU per msg", [t / args.rows * 1e6 for t in total], " us"))
-        print(summary(f"{label}: broker share of CPU", [r["cpu_s"].get("broker", 0) / t * 100
-                                                         for r, t in zip(runs, total, strict=True)], " %"))
+        if runs:
+            print_stages(label, runs, args.rows)
+
+
+def print_stages(label: str, runs: list[dict[str, Any]], rows: int) -> None:
+    """The summaries of `timed_write` runs: rate, store bytes, CPU per message of each role, the broker's share."""
+    print(summary(f"{label}: driver CPU per row", [r["cpu_s"].get("driver", 0) / rows * 1e6 for r in runs], " us"))
+    print(summary(f"{label}: msg/s", [r["msg_per_s"] for r in runs]))
+    if all(r["store_bytes_per_msg"] is not None for r in runs):
+        print(summary(f"{label}: object-store bytes created per msg", [r["store_bytes_per_msg"] for r in runs]))
+    roles = sorted({k for r in runs for k in r["cpu_s"]})
+    for role in roles:
+        print(summary(f"{label}: {role} CPU per msg", [r["cpu_s"].get(role, 0) / rows * 1e6 for r in runs], " us"))
+    total = [sum(r["cpu_s"].values()) for r in runs]
+    print(summary(f"{label}: all CPU per msg", [t / rows * 1e6 for t in total], " us"))
+    print(summary(f"{label}: broker share of CPU", [r["cpu_s"].get("broker", 0) / t * 100
+                                                     for r, t in zip(runs, total, strict=True)], " %"))
+
+
+def run_sends(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
+    """Per-message `send` at linger.ms=5, as the bench's send rows: with `--keyed`, 100 keys in
+    turn (every hand-over spans all the partitions), else none (the sticky partitioner); with
+    `--batch`, one `send_batch` of an Arrow table of the rows instead."""
+    import pyarrow as pa
+
+    from raykafka.driver.producer import Producer
+
+    keys = [b"key-%02d" % i for i in range(100)] if args.keyed else [None]
+    label = "send_batch" if args.batch else "send, keyed" if args.keyed else "send"
+    table = pa.table({"value": pa.array([VALUE] * args.rows, pa.binary())}) if args.batch else None
+    runs = []
+    with Producer({**config, "acks": 1, "linger.ms": 5}) as producer:
+        for _ in range(args.runs):
+            t = topic(admin)
+            assert producer.send_batch(t, [b"w"] * PARTITIONS, partitions=list(range(PARTITIONS))).result(60).ok
+
+            def write(t: str = t) -> dict[str, int]:
+                if table is not None:
+                    result = producer.send_batch(t, table).result(300)
+                    return {"delivered": result.delivered, "failed": result.failed}
+                send, n = producer.send, len(keys)
+                futures = [send(t, VALUE, key=keys[i % n]) for i in range(args.rows)]
+                assert producer.flush(300) == 0
+                failed = sum(1 for f in futures if f.exception() is not None)
+                return {"delivered": args.rows - failed, "failed": failed}
+
+            runs.append(timed_write(write, args.rows, broker_pid))
+            print(json.dumps({"path": label, **runs[-1]}), flush=True)
+    print_stages(label, runs, args.rows)
 
 
 def run_pipelines(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
@@ -188,11 +223,13 @@ def run_pipelines(args: argparse.Namespace, config: dict[str, Any], admin: Any, 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["driver", "pipelines", "nodes"])
+    parser.add_argument("what", choices=["driver", "pipelines", "nodes", "sends"])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--funnel-runs", type=int, default=3)
     parser.add_argument("--nodes", type=int, default=0, help="with `nodes`: only this many nodes")
+    parser.add_argument("--keyed", action="store_true", help="with `sends`: 100 keys in turn")
+    parser.add_argument("--batch", action="store_true", help="with `sends`: one send_batch of an Arrow table")
     args = parser.parse_args()
 
     import ray
@@ -207,7 +244,8 @@ def main() -> int:
             return run_nodes(args, config, broker_pid)
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
         with Admin(config) as admin:
-            (run_driver if args.what == "driver" else run_pipelines)(args, config, admin, broker_pid)
+            {"driver": run_driver, "pipelines": run_pipelines, "sends": run_sends}[args.what](args, config, admin,
+                                                                                              broker_pid)
         from raykafka.spark_bridge.node_writers import POOLS
 
         POOLS.close_all()

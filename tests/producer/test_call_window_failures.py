@@ -23,8 +23,10 @@ class Stage:
     def __init__(self, refused: list[int]):
         self.refused = set(refused)
         self.taken: list[int] = []
+        self.calls: list[int] = []  # the number of batches in each call
 
     def dispatch(self, batches: list[MessageBatch]) -> None:
+        self.calls.append(len(batches))
         for batch in batches:
             if batch.ids[0] in self.refused:
                 raise ValueError(f"refused batch {batch.ids[0]}")
@@ -37,6 +39,9 @@ class Stage:
 
     def taken_ids(self) -> list[int]:
         return self.taken
+
+    def call_sizes(self) -> list[int]:
+        return self.calls
 
 
 def batch(i: int) -> MessageBatch:
@@ -54,6 +59,32 @@ def test_a_failed_call_is_reported_with_its_own_batches(ray_session):
     assert [carried for carried, _ in failed] == [[1]]
     assert "refused batch 1" in str(failed[0][1])
     assert ray.get(stage.taken_ids.remote()) == [0, 2, 3]
+
+
+def test_an_outbox_sends_one_call_per_aggregator_and_fails_a_batch_through_its_own_route(ray_session):
+    """What a LeaderDispatcher's call sends goes as one Aggregator.add per broker, the batches in the
+    order they were put; when a call fails, each partition's route reports its own batches, once."""
+    from raykafka.actors.leader_dispatcher import Outbox
+
+    good, bad = Stage.remote([]), Stage.remote([5])
+    failed: list[tuple[int, list[int]]] = []
+
+    class Route:
+        def __init__(self, p: int):
+            self.window = CallWindow(4, lambda carried, exc: failed.append((p, [b.ids[0] for b in carried])))
+
+    routes = {p: Route(p) for p in range(3)}
+    outbox = Outbox()
+    for i, p in enumerate([0, 1, 0, 2, 1, 2]):  # partitions 0 and 1 lead on `good`, 2 on `bad`
+        outbox.put(bad if p == 2 else good, routes[p], batch(i))
+    outbox.send()
+    assert not outbox.pending
+    for route in routes.values():
+        assert route.window.drain(30) == 0
+    assert ray.get(good.call_sizes.remote()) == [4]
+    assert ray.get(good.taken_ids.remote()) == [0, 1, 2, 4]
+    assert ray.get(bad.call_sizes.remote()) == [2]
+    assert failed == [(2, [3, 5])]
 
 
 def test_topic_routes_fail_the_batches_of_the_call_that_failed_not_the_next_ones(ray_session):
@@ -136,15 +167,16 @@ def test_a_leader_dispatchers_failed_call_to_the_aggregator_fails_its_own_batch(
     and the route goes on (it no longer raises the older call's error at the next send)."""
     from types import SimpleNamespace
 
-    from raykafka.actors.leader_dispatcher import PartitionRoute
+    from raykafka.actors.leader_dispatcher import Outbox, PartitionRoute
     from raykafka.wire.errors import PipelineError
 
     results = Results.remote()
-    actor = SimpleNamespace(ctx=SimpleNamespace(window=1, results=results), topic="t")
+    actor = SimpleNamespace(ctx=SimpleNamespace(window=1, results=results), topic="t", outbox=Outbox())
     route = PartitionRoute(actor, 0)
     route.aggregator = Stage.remote([1])  # as an Aggregator: `add` refuses batch 1
     for i in range(4):
         route.send(batch(i))
+        actor.outbox.send()  # as each of the LeaderDispatcher's calls ends
     assert route.window.drain(30) == 0
     (failed,) = ray.get(results.reports.remote())
     ids, topic, partition, offset, _, error = failed
