@@ -55,10 +55,11 @@ actor per broker, encoding and sending the Produce request itself, with the disp
 for routing, retries and leader moves), or Ray's compiled graphs between the fixed stages.
 
 **Producer memory.** The memory row's note gives each role's resident memory once the pipeline
-is warm and at its peak during the write, and what a bare Ray actor process holds on this
-machine. Only the Flusher grows (it reads the shared column and encodes the record batches);
-the rest is Ray's per-process floor, seven times over (summed RSS also counts the shared
-libraries seven times). What would close it: fewer processes (the roles that carry no data,
+is warm and at its peak during the write, what a bare Ray actor process holds on this
+machine, and, once the write is done, the processes' summed PSS (each shared page split among
+the processes using it) and USS (their own pages): summed RSS counts the shared libraries
+seven times, PSS and USS do not. Only the Flusher grows (it reads the shared column and encodes
+the record batches); the rest is Ray's per-process floor, seven times over. What would close it: fewer processes (the roles that carry no data,
 the topic dispatcher, retry handler and results, in one threaded actor; the leader dispatcher
 beside the partition dispatcher): three processes, three floors.
 """

@@ -839,9 +839,26 @@ def producer_memory(bootstrap: str, admin: Any, s: Settings) -> tuple[float, int
         assert producer.send_batch(t, table).result(300).ok
         stop.set()
         sampler.join()
+        after = _shared_and_own(procs.values())
     where = ", ".join(f"{roles[pid]} {warm[pid] / 2**20:.0f}→{own_peak[pid] / 2**20:.0f}"
                       for pid in sorted(roles, key=lambda pid: roles[pid]))
-    return peak[0] / 2**20, len(procs), f"MiB warm→peak: {where}; {_bare_actor_rss()}"
+    return peak[0] / 2**20, len(procs), f"MiB warm→peak: {where}; {after}; {_bare_actor_rss()}"
+
+
+def _shared_and_own(procs: Any) -> str:
+    """Summed RSS counts every shared library once per process: the same processes' PSS (shared
+    pages split among their users) and USS (pages of their own), summed, once the write is done."""
+    import psutil
+
+    rss = pss = uss = 0
+    for proc in procs:
+        try:
+            info = proc.memory_full_info()
+        except psutil.Error:
+            continue
+        rss, pss, uss = rss + info.rss, pss + info.pss, uss + info.uss
+    return (f"after the write, summed: RSS {rss / 2**20:.0f} MiB, PSS {pss / 2**20:.0f} MiB, "
+            f"USS {uss / 2**20:.0f} MiB")
 
 
 def _bare_actor_rss() -> str:
