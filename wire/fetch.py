@@ -10,7 +10,8 @@ and the ends of bounded reads stop where a read_committed reader stops.
 `find_batch_offset` serves the producer's Flusher: where a batch the broker took without an
 offset (tansu 0.6 answers a re-sent idempotent batch DUPLICATE_SEQUENCE_NUMBER, base offset -1)
 lies in the log, found by its producer id, epoch and first sequence. `records_of_producer` serves
-a producer healing its pipeline: the records one producer id wrote from an offset on.
+a producer healing its pipeline: the records one producer id wrote from an offset on. Both read
+the log forward through a `LogScan`, which owns their bounds and what a broker's answer means.
 """
 
 from __future__ import annotations
@@ -73,6 +74,75 @@ def fetch_body(config: Config, wanted: Iterable[tuple[Any, ...]], *, max_wait_ms
 LOOKUP_WAIT_MS, LOOKUP_WAIT_MAX_MS = 10, 500
 
 
+class LogScan:
+    """A forward read of one partition's log, for the producer's look-ups (`find_batch_offset`,
+    `records_of_producer`): the one owner of their bounds and of what a broker's answer means.
+
+    `piece(conn)` fetches the log at `offset` (every batch, committed or not), the caller scans
+    the whole batches it holds and moves `offset` past them, and `scanned` says what the piece
+    held. Bounds: the whole scan takes at most `request.timeout.ms` (`LookupTimeoutError`) and
+    reads at most `max_bytes`. A log that starts later than `offset` (OFFSET_OUT_OF_RANGE) is read
+    from its start; a piece with no whole batch (the next batch is larger than a fetch) makes the
+    next fetch four times larger, up to `max_bytes` or `fetch.max.bytes`; an answer with no batch
+    below the high watermark (tansu just after a restart) makes the broker wait longer for data
+    next time. An answer that does not name the partition raises `DecodeError`, any other error
+    `BrokerError`."""
+
+    def __init__(self, config: Config, topic: str, partition: int, start: int, max_bytes: int | None = None):
+        self.config = config
+        self.topic, self.partition = topic, partition
+        self.offset = max(start, 0)
+        self.max_bytes = max_bytes
+        self.fetch_bytes = min(config["max.partition.fetch.bytes"], max_bytes or config["fetch.max.bytes"])
+        self.read = 0
+        self.high_watermark: int | None = None
+        self.empty = 0  # answers in a row with no batch below the high watermark
+        self.wait_ms = LOOKUP_WAIT_MS
+        self.deadline = asyncio.get_running_loop().time() + config["request.timeout.ms"] / 1000
+
+    @property
+    def done(self) -> bool:
+        """The high watermark reached, or `max_bytes` read."""
+        return ((self.high_watermark is not None and self.offset >= self.high_watermark)
+                or (self.max_bytes is not None and self.read >= self.max_bytes))
+
+    async def piece(self, conn: Any) -> bytes:
+        """The log's bytes from `offset` on, as one Fetch answers them (possibly none)."""
+        while True:
+            if asyncio.get_running_loop().time() > self.deadline:
+                raise LookupTimeoutError(
+                    f"reading {self.topic}/{self.partition} from offset {self.offset}: not done within "
+                    f"request.timeout.ms={self.config['request.timeout.ms']} ({self.empty} answer(s) in a row "
+                    "below the high watermark with no batch)")
+            body = fetch_body(self.config, [(self.topic, self.partition, self.offset)], max_wait_ms=self.wait_ms,
+                              partition_max_bytes=self.fetch_bytes, max_bytes=self.fetch_bytes)
+            body["isolation_level"] = READ_UNCOMMITTED  # every batch written, committed or not
+            response = await conn.request(messages.FETCH, body, fetch_version(conn))
+            part = next((p for t in response.responses for p in t.partitions
+                         if t.topic == self.topic and p.partition_index == self.partition), None)
+            if part is None:
+                raise DecodeError(f"Fetch {self.topic}/{self.partition}: the answer does not name the partition "
+                                  "asked for")
+            if part.error_code == OFFSET_OUT_OF_RANGE and part.get("log_start_offset", -1) > self.offset:
+                self.offset = part.log_start_offset  # the log no longer starts there
+                continue
+            if part.error_code:
+                raise BrokerError(part.error_code, f"Fetch {self.topic}/{self.partition} at {self.offset}")
+            self.high_watermark = part.high_watermark
+            return bytes(part.records or b"")
+
+    def scanned(self, nbytes: int, whole_batches: int) -> None:
+        """The caller read a piece of `nbytes` holding `whole_batches` (and moved `offset` past them)."""
+        self.read += max(nbytes, 1)
+        if nbytes == 0:  # nothing yet below the high watermark: give the broker longer to read its log
+            self.empty += 1
+            self.wait_ms = min(self.wait_ms * 2, LOOKUP_WAIT_MAX_MS)
+            return
+        self.empty, self.wait_ms = 0, LOOKUP_WAIT_MS
+        if whole_batches == 0:  # the next batch is larger than a fetch: ask for more at once
+            self.fetch_bytes = min(self.fetch_bytes * 4, self.max_bytes or self.config["fetch.max.bytes"])
+
+
 async def find_batch_offset(conn: Any, config: Config, topic: str, partition: int, start: int, *,
                             producer_id: int, producer_epoch: int, base_sequence: int,
                             max_bytes: int) -> int | None:
@@ -82,33 +152,12 @@ async def find_batch_offset(conn: Any, config: Config, topic: str, partition: in
     watermark, a later batch of the same producer, or `max_bytes` read came first.
 
     Reads batch headers only (no CRC, no decompression). Each request has the connection's
-    `request.timeout.ms`; a failed request raises (BrokerError, BrokerConnectionError, ...).
-    The whole look-up is bounded by `request.timeout.ms` too: a broker that answers below its
-    high watermark with no batch (tansu just after a restart does, for a while) is asked again,
-    each time waiting longer for data, and past the bound it raises `LookupTimeoutError`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + config["request.timeout.ms"] / 1000
-    offset, read, wait_ms, empty = start, 0, LOOKUP_WAIT_MS, 0
-    pmax = min(config["max.partition.fetch.bytes"], max_bytes)
-    while read < max_bytes:
-        if loop.time() > deadline:
-            raise LookupTimeoutError(
-                f"looking up {topic}/{partition} from offset {offset}: not done within request.timeout.ms="
-                f"{config['request.timeout.ms']} ({empty} answer(s) in a row below the high watermark with no batch)")
-        body = fetch_body(config, [(topic, partition, offset)], max_wait_ms=wait_ms,
-                          partition_max_bytes=pmax, max_bytes=pmax)
-        body["isolation_level"] = READ_UNCOMMITTED  # every batch written, committed or not
-        response = await conn.request(messages.FETCH, body, fetch_version(conn))
-        part = next((p for t in response.responses for p in t.partitions if p.partition_index == partition), None)
-        if part is None:
-            return None
-        if part.error_code == OFFSET_OUT_OF_RANGE and part.get("log_start_offset", -1) > offset:
-            offset = part.log_start_offset  # the log no longer starts at `start`
-            continue
-        if part.error_code:
-            raise BrokerError(part.error_code, f"Fetch {topic}/{partition} at {offset}")
-        buf = bytes(part.records or b"")
-        pos, end = 0, len(buf)
+    `request.timeout.ms`; a failed request raises (BrokerError, BrokerConnectionError, ...); the
+    whole look-up is bounded as `LogScan` says."""
+    scan = LogScan(config, topic, partition, start, max_bytes)
+    while not scan.done:
+        buf = await scan.piece(conn)
+        pos, end, whole = 0, len(buf), 0
         while (head := read_batch_header(buf, pos, end, False)) is not None:
             base, length, last_delta, pid, epoch, sequence = head[0], head[1], head[6], head[9], head[10], head[11]
             if pid == producer_id and epoch == producer_epoch:
@@ -117,17 +166,9 @@ async def find_batch_offset(conn: Any, config: Config, topic: str, partition: in
                 if sequence > base_sequence:  # a later batch of this producer: ours lies before `start`
                     return None
             pos += LENGTH_OFFSET + length
-            offset = max(offset, base + last_delta + 1)
-        read += max(end, 1)
-        if offset >= part.high_watermark:
-            return None
-        if end == 0:  # nothing yet below the high watermark: give the broker longer to read its log
-            empty += 1
-            wait_ms = min(wait_ms * 2, LOOKUP_WAIT_MAX_MS)
-        else:
-            empty, wait_ms = 0, LOOKUP_WAIT_MS
-        if pos == 0:  # the next batch is larger than a fetch: ask for more at once
-            pmax = min(pmax * 4, max_bytes)
+            whole += 1
+            scan.offset = max(scan.offset, base + last_delta + 1)
+        scan.scanned(end, whole)
     return None
 
 
@@ -296,40 +337,17 @@ async def records_of_producer(cluster: Any, topic: str, partition: int, start: i
 
     A producer that heals its pipeline asks this for the messages a dead Flusher had in flight:
     what of them the log holds. Each request is bounded by `request.timeout.ms`, and the whole
-    scan too (`LookupTimeoutError`), as `find_batch_offset`."""
-    loop = asyncio.get_running_loop()
-    config = cluster.config
-    deadline = loop.time() + config["request.timeout.ms"] / 1000
-    pmax = config["max.partition.fetch.bytes"]
-    offset, wait_ms, found = max(start, 0), LOOKUP_WAIT_MS, []
+    scan as `LogScan` says."""
+    scan = LogScan(cluster.config, topic, partition, start)
+    found: list[WrittenRecord] = []
     while True:
-        if loop.time() > deadline:
-            raise LookupTimeoutError(f"reading {topic}/{partition} from offset {offset}: not done within "
-                                     f"request.timeout.ms={config['request.timeout.ms']}")
-        conn = await cluster.leader_connection(topic, partition)
-        body = fetch_body(config, [(topic, partition, offset)], max_wait_ms=wait_ms, partition_max_bytes=pmax,
-                          max_bytes=pmax)
-        body["isolation_level"] = 0
-        response = await conn.request(messages.FETCH, body, fetch_version(conn))
-        part = next((p for t in response.responses for p in t.partitions if p.partition_index == partition), None)
-        if part is None:
-            raise DecodeError(f"Fetch {topic}/{partition}: the answer does not name the partition asked for")
-        if part.error_code == OFFSET_OUT_OF_RANGE and part.get("log_start_offset", -1) > offset:
-            offset = part.log_start_offset
-            continue
-        if part.error_code:
-            raise BrokerError(part.error_code, f"Fetch {topic}/{partition} at {offset}")
-        if offset >= part.high_watermark:
+        buf = await scan.piece(await cluster.leader_connection(topic, partition))
+        if scan.done:
             return found
-        batches = decode_record_batches(part.records or b"", max_decompressed=max_decompressed)
+        batches = decode_record_batches(buf, max_decompressed=max_decompressed)
         for batch in batches:
             if batch.producer_id == producer_id and not batch.is_control:
                 found.extend(WrittenRecord(r.offset, r.timestamp, r.key, r.value)
-                             for r in batch.records if r.offset >= offset)
-            offset = max(offset, batch.next_offset)
-        if batches:
-            wait_ms = LOOKUP_WAIT_MS
-        elif part.records:  # one batch larger than a fetch: ask for more
-            pmax *= 4
-        else:  # nothing yet below the high watermark: give the broker longer to read its log
-            wait_ms = min(wait_ms * 2, LOOKUP_WAIT_MAX_MS)
+                             for r in batch.records if r.offset >= scan.offset)
+            scan.offset = max(scan.offset, batch.next_offset)
+        scan.scanned(len(buf), len(batches))

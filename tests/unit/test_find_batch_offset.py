@@ -91,7 +91,7 @@ class _EmptyBelowTheHighWatermark:
         await asyncio.sleep(body["max_wait_ms"] / 1000)  # the broker waits for data that never comes
         part = SimpleNamespace(partition_index=0, error_code=0, high_watermark=1000, records=b"",
                                get=lambda key, default=None: default)
-        return SimpleNamespace(responses=[SimpleNamespace(partitions=[part])])
+        return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=[part])])
 
 
 def test_a_leader_answering_nothing_below_its_high_watermark_ends_the_look_up_within_request_timeout():
