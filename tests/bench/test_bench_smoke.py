@@ -70,3 +70,28 @@ def test_markdown_names_machine_command_rows_and_ratios(report):
     assert "### Produce: raykafka's ratio to each peer" in text
     (target,) = [t for t in target_results(report) if t[0].startswith("batch produce 100 B ≥ 1.5×")]
     assert target[1] is not None and target[1] > 0
+
+
+def test_a_saved_run_renders_again_the_same(report, tmp_path):
+    """BENCHMARKS.json holds everything BENCHMARKS.md is made from."""
+    import dataclasses
+    import json
+
+    from raykafka.app.bench.report import load_report
+
+    path = tmp_path / "BENCHMARKS.json"
+    path.write_text(json.dumps(dataclasses.asdict(report), default=str))
+    assert render_markdown(load_report(str(path)), None) == render_markdown(report, None)
+
+
+def test_each_profile_names_a_target_and_only_missed_ones_are_printed():
+    from raykafka.app.bench import missed_targets
+    from raykafka.app.bench.report import MEMORY_TARGET, TARGETS
+
+    latency = {"p99 latency ≤ 2× confluent-kafka's", "p99 latency with keyed ≤ 2× confluent-kafka's"}
+    assert set(missed_targets.PROFILES) <= {t[0] for t in TARGETS} | latency | {MEMORY_TARGET}
+    assert missed_targets.section([]) == ""
+    text = missed_targets.section([*latency, MEMORY_TARGET])
+    assert text.startswith(missed_targets.HEADING)
+    assert text.count("**Send → acknowledgement latency") == 1  # one profile for both latency targets
+    assert "**Producer memory.**" in text and "**Batch produce" not in text
