@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:  # every run's figure, to compare or re-render
         json.dump(dataclasses.asdict(report), f, indent=1, default=str)
     print(f"wrote {args.out}" + (f" and {chart_path}" if chart else f" ({note})"), file=sys.stderr)
-    for text, ratio, _need, met in target_results(report):
-        verdict = "n/a" if met is None else ("met" if met else "MISSED")
+    for text, ratio, _need, met, _spread in target_results(report):
+        verdict = {None: "n/a", "yes": "met", "no": "MISSED", "straddles": "STRADDLES"}[met]
         print(f"  {text}: {'—' if ratio is None else f'{ratio:.2f}x'} {verdict}", file=sys.stderr)
     return 0

@@ -95,3 +95,21 @@ def test_each_profile_names_a_target_and_only_missed_ones_are_printed():
     assert text.startswith(missed_targets.HEADING)
     assert text.count("**Send → acknowledgement latency") == 1  # one profile for both latency targets
     assert "**Producer memory.**" in text and "**Batch produce" not in text
+
+
+def test_a_target_is_met_only_when_our_slowest_run_meets_it():
+    import statistics
+
+    from raykafka.app.bench.suite import Report, Row, Settings
+
+    def verdict(ours: list[float], peer: list[float]) -> tuple[str | None, tuple[float, float] | None]:
+        report = Report(settings=Settings(messages=1000))
+        report.rows = [Row("produce", "raykafka send() per message", 100, "none", 1000 / statistics.median(ours), ours),
+                       Row("produce", "aiokafka send()", 100, "none", 1000 / statistics.median(peer), peer)]
+        (target,) = [t for t in target_results(report) if t[0] == "per-message send ≥ 1.0× aiokafka"]
+        return target[3], target[4]
+
+    assert verdict([1.0, 0.9, 0.95], [1.2, 1.2, 1.2])[0] == "yes"  # our slowest run: 1.2×
+    met, (low, high) = verdict([0.8, 1.5, 1.0], [1.2, 1.2, 1.2])  # median 1.2×, slowest 0.8×
+    assert met == "straddles" and low == pytest.approx(0.8) and high == pytest.approx(1.5)
+    assert verdict([1.5, 1.4, 1.6], [1.2, 1.2, 1.2])[0] == "no"  # even the fastest: 0.86×
