@@ -416,12 +416,13 @@ class Outbox:
 
     def send(self) -> None:
         pending, self.pending = self.pending, []
-        calls: dict[Any, tuple[Any, list[MessageBatch], dict[int, tuple[PartitionRoute, list[MessageBatch]]]]] = {}
+        calls: dict[Any, list[tuple[PartitionRoute, MessageBatch]]] = {}  # aggregator -> its sends, in order
         for aggregator, route, batch in pending:
-            _, batches, routes = calls.setdefault(aggregator, (aggregator, [], {}))
-            batches.append(batch)
-            routes.setdefault(id(route), (route, []))[1].append(batch)
-        for aggregator, batches, routes in calls.values():
-            ref = aggregator.add.remote(batches)
-            for route, own in routes.values():
+            calls.setdefault(aggregator, []).append((route, batch))
+        for aggregator, sends in calls.items():
+            ref = aggregator.add.remote([batch for _, batch in sends])
+            routes: dict[PartitionRoute, list[MessageBatch]] = {}
+            for route, batch in sends:
+                routes.setdefault(route, []).append(batch)
+            for route, own in routes.items():
                 route.window.submit(ref, own)

@@ -31,7 +31,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .bench.report import render_chart, render_markdown, target_results
+    from .bench.report import NO_CHART, render_chart, render_markdown, target_results
     from .bench.suite import Settings, run_suite
 
     if args.runs < 1:
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         render_chart(report, chart_path)
         chart = os.path.basename(chart_path)
     except ImportError:
-        note = "skipped: matplotlib is not installed (`pip install raykafka[bench]`)."
+        note = NO_CHART
     with open(args.out, "w") as f:
         f.write(render_markdown(report, chart, note))
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:  # every run's figure, to compare or re-render

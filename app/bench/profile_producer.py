@@ -87,7 +87,9 @@ def main() -> int:
                 table = pa.table({"value": pa.array([value] * n, pa.binary())})
                 assert producer.send_batch(topic, table).result(300).ok
             elif args.mode in ("send", "keyed"):
-                keys = [b"key-%02d" % i for i in range(100)] if args.mode == "keyed" else [None]  # as the bench's
+                from raykafka.app.bench.suite import KEYS
+
+                keys = KEYS if args.mode == "keyed" else [None]  # as the bench's
                 for i in range(n):
                     producer.send(topic, value, key=keys[i % len(keys)])
                 assert producer.flush(300) == 0

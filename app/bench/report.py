@@ -238,6 +238,7 @@ def _verdict(worst_meets: bool, best_meets: bool) -> str:
     return "yes" if worst_meets else "straddles" if best_meets else "no"
 
 
+NO_CHART = "skipped: matplotlib is not installed (`pip install raykafka[bench]`)."
 MEMORY_TARGET, MEMORY_BOUND_MIB = "producer actors' peak RSS ≤ 400 MiB", 400
 
 
@@ -325,8 +326,7 @@ def main() -> int:
     parser.add_argument("out")
     parser.add_argument("--chart", help="the chart's file name, as the Markdown links it (not redrawn)")
     args = parser.parse_args()
-    text = render_markdown(load_report(args.json), args.chart,
-                           "" if args.chart else "skipped: matplotlib is not installed (`pip install raykafka[bench]`).")
+    text = render_markdown(load_report(args.json), args.chart, "" if args.chart else NO_CHART)
     with open(args.out, "w") as f:
         f.write(text)
     return 0

@@ -178,9 +178,10 @@ def run_sends(args: argparse.Namespace, config: dict[str, Any], admin: Any, brok
     `--batch`, one `send_batch` of an Arrow table of the rows instead."""
     import pyarrow as pa
 
+    from raykafka.app.bench.suite import KEYS
     from raykafka.driver.producer import Producer
 
-    keys = [b"key-%02d" % i for i in range(100)] if args.keyed else [None]
+    keys = KEYS if args.keyed else [None]
     label = "send_batch" if args.batch else "send, keyed" if args.keyed else "send"
     table = pa.table({"value": pa.array([VALUE] * args.rows, pa.binary())}) if args.batch else None
     runs = []
