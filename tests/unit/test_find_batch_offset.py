@@ -114,3 +114,25 @@ def test_a_leader_answering_nothing_below_its_high_watermark_ends_the_look_up_wi
     assert 2.0 <= took < 2.0 + 2 * LOOKUP_WAIT_MAX_MS / 1000 + 1.0, took  # the bound, plus at most the last wait
     assert conn.waits[0] == LOOKUP_WAIT_MS and conn.waits[-1] == LOOKUP_WAIT_MAX_MS  # each empty answer waits longer
     assert conn.waits == sorted(conn.waits)
+
+
+def test_an_answer_without_the_partition_asked_for_is_a_decode_error_not_a_missing_batch():
+    """Before, the look-up read such an answer as "the batch is not in the log" and the Flusher
+    failed the message with that cause; now it fails with what the broker did."""
+    from types import SimpleNamespace
+
+    from raykafka.wire.errors import DecodeError
+
+    class Elsewhere:
+        def version_for(self, api: Any) -> int:
+            return 12
+
+        async def request(self, api: Any, body: dict[str, Any], version: int | None = None) -> Any:
+            part = SimpleNamespace(partition_index=3, error_code=0, high_watermark=1000, records=b"",
+                                   get=lambda key, default=None: default)
+            return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=[part])])
+
+    config = parse_config({"bootstrap.servers": "127.0.0.1:1"})
+    with pytest.raises(DecodeError, match="does not name the partition asked for"):
+        asyncio.run(asyncio.wait_for(find_batch_offset(Elsewhere(), config, "t", 0, 0, producer_id=1, producer_epoch=0,
+                                                       base_sequence=0, max_bytes=1 << 20), 10))

@@ -122,11 +122,11 @@ class _Leader:
         return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=[part])])
 
 
-def _cluster(leader: _Leader) -> Any:
+def _cluster(leader: _Leader, **more: Any) -> Any:
     async def leader_connection(topic: str, partition: int) -> _Leader:
         return leader
 
-    config = parse_config({"bootstrap.servers": "127.0.0.1:1", "request.timeout.ms": 1500})
+    config = parse_config({"bootstrap.servers": "127.0.0.1:1", "request.timeout.ms": 1500, **more})
     return SimpleNamespace(config=config, leader_connection=leader_connection)
 
 
@@ -157,3 +157,22 @@ def test_an_answer_without_the_partition_asked_for_is_a_decode_error():
 
     with pytest.raises(DecodeError, match="does not name the partition asked for"):
         asyncio.run(asyncio.wait_for(records_of_producer(_cluster(Elsewhere(b"")), "t", 0, 0, 7, 1 << 20), 10))
+
+
+def test_a_leader_that_never_answers_a_whole_batch_is_asked_for_at_most_fetch_max_bytes():
+    """A hostile leader: every answer is the first 100 bytes of a batch. The fetch grows four times
+    each answer, up to fetch.max.bytes and no further (it grew without a bound before), and the
+    read ends within request.timeout.ms."""
+    class Cut(_Leader):
+        asked: list[int] = []
+
+        async def request(self, api: Any, body: dict[str, Any], version: int | None = None) -> Any:
+            self.asked.append(body["topics"][0]["partitions"][0]["partition_max_bytes"])
+            return await super().request(api, body, version)
+
+    leader = Cut(encode_record_batch([b"x" * 1000], producer_id=7, producer_epoch=0, base_sequence=0)[:100])
+    cluster = _cluster(leader, **{"fetch.max.bytes": 1 << 20})
+    with pytest.raises(LookupTimeoutError, match="request.timeout.ms=1500"):
+        asyncio.run(asyncio.wait_for(records_of_producer(cluster, "t", 0, 0, 7, 1 << 20), 10))
+    assert leader.asked[0] == cluster.config["max.partition.fetch.bytes"]
+    assert max(leader.asked) == 1 << 20 and leader.asked.count(1 << 20) > 1
