@@ -20,15 +20,15 @@ LATENCY = (
 # a target's text, as report.py's table names it -> its profile
 PROFILES: dict[str, str] = {
     "batch produce 100 B ≥ 1.5× confluent-kafka produce()": (
-        "**Batch produce at 1.5× confluent-kafka.** Both clients spend the same CPU a message, and two\n"
-        "cores carry no more. `python -m raykafka.app.bench.scaling sends --batch --rows 1000000`\n"
-        "(2026-11-25, 3 runs): `send_batch` at 1.56M msg/s (1.43M–1.66M) spent 1.12 µs of CPU a\n"
-        "message (1.06–1.20) over every process: the Flusher 0.32 (encoding the record batches), the\n"
-        "driver 0.25 (the Arrow columns), the broker 0.24, the ProducerResults 0.12, the dispatchers and\n"
-        "the Aggregator 0.11 together. confluent-kafka's `produce()` of 1,000,000 messages on the same\n"
-        "broker (3 runs, its process and the broker's CPU): 1.42M–1.56M msg/s at 1.07–1.11 µs a\n"
-        "message, 0.84–0.86 of them its own. At about 1.1 µs a message two cores top out near 1.8M\n"
-        "msg/s for either; 1.5× confluent would need the client's share at about 0.5 µs a message. What\n"
+        "**Batch produce at 1.5× confluent-kafka.** Both clients spend about the same CPU a message, and\n"
+        "two cores carry no more. `python -m raykafka.app.bench.scaling sends --batch --rows 1000000`\n"
+        "and `... sends --confluent --rows 1000000` (CPU of every process, 3 runs each, 2026-11-25):\n"
+        "`send_batch` spent 1.12 µs a message (1.06–1.20) in one series and 1.32 (1.32–1.42) in a\n"
+        "later one (the Flusher 0.32, encoding the record batches; the driver 0.25, the Arrow columns;\n"
+        "the broker 0.24–0.27; the ProducerResults 0.12; the dispatchers and the Aggregator 0.11\n"
+        "together); confluent-kafka's `produce()` spent 1.15 (1.11–1.21), 0.84 (0.82–0.88) of it its\n"
+        "own and 0.28 (0.26–0.31) the broker's. At 1.1–1.3 µs a message two cores top out at 1.5M–1.8M\n"
+        "msg/s for either; 1.5× confluent would need our client's share near 0.5 µs a message. What\n"
         "would close it: less work a message in the Flusher (encoding straight from the shared column\n"
         "into the request buffer) and in the driver; on a node with more cores, a second pipeline."),
     "per-message send with keys ≥ 1.0× aiokafka with keys": (
@@ -47,14 +47,14 @@ PROFILES: dict[str, str] = {
     "Ray Data path read ≥ 2× Ray Data read_kafka": (
         "**Ray Data read at 2× Ray Data's `read_kafka`.** Both read at the broker's pace. The topic is\n"
         "one record per batch (tansu's latest offset is the last batch's base offset + 1, where Ray\n"
-        "Data's `read_kafka` ends each partition). 200,000 such batches, 6 partitions, 2026-11-25:\n"
-        "`read_ranges` in one plain process, all six ranges at once, took 2.5 s and 3.5 s of wall time\n"
-        "in two runs, 0.71 and 0.70 s of its own CPU; split over two processes, 3.1 s and 4.1 s. Under\n"
-        "Ray Data, each of the two read tasks spent at most 0.34 s of CPU in 5.0 s of wall time. The\n"
-        "rest is tansu serving single-record batches (a fetch answer holds ~18,000 of them). On topics\n"
-        "of 10,000-record batches the Consumer, with the same decoding, reads 1.84M msg/s (its row). What would\n"
-        "close it: nothing on the client's side of this topic; the row compares two readers of a\n"
-        "broker-bound topic."),
+        "Data's `read_kafka` ends each partition). `python -m raykafka.app.bench.scaling reads --rows\n"
+        "200000 --runs 3` (2026-11-25): `read_ranges` in one plain process, all six ranges at once, took\n"
+        "3.98 s of wall time (3.15–5.29) for 0.74 s of its own CPU (0.73–0.77); split between two\n"
+        "processes, 4.75 s (4.52–5.25) for 0.77 s (0.75–0.79) of theirs. The rest of the time the\n"
+        "readers wait for tansu to serve single-record batches, and two readers at once are served more\n"
+        "slowly than one. On topics of 10,000-record batches the Consumer row above, with the same\n"
+        "decoding, shows what the client does when the broker keeps up. What would close it: nothing on\n"
+        "the client's side of this topic; the row compares two readers of a broker-bound topic."),
     "p99 latency ≤ 2× confluent-kafka's": LATENCY,
     "p99 latency with keyed ≤ 2× confluent-kafka's": LATENCY,
     "producer actors' peak RSS ≤ 400 MiB": (

@@ -4,7 +4,8 @@ and nodes on this machine.
     python -m raykafka.app.bench.scaling driver   [--rows 2000000] [--runs 5]   # driver CPU/row, stage CPU, both paths
     python -m raykafka.app.bench.scaling pipelines [--rows 2000000] [--runs 3]  # 1, 2, 3 pipelines on one node
     python -m raykafka.app.bench.scaling nodes    [--rows 1000000] [--runs 3]   # 1, 2, 3 simulated nodes of 1 CPU
-    python -m raykafka.app.bench.scaling sends    [--rows 500000] [--runs 3] [--keyed | --batch]  # send: stage CPU
+    python -m raykafka.app.bench.scaling sends    [--rows 500000] [--runs 3] [--keyed | --batch | --confluent]
+    python -m raykafka.app.bench.scaling reads    [--rows 200000] [--runs 2]   # single-record batches: 1 reader, 2
 
 Object-store bytes are Ray's own count of bytes created in the stores (needs grpcio, which
 `ray[data]` does not install: `pip install grpcio`). Every run writes `--rows` rows of 100-byte values (no keys) from a materialized Ray Dataset of
@@ -175,13 +176,16 @@ def print_stages(label: str, runs: list[dict[str, Any]], rows: int) -> None:
 def run_sends(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
     """Per-message `send` at linger.ms=5, as the bench's send rows: with `--keyed`, 100 keys in
     turn (every hand-over spans all the partitions), else none (the sticky partitioner); with
-    `--batch`, one `send_batch` of an Arrow table of the rows instead."""
+    `--batch`, one `send_batch` of an Arrow table of the rows instead; with `--confluent`,
+    confluent-kafka's `produce()` of the rows in the driver process (its CPU is the driver's)."""
     import pyarrow as pa
 
     from raykafka.app.bench.suite import KEYS
     from raykafka.driver.producer import Producer
 
     keys = KEYS if args.keyed else [None]
+    if args.confluent:
+        return run_confluent(args, config, admin, broker_pid)
     label = "send_batch" if args.batch else "send, keyed" if args.keyed else "send"
     table = pa.table({"value": pa.array([VALUE] * args.rows, pa.binary())}) if args.batch else None
     runs = []
@@ -205,6 +209,70 @@ def run_sends(args: argparse.Namespace, config: dict[str, Any], admin: Any, brok
     print_stages(label, runs, args.rows)
 
 
+def run_confluent(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
+    from confluent_kafka import Producer
+
+    runs = []
+    for _ in range(args.runs):
+        t = topic(admin)
+        producer = Producer({**config, "acks": 1, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
+        producer.produce(t, b"w")
+        producer.flush(30)
+
+        def write(t: str = t, producer: Any = producer) -> dict[str, int]:
+            """As the bench's confluent-kafka row: no callback a message (a Python callback would
+            be most of its cost), so only `flush` returning 0 vouches for the delivery."""
+            for i in range(args.rows):
+                while True:
+                    try:
+                        producer.produce(t, VALUE)
+                        break
+                    except BufferError:
+                        producer.poll(0.01)
+                if i % 10_000 == 0:
+                    producer.poll(0)
+            assert producer.flush(300) == 0
+            return {"delivered": args.rows, "failed": 0}
+
+        runs.append(timed_write(write, args.rows, broker_pid))
+        print(json.dumps({"path": "confluent-kafka produce()", **runs[-1]}), flush=True)
+    print_stages("confluent-kafka produce()", runs, args.rows)
+
+
+def run_reads(args: argparse.Namespace, config: dict[str, Any], admin: Any) -> None:
+    """A topic of `--rows` single-record batches (as the bench's Ray Data read rows), read whole by
+    `read_ranges` in one plain process, then split between two: wall time and the readers' CPU."""
+    import multiprocessing
+
+    from raykafka.app.bench.suite import fill_topic
+    from raykafka.spark_bridge.offsets import resolve_ranges
+
+    ranges = resolve_ranges(config, [fill_topic(config["bootstrap.servers"], admin, args.rows, 100, "none",
+                                                per_batch=1)], "earliest", "latest")
+    for readers in (1, 2):
+        walls, cpus = [], []
+        for _ in range(args.runs):
+            with multiprocessing.get_context("spawn").Pool(readers) as pool:
+                pool.starmap(_read, [(config, [])] * readers)  # the readers' imports, untimed
+                start = time.perf_counter()
+                done = pool.starmap(_read, [(config, ranges[i::readers]) for i in range(readers)])
+                walls.append(time.perf_counter() - start)
+            assert sum(n for n, _ in done) == args.rows, done
+            cpus.append(sum(c for _, c in done))
+            print(json.dumps({"readers": readers, "wall_s": round(walls[-1], 3), "cpu_s": round(cpus[-1], 3)}),
+                  flush=True)
+        print(summary(f"{readers} reader(s): wall", walls, " s"))
+        print(summary(f"{readers} reader(s): readers' CPU", cpus, " s"))
+
+
+def _read(config: dict[str, Any], ranges: list[Any]) -> tuple[int, float]:
+    from raykafka.spark_bridge.ray_data import read_ranges
+
+    start = time.process_time()
+    n = sum(table.num_rows for table in read_ranges(config, ranges))
+    return n, time.process_time() - start
+
+
 def run_pipelines(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
     from raykafka.spark_bridge.writer import write_dataset
 
@@ -224,13 +292,14 @@ def run_pipelines(args: argparse.Namespace, config: dict[str, Any], admin: Any, 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["driver", "pipelines", "nodes", "sends"])
+    parser.add_argument("what", choices=["driver", "pipelines", "nodes", "sends", "reads"])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--funnel-runs", type=int, default=3)
     parser.add_argument("--nodes", type=int, default=0, help="with `nodes`: only this many nodes")
     parser.add_argument("--keyed", action="store_true", help="with `sends`: 100 keys in turn")
     parser.add_argument("--batch", action="store_true", help="with `sends`: one send_batch of an Arrow table")
+    parser.add_argument("--confluent", action="store_true", help="with `sends`: confluent-kafka's produce()")
     args = parser.parse_args()
 
     import ray
@@ -243,6 +312,10 @@ def main() -> int:
         broker_pid = broker.process.pid
         if args.what == "nodes":
             return run_nodes(args, config, broker_pid)
+        if args.what == "reads":
+            with Admin(config) as admin:
+                run_reads(args, config, admin)
+            return 0
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
         with Admin(config) as admin:
             {"driver": run_driver, "pipelines": run_pipelines, "sends": run_sends}[args.what](args, config, admin,
