@@ -212,6 +212,8 @@ def run_sends(args: argparse.Namespace, config: dict[str, Any], admin: Any, brok
 def run_confluent(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
     from confluent_kafka import Producer
 
+    from raykafka.app.bench.suite import confluent_produce
+
     runs = []
     for _ in range(args.runs):
         t = topic(admin)
@@ -220,18 +222,7 @@ def run_confluent(args: argparse.Namespace, config: dict[str, Any], admin: Any, 
         producer.flush(30)
 
         def write(t: str = t, producer: Any = producer) -> dict[str, int]:
-            """As the bench's confluent-kafka row: no callback a message (a Python callback would
-            be most of its cost), so only `flush` returning 0 vouches for the delivery."""
-            for i in range(args.rows):
-                while True:
-                    try:
-                        producer.produce(t, VALUE)
-                        break
-                    except BufferError:
-                        producer.poll(0.01)
-                if i % 10_000 == 0:
-                    producer.poll(0)
-            assert producer.flush(300) == 0
+            confluent_produce(producer, t, VALUE, args.rows, [None])  # as the bench's confluent-kafka row
             return {"delivered": args.rows, "failed": 0}
 
         runs.append(timed_write(write, args.rows, broker_pid))
