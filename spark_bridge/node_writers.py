@@ -122,15 +122,18 @@ class BlockTransactions:
         self._lock = threading.Lock()  # one transaction at a time
         self._committed: OrderedDict[BlockKey, BlockOutcome] = OrderedDict()
         self.open_rows = -1  # rows of the block whose transaction is under way; -1 when none is
+        self.committing = False  # every row of the open block is in the log; its commit is under way
 
     def acknowledged(self) -> int:
         """How many rows of the open block's transaction the broker has surely acknowledged (in
-        the log, not committed yet): counted while some of them are still pending (before the
-        block is in the producer's ledger, or once all are acknowledged, nothing tells them
-        apart, and this says 0); -1 when no transaction is open."""
+        the log, not committed yet): all of them once the block is sent and its commit under way;
+        before, those no longer pending (before the block is in the producer's ledger, nothing
+        tells them apart, and this says 0); -1 when no transaction is open."""
         rows = self.open_rows
         if rows < 0:
             return -1
+        if self.committing:
+            return rows
         pending = self.producer.pending()
         return rows - pending if 0 < pending < rows else 0
 
@@ -167,6 +170,7 @@ class BlockTransactions:
                     causes["aborted with the rest of its block"] = result.delivered
                 producer.abort_transaction()
                 return BlockOutcome(0, rows, causes, self.node_id)
+            self.committing = True
             if marker is not None:
                 producer.send_offsets_to_transaction({marker.partition: marker.offset}, marker.group)
             producer.commit_transaction()
@@ -180,7 +184,7 @@ class BlockTransactions:
                 log.warning("raykafka/writer: aborting a failed block's transaction: %s", again)
             return BlockOutcome(0, rows, {f"{type(exc).__name__}: {exc}": rows}, self.node_id)
         finally:
-            self.open_rows = -1
+            self.open_rows, self.committing = -1, False
 
 
 class NodeWriter:

@@ -83,9 +83,14 @@ def test_a_writer_killed_mid_block_leaves_every_row_committed_exactly_once(ray_s
     thread = threading.Thread(target=write, daemon=True)
     thread.start()
     try:
-        # mid-block: a transaction is open and some of its rows are in the log already
-        wait_for(lambda: done[0] >= BLOCK_ROWS and ray.get(writer.acknowledged.remote()) > 0, timeout=300,
-                 interval=0.01)
+        def mid_block() -> bool:
+            """A block has ended, and the next one's transaction is open with rows in the log (all
+            of them once its commit is under way)."""
+            if not thread.is_alive():  # the write ended first: there is nothing left to kill mid-block
+                raise AssertionError(f"the write ended before its writer was seen mid-block: {outcome}")
+            return done[0] >= BLOCK_ROWS and ray.get(writer.acknowledged.remote()) > 0
+
+        wait_for(mid_block, timeout=300, interval=0.005)
         ray.kill(writer, no_restart=False)  # Ray restarts it; its init_transactions fences the attempt
     finally:
         thread.join(timeout=400)
