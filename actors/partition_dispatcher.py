@@ -53,13 +53,12 @@ class PartitionDispatcher:
         """`batch` cut by partition, each part in arrival order; bad explicit partitions fail here."""
         n = self.num_partitions
         keys = batch.keys if batch.keys is not None else [None] * len(batch)
-        if isinstance(keys, BinaryColumn):
-            keys = keys.to_list()
         if self.custom is not None:
-            chosen = [int(self.custom(k, n)) for k in keys]
+            parts = np.asarray([int(self.custom(k, n)) for k in keys], dtype=np.int64)
+        elif isinstance(keys, BinaryColumn):
+            parts = self.partitioner.partition_column(keys, n)
         else:
-            chosen = self.partitioner.partition_many(keys, n)
-        parts = np.asarray(chosen, dtype=np.int64)
+            parts = np.asarray(self.partitioner.partition_many(keys, n), dtype=np.int64)
         if batch.partitions is not None:
             explicit = np.asarray(batch.partitions, dtype=np.int64)
             parts = np.where(explicit >= 0, explicit, parts)
@@ -80,8 +79,7 @@ class PartitionDispatcher:
             return [(int(parts[0]), batch)]
         order = np.argsort(parts, kind="stable")
         bounds = np.flatnonzero(np.diff(parts[order])) + 1
-        return [(int(parts[idx[0]]), batch.take(idx.tolist(), int(parts[idx[0]])))
-                for idx in np.split(order, bounds)]
+        return [(int(parts[idx[0]]), batch.take(idx.tolist(), int(parts[idx[0]]))) for idx in np.split(order, bounds)]
 
     def _leaders(self) -> Any:
         """The window of calls to the topic's LeaderDispatcher (started here if not given)."""

@@ -25,6 +25,7 @@ import zlib
 
 import numpy as np
 
+from .columns import BinaryColumn
 from .errors import ConfigError
 
 __all__ = [
@@ -164,6 +165,29 @@ def _hash_many(keys: list[bytes], idx: list[int], rows_fn, out: list[int]) -> No
 # ---------------------------------------------------------------------------- partitioners
 
 
+def _hash_column(keys: BinaryColumn, rows: np.ndarray, rows_fn, scalar_fn) -> np.ndarray:
+    """The unsigned hash of each key of `keys` at `rows` (a null key as the empty key), one numpy
+    pass per distinct key length, straight from the column's buffer; a length shared by few keys
+    is hashed key by key (`scalar_fn`), where numpy's set-up costs more."""
+    source = np.frombuffer(keys.data, dtype=np.uint8)
+    starts = keys.offsets[rows]
+    lengths = keys.offsets[rows + 1] - starts
+    if keys.valid is not None:
+        lengths = np.where(keys.valid[rows], lengths, 0)
+    out = np.empty(len(rows), dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        for length in np.unique(lengths).tolist():
+            where = np.flatnonzero(lengths == length)
+            if len(where) < _VECTOR_MIN:
+                for i in where.tolist():
+                    start = int(starts[i])
+                    out[i] = scalar_fn(source[start:start + length].tobytes())
+                continue
+            matrix = source[starts[where][:, None] + np.arange(length, dtype=np.int64)]
+            out[where] = rows_fn(matrix.reshape(len(where), length), length)
+    return out
+
+
 def _check(num_partitions: int) -> None:
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, not {num_partitions}")
@@ -179,6 +203,10 @@ class Partitioner:
 
     def partition_many(self, keys: list[bytes | None], num_partitions: int) -> list[int]:
         raise NotImplementedError
+
+    def partition_column(self, keys: BinaryColumn, num_partitions: int) -> np.ndarray:
+        """`partition_many` for keys packed in a column: the same partitions, as an int64 array."""
+        return np.asarray(self.partition_many(keys.to_list(), num_partitions), dtype=np.int64)
 
 
 class _HashPartitioner(Partitioner):
@@ -212,6 +240,10 @@ class _HashPartitioner(Partitioner):
 
     def _reduce(self, h: int, n: int) -> int:
         return h % n
+
+    def _reduce_many(self, h: np.ndarray, n: int) -> np.ndarray:
+        """`_reduce` of every hash in `h` (uint32) at once."""
+        return h.astype(np.int64) % n
 
     def partition(self, key: bytes | None, num_partitions: int) -> int:
         _check(num_partitions)
@@ -252,6 +284,27 @@ class _HashPartitioner(Partitioner):
         return out
 
 
+    def partition_column(self, keys: BinaryColumn, num_partitions: int) -> np.ndarray:
+        """The keys hashed from the column's buffer, without a bytes object per key; null keys
+        as `partition_many` places them (empty keys too, for a partitioner that sends them to a
+        random partition: it hashes no key of its own here)."""
+        _check(num_partitions)
+        n = num_partitions
+        if self._rows is None or self.random_empty or len(keys) < _VECTOR_MIN:
+            return super().partition_column(keys, n)
+        out = np.empty(len(keys), dtype=np.int64)
+        valid = np.ones(len(keys), dtype=bool) if keys.valid is None else keys.valid
+        hashed = np.flatnonzero(valid) if self.random_null else np.arange(len(keys))
+        out[hashed] = self._reduce_many(_hash_column(keys, hashed, self._rows, self._hash), n)
+        if self.random_null:
+            nulls = np.flatnonzero(~valid)
+            if self.sticky_s:  # all of this call's null keys to the sticky partition
+                out[nulls] = self._random_partition(n) if len(nulls) else 0
+            else:
+                out[nulls] = [self._random_partition(n) for _ in range(len(nulls))]
+        return out
+
+
 class Murmur2Partitioner(_HashPartitioner):
     """librdkafka `murmur2`: Java's formula; a null key hashes as the empty key."""
 
@@ -261,6 +314,9 @@ class Murmur2Partitioner(_HashPartitioner):
 
     def _reduce(self, h: int, n: int) -> int:
         return (h & 0x7FFFFFFF) % n
+
+    def _reduce_many(self, h: np.ndarray, n: int) -> np.ndarray:
+        return (h & np.uint32(0x7FFFFFFF)).astype(np.int64) % n
 
 
 class Murmur2RandomPartitioner(Murmur2Partitioner):
@@ -279,6 +335,10 @@ class Fnv1aPartitioner(_HashPartitioner):
 
     def _reduce(self, h: int, n: int) -> int:
         return _fnv1a_abs(h) % n
+
+    def _reduce_many(self, h: np.ndarray, n: int) -> np.ndarray:
+        wide = h.astype(np.int64)
+        return np.where(wide & 0x80000000, 0x100000000 - wide, wide) % n
 
 
 class Fnv1aRandomPartitioner(Fnv1aPartitioner):

@@ -167,6 +167,50 @@ def test_partition_many_null_keys_random_and_hashed():
     assert set(out[0::2]) == {Murmur2Partitioner().partition(b"", 5)}
 
 
+@pytest.mark.parametrize(
+    "name", ["murmur2_random", "murmur2", "consistent", "consistent_random", "fnv1a", "fnv1a_random", "round_robin"]
+)
+def test_partition_column_places_keys_as_partition_many_does(name):
+    """Keys packed in a column (as `send_batch` and the Spark sink hand them over) land where the
+    same keys in a list do: every length, a length shared by many keys, keys whose hash has its
+    top bit set (fnv1a's absolute value), a sliced Arrow array and a null with bytes under it."""
+    import pyarrow as pa
+
+    from raykafka.wire.columns import BinaryColumn
+
+    rng = random.Random(5)
+    keys: list = [rng.randbytes(rng.randrange(1, 40)) for _ in range(3000)]
+    keys += [b"user-%06d" % i for i in range(2000)]
+    keys += [b""] * 100 if name != "consistent_random" else []
+    for n in (1, 6, 7, 1000):
+        expected = get_partitioner(name, 0).partition_many(keys, n)
+        got = get_partitioner(name, 0).partition_column(BinaryColumn.from_list(keys), n)
+        assert got.tolist() == expected
+    # an Arrow slice, with a null whose slot still spans bytes (Arrow allows it)
+    whole = pa.array([b"skipped"] + keys, pa.binary())
+    mask = pa.array([False] + [i == 7 for i in range(len(keys))])
+    column = BinaryColumn.from_arrow(pa.compute.if_else(mask, pa.scalar(None, pa.binary()), whole).slice(1))
+    assert column.valid is not None and not column.valid[7]
+    listed = keys[:7] + [None] + keys[8:]
+    if name.endswith("_random"):  # nulls go to a random partition: only the keyed ones compare
+        got = get_partitioner(name, 0).partition_column(column, 7).tolist()
+        assert [g for i, g in enumerate(got) if i != 7] == [
+            p for i, p in enumerate(get_partitioner(name, 0).partition_many(listed, 7)) if i != 7]
+        assert 0 <= got[7] < 7
+    else:
+        assert get_partitioner(name, 0).partition_column(column, 7).tolist() == \
+            get_partitioner(name, 0).partition_many(listed, 7)
+
+
+def test_partition_column_null_keys_share_the_sticky_partition():
+    from raykafka.wire.columns import BinaryColumn
+
+    keys = [None] * 500 + [b"k%d" % i for i in range(500)]
+    out = Murmur2RandomPartitioner(seed=1, sticky_ms=10_000).partition_column(BinaryColumn.from_list(keys), 6)
+    assert len(set(out[:500].tolist())) == 1
+    assert out[500:].tolist() == Murmur2Partitioner().partition_many(keys[500:], 6)
+
+
 def test_random_partitioner_covers_all():
     counts = Counter(RandomPartitioner(seed=5).partition_many([b"same"] * 7000, 7))
     assert set(counts) == set(range(7))
