@@ -326,8 +326,9 @@ class Producer:
                 raise BufferExhaustedError(
                     f"waited max.block.ms={int(self.max_block * 1000)} for {size} bytes of buffer.memory="
                     f"{self.buffer_memory} ({ledger.unresolved_bytes} bytes sent and not yet acknowledged)")
-            self._flush_now = True
-            self._cond.notify_all()
+            if not self._flush_now:  # hand over what is gathered; a sender already told needs no new wake-up
+                self._flush_now = True  # (waking every waiter each time round would have two blocked
+                self._cond.notify_all()  # send_batch calls wake each other in turn, a core's worth)
             self._cond.wait(left)
             self.metrics.blocked(left - (deadline - time.monotonic()))  # how long that wait took
             if self._closed:
