@@ -287,6 +287,36 @@ def test_a_send_batch_larger_than_buffer_memory_goes_in_slices_that_wait_for_roo
         assert log_of(cluster, "t", 0) == [b"warm"] + values + values[:slow.delivered]
 
 
+def test_send_batch_calls_blocked_on_buffer_memory_wait_without_spinning(ray_session, wait_for):
+    """Two send_batch calls waiting for room in buffer.memory (a Ray Data writer has two blocks in
+    flight) sleep until room is made: they do not wake each other in turn, which burned a core of
+    the caller's process for as long as the broker was slow."""
+    import threading
+
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
+        producer = Producer(config(cluster, **{"buffer.memory": 20_000, "max.block.ms": 20_000}))
+        try:
+            producer.send("t", b"warm").result(30)
+            cluster.delay(messages.PRODUCE, 4.0)
+            results: list = []
+            callers = [threading.Thread(target=lambda: results.append(producer.send_batch(
+                "t", [b"x" * 1000] * 30).result(60)), daemon=True) for _ in range(2)]
+            for caller in callers:
+                caller.start()
+            wait_for(lambda: producer.buffer_in_use > 15_000, timeout=10, interval=0.01)  # full: both wait
+            cpu, wall = time.process_time(), time.monotonic()
+            time.sleep(1.0)  # a window to measure the process's CPU over, while the broker holds the answer
+            cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+            assert cpu < 0.4 * wall, f"{cpu:.2f} s of CPU in {wall:.2f} s while blocked"
+            cluster.delay(messages.PRODUCE, 0)
+            for caller in callers:
+                caller.join(60)
+            assert [r.delivered for r in results] == [30, 30]
+        finally:
+            cluster.delay(messages.PRODUCE, 0)
+            producer.close(30)
+
+
 def test_a_too_large_message_fails_alone_and_the_rest_keep_their_partitions(ray_session):
     with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, \
             Producer(config(cluster, **{"max.request.size": 10_000})) as producer:
