@@ -79,7 +79,8 @@ class PartitionDispatcher:
             return [(int(parts[0]), batch)]
         order = np.argsort(parts, kind="stable")
         bounds = np.flatnonzero(np.diff(parts[order])) + 1
-        return [(int(parts[idx[0]]), batch.take(idx.tolist(), int(parts[idx[0]]))) for idx in np.split(order, bounds)]
+        return [(int(parts[idx[0]]), batch.take(idx.tolist(), int(parts[idx[0]])))
+                for idx in np.split(order, bounds)]
 
     def _leaders(self) -> Any:
         """The window of calls to the topic's LeaderDispatcher (started here if not given)."""

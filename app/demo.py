@@ -171,6 +171,16 @@ def expected_aggregates(rows: int) -> dict[str, tuple[int, int]]:
     return {KINDS[k]: (int((kinds == k).sum()), int(amounts[kinds == k].sum())) for k in range(len(KINDS))}
 
 
+def demo_events(spark: Any, rows: int) -> Any:
+    """The demo's events, made by Spark: a key of 1,000 users, a JSON value, one header."""
+    return spark.range(0, rows).selectExpr(
+        "cast(id % 1000 as string) as key",
+        f"to_json(named_struct('id', id, 'user', id % 1000, 'amount', id % 97, "
+        f"'kind', element_at(array({', '.join(repr(k) for k in KINDS)}), cast(id % {len(KINDS)} as int) + 1)))"
+        " as value",
+        "array(named_struct('key', 'source', 'value', cast('demo' as binary))) as headers")
+
+
 def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: Any = sys.stdout,
              progress_stream: Any = sys.stderr) -> DemoReport:
     from ..driver.admin import Admin
@@ -193,12 +203,7 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
         spark = init_spark("raykafka-demo")
         try:
             say(f"spark    RayDP session up; generating {rows:,} events")
-            events = spark.range(0, rows).selectExpr(
-                "cast(id % 1000 as string) as key",
-                f"to_json(named_struct('id', id, 'user', id % 1000, 'amount', id % 97, "
-                f"'kind', element_at(array({', '.join(repr(k) for k in KINDS)}), cast(id % {len(KINDS)} as int) + 1)))"
-                " as value",
-                "array(named_struct('key', 'source', 'value', cast('demo' as binary))) as headers")
+            events = demo_events(spark, rows)
 
             timeline = Timeline()
             bar = Progress("write", rows, timeline, progress_stream)

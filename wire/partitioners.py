@@ -283,11 +283,10 @@ class _HashPartitioner(Partitioner):
                     out[i] = randrange(n)
         return out
 
-
     def partition_column(self, keys: BinaryColumn, num_partitions: int) -> np.ndarray:
         """The keys hashed from the column's buffer, without a bytes object per key; null keys
-        as `partition_many` places them (empty keys too, for a partitioner that sends them to a
-        random partition: it hashes no key of its own here)."""
+        placed as `partition_many` places them. A partitioner without a vectorised hash, or one
+        that sends empty keys to a random partition, goes through the list instead."""
         _check(num_partitions)
         n = num_partitions
         if self._rows is None or self.random_empty or len(keys) < _VECTOR_MIN:

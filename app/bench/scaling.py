@@ -6,6 +6,9 @@ and nodes on this machine.
     python -m raykafka.app.bench.scaling nodes    [--rows 1000000] [--runs 3]   # 1, 2, 3 simulated nodes of 1 CPU
     python -m raykafka.app.bench.scaling sends    [--rows 500000] [--runs 3] [--keyed | --batch | --confluent]
     python -m raykafka.app.bench.scaling reads    [--rows 200000] [--runs 2]   # single-record batches: 1 reader, 2
+    python -m raykafka.app.bench.scaling demo-write [--rows 1000000] [--runs 3]  # the demo's write, step by step
+
+`sends --batch --keyed`: the table has a key column too (the 100 keys in turn).
 
 Object-store bytes are Ray's own count of bytes created in the stores (needs grpcio, which
 `ray[data]` does not install: `pip install grpcio`). Every run writes `--rows` rows of 100-byte values (no keys) from a materialized Ray Dataset of
@@ -186,8 +189,13 @@ def run_sends(args: argparse.Namespace, config: dict[str, Any], admin: Any, brok
     keys = KEYS if args.keyed else [None]
     if args.confluent:
         return run_confluent(args, config, admin, broker_pid)
-    label = "send_batch" if args.batch else "send, keyed" if args.keyed else "send"
-    table = pa.table({"value": pa.array([VALUE] * args.rows, pa.binary())}) if args.batch else None
+    label = ("send_batch" if args.batch else "send") + (", keyed" if args.keyed else "")
+    table = None
+    if args.batch:
+        columns = {"value": pa.array([VALUE] * args.rows, pa.binary())}
+        if args.keyed:
+            columns["key"] = pa.array([KEYS[i % len(KEYS)] for i in range(args.rows)], pa.binary())
+        table = pa.table(columns)
     runs = []
     with Producer({**config, "acks": 1, "linger.ms": 5}) as producer:
         for _ in range(args.runs):
@@ -256,6 +264,58 @@ def run_reads(args: argparse.Namespace, config: dict[str, Any], admin: Any) -> N
         print(summary(f"{readers} reader(s): readers' CPU", cpus, " s"))
 
 
+def run_demo_write(args: argparse.Namespace, config: dict[str, Any]) -> int:
+    """The demo's write, step by step, each run in a process of its own (a cold Ray, Spark and
+    pool, as the demo starts them): Spark making the events and RayDP handing them to Ray; the
+    first write (the pool of pipelines and the topic's stages start in it); the same rows again
+    to a topic whose stages are up (the write alone)."""
+    import subprocess
+
+    runs = []
+    for _ in range(args.runs):
+        done = subprocess.run([sys.executable, "-m", "raykafka.app.bench.scaling", "demo-write-once", "--rows",
+                               str(args.rows), "--bootstrap", config["bootstrap.servers"]],
+                              capture_output=True, text=True, check=True)
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(json.dumps(runs[-1]), flush=True)
+    for step in ("spark_to_ray_s", "first_write_s", "write_alone_s"):
+        print(summary(f"demo write: {step}", [r[step] for r in runs], " s"))
+    return 0
+
+
+def demo_write_once(rows: int, bootstrap: str) -> int:
+    import ray
+
+    from raykafka.app.demo import demo_events
+    from raykafka.driver.admin import Admin
+    from raykafka.spark_bridge.node_writers import POOLS
+    from raykafka.spark_bridge.session import init_ray, init_spark, stop_spark
+    from raykafka.spark_bridge.writer import _from_spark, write_dataset
+
+    config = {"bootstrap.servers": bootstrap}
+    init_ray(num_cpus=2)
+    spark = init_spark("raykafka-demo-write")
+    try:
+        with Admin(config) as admin:
+            first, again = topic(admin), topic(admin)
+        start = time.perf_counter()
+        ds = _from_spark(demo_events(spark, rows)).materialize()
+        made = time.perf_counter()
+        assert write_dataset(ds, first, config) == {"delivered": rows, "failed": 0}
+        first_write = time.perf_counter() - made
+        write_dataset(ds.limit(1000), again, config)  # the topic's stages up, untimed
+        start_again = time.perf_counter()
+        assert write_dataset(ds, again, config) == {"delivered": rows, "failed": 0}
+        alone = time.perf_counter() - start_again
+        print(json.dumps({"rows": rows, "spark_to_ray_s": round(made - start, 3), "first_write_s": round(first_write, 3),
+                          "write_alone_s": round(alone, 3)}), flush=True)
+    finally:
+        POOLS.close_all()
+        stop_spark()
+        ray.shutdown()
+    return 0
+
+
 def _read(config: dict[str, Any], ranges: list[Any]) -> tuple[int, float]:
     from raykafka.spark_bridge.ray_data import read_ranges
 
@@ -283,7 +343,8 @@ def run_pipelines(args: argparse.Namespace, config: dict[str, Any], admin: Any, 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["driver", "pipelines", "nodes", "sends", "reads"])
+    parser.add_argument("what", choices=["driver", "pipelines", "nodes", "sends", "reads", "demo-write",
+                                         "demo-write-once"])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--funnel-runs", type=int, default=3)
@@ -291,7 +352,10 @@ def main() -> int:
     parser.add_argument("--keyed", action="store_true", help="with `sends`: 100 keys in turn")
     parser.add_argument("--batch", action="store_true", help="with `sends`: one send_batch of an Arrow table")
     parser.add_argument("--confluent", action="store_true", help="with `sends`: confluent-kafka's produce()")
+    parser.add_argument("--bootstrap", help="with `demo-write-once`: the broker to write to")
     args = parser.parse_args()
+    if args.what == "demo-write-once":
+        return demo_write_once(args.rows, args.bootstrap)
 
     import ray
 
@@ -303,6 +367,8 @@ def main() -> int:
         broker_pid = broker.process.pid
         if args.what == "nodes":
             return run_nodes(args, config, broker_pid)
+        if args.what == "demo-write":
+            return run_demo_write(args, config)
         if args.what == "reads":
             with Admin(config) as admin:
                 run_reads(args, config, admin)
