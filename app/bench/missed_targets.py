@@ -23,14 +23,19 @@ PROFILES: dict[str, str] = {
         "**Batch produce at 1.5× confluent-kafka.** Both clients spend about the same CPU a message, and\n"
         "two cores carry no more. `python -m raykafka.app.bench.scaling sends --batch --rows 1000000`\n"
         "and `... sends --confluent --rows 1000000` (CPU of every process, 3 runs each, 2026-11-25):\n"
-        "`send_batch` spent 1.12 µs a message (1.06–1.20) in one series and 1.32 (1.32–1.42) in a\n"
-        "later one (the Flusher 0.32, encoding the record batches; the driver 0.25, the Arrow columns;\n"
-        "the broker 0.24–0.27; the ProducerResults 0.12; the dispatchers and the Aggregator 0.11\n"
-        "together); confluent-kafka's `produce()` spent 1.15 (1.11–1.21), 0.84 (0.82–0.88) of it its\n"
-        "own and 0.28 (0.26–0.31) the broker's. At 1.1–1.3 µs a message two cores top out at 1.5M–1.8M\n"
-        "msg/s for either; 1.5× confluent would need our client's share near 0.5 µs a message. What\n"
-        "would close it: less work a message in the Flusher (encoding straight from the shared column\n"
-        "into the request buffer) and in the driver; on a node with more cores, a second pipeline."),
+        "`send_batch` spent 1.24 µs a message (1.22–1.27) at 1.38M msg/s (1.38M–1.40M): the Flusher\n"
+        "0.38, encoding the record batches; the driver 0.27, the Arrow columns; the broker 0.27; the\n"
+        "ProducerResults 0.15; the dispatchers and the Aggregator 0.14 together. confluent-kafka's\n"
+        "`produce()` spent 1.15 (1.11–1.21), 0.84 (0.82–0.88) of it its own and 0.28 (0.26–0.31) the\n"
+        "broker's. At 1.1–1.3 µs a message two cores top out at 1.5M–1.8M msg/s for either; 1.5×\n"
+        "confluent would need our client's share near 0.5 µs a message. With keys (`... sends --batch\n"
+        "--keyed`, the 100 keys in turn) the rows of a partition are gathered out of the shared column:\n"
+        "Arrow's `take` now does it value by value, and the keys are hashed straight from their column\n"
+        "(`Partitioner.partition_column`): 2.16 µs a message (2.12–2.21) and 824k msg/s (823k–833k),\n"
+        "against 2.96 (2.92–3.06) and 603k (584k–630k) before, the Flusher 0.60 µs against 0.99 and\n"
+        "the PartitionDispatcher 0.28 against 0.59. What would close it: less work a message in the\n"
+        "Flusher (encoding straight from the shared column into the request buffer) and in the\n"
+        "driver; on a node with more cores, a second pipeline."),
     "per-message send with keys ≥ 1.0× aiokafka with keys": (
         "**Per-message `send` with keys at 1.0× aiokafka.** The ratio moves with the machine's load:\n"
         "0.98× in a full run of 2026-11-24, 1.17× and 1.22× in runs of only the send rows and 1.10× in\n"
@@ -69,11 +74,29 @@ PROFILES: dict[str, str] = {
 }
 
 
+# a target of the issue that no bench row measures: always printed, with its own command
+DEMO_WRITE = (
+    "**The demo's write in under 5 s** (no bench row: `raykafka demo` prints it). Missed: 13.4 s on\n"
+    "2026-11-25. `python -m raykafka.app.bench.scaling demo-write --rows 1000000 --runs 3` takes it\n"
+    "step by step, each run in a fresh process as the demo is (2026-11-25): Spark making the\n"
+    "1,000,000 events and RayDP handing them to Ray, 8.74 s (8.48–8.90); the first write, which\n"
+    "starts the pool of pipelines and the topic's stages, 4.24 s (4.09–4.30); the same rows again,\n"
+    "the stages up, 1.76 s (1.46–1.89). On the code before this round's keyed changes: 8.69 s\n"
+    "(8.64–8.85), 4.52 s (4.45–4.81) and 2.01 s (1.78–2.45). The write itself is under 2 s; two\n"
+    "thirds of the demo's write is Spark's job on a cold JVM and RayDP's recoverable conversion\n"
+    "(Arrow bytes cached in Spark, then fetched by Ray tasks from the executors), the rest the\n"
+    "start of about ten processes on two cores. Starting the pipelines while Spark works did not\n"
+    "help here (12.06–13.59 s against 12.38–12.88, 3 runs each): the start costs CPU, which Spark\n"
+    "is using. What would close it: handing Spark's partitions to the writers as each is made\n"
+    "(not after the whole job), and fewer processes to start.")
+
+
 def section(missed: list[str]) -> str:
-    """The heading and each missed target's profile, once each, in the order of `missed`."""
+    """The heading, each missed target's profile, once each, in the order of `missed`, then the
+    demo's write (no bench row); nothing when the run missed nothing."""
     seen: list[str] = []
     for target in missed:
         profile = PROFILES.get(target)
         if profile is not None and profile not in seen:
             seen.append(profile)
-    return "\n\n".join([HEADING, *seen]) if seen else ""
+    return "\n\n".join([HEADING, *seen, DEMO_WRITE]) if seen else ""
