@@ -107,7 +107,9 @@ def test_a_writer_killed_mid_block_leaves_every_row_committed_exactly_once(ray_s
     print(f"exactly-once kill run: {rows} rows, {len(committed)} read_committed, {duplicates} duplicates, "
           f"{missing} missing, {in_log} read_uncommitted ({in_log - rows} aborted)")
     assert (duplicates, missing, set(counts) - expected) == (0, 0, set())
-    assert in_log > rows  # the killed attempt's rows were really written, then aborted
+    # the killed attempt's rows were written, then aborted (in_log > rows); or, when the kill landed
+    # as its commit went through, the restarted writer found the block's marker and wrote nothing again
+    assert in_log >= rows
 
 
 @pytest.mark.parametrize("given", ["yes", 1, None])
