@@ -104,18 +104,6 @@ def _fnv1a_abs(u: int) -> int:
 # ---------------------------------------------------------------------------- vectorised hashing
 
 
-def _by_length(keys: list[bytes], idx: list[int]) -> dict[int, tuple[list[int], list[bytes]]]:
-    groups: dict[int, tuple[list[int], list[bytes]]] = {}
-    for i in idx:
-        k = keys[i]
-        g = groups.get(len(k))
-        if g is None:
-            groups[len(k)] = g = ([], [])
-        g[0].append(i)
-        g[1].append(k)
-    return groups
-
-
 def _murmur2_rows(rows: np.ndarray, length: int) -> np.ndarray:
     """murmur2 (unsigned) of every row of a (count, length) uint8 array."""
     m = np.uint32(_MURMUR_M)
@@ -151,15 +139,6 @@ def _fnv1a_rows(rows: np.ndarray, length: int) -> np.ndarray:
         h ^= rows[:, j].astype(np.uint32)
         h *= prime
     return h
-
-
-def _hash_many(keys: list[bytes], idx: list[int], rows_fn, out: list[int]) -> None:
-    """out[i] = unsigned hash of keys[i] for i in idx, one numpy pass per distinct key length."""
-    with np.errstate(over="ignore"):
-        for length, (where, group) in _by_length(keys, idx).items():
-            rows = np.frombuffer(b"".join(group), dtype=np.uint8).reshape(len(group), length)
-            for i, h in zip(where, rows_fn(rows, length).tolist(), strict=True):
-                out[i] = h
 
 
 # ---------------------------------------------------------------------------- partitioners
@@ -258,30 +237,10 @@ class _HashPartitioner(Partitioner):
         n = num_partitions
         if self.random_null and self.sticky_s and keys.count(None) == len(keys):
             return [self._random_partition(n)] * len(keys)  # unkeyed: all to the sticky partition
-        if len(keys) < _VECTOR_MIN or self._rows is None:
+        if len(keys) < _VECTOR_MIN or self._rows is None or self.random_empty:
             return [self.partition(k, n) for k in keys]
-        out = [0] * len(keys)
-        hashed: list[int] = []
-        keys = list(keys)
-        randrange = self._random_partition
-        for i, k in enumerate(keys):
-            if k is None or (not k and self.random_empty):
-                if self.random_null:
-                    out[i] = -1
-                    continue
-                keys[i] = b""
-            elif type(k) is not bytes:
-                keys[i] = bytes(k)
-            hashed.append(i)
-        _hash_many(keys, hashed, self._rows, out)
-        reduce = self._reduce
-        for i in hashed:
-            out[i] = reduce(out[i], n)
-        if self.random_null:
-            for i, p in enumerate(out):
-                if p < 0:
-                    out[i] = randrange(n)
-        return out
+        packed = BinaryColumn.from_list([k if k is None or type(k) is bytes else bytes(k) for k in keys])
+        return self.partition_column(packed, n).tolist()
 
     def partition_column(self, keys: BinaryColumn, num_partitions: int) -> np.ndarray:
         """The keys hashed from the column's buffer, without a bytes object per key; null keys
