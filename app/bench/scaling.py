@@ -7,8 +7,14 @@ and nodes on this machine.
     python -m raykafka.app.bench.scaling sends    [--rows 500000] [--runs 3] [--keyed | --batch | --confluent]
     python -m raykafka.app.bench.scaling reads    [--rows 200000] [--runs 2]   # single-record batches: 1 reader, 2
     python -m raykafka.app.bench.scaling demo-write [--rows 1000000] [--runs 3]  # the demo's write, step by step
+    python -m raykafka.app.bench.scaling hops     [--rows 500] [--runs 3]      # what one actor hop costs here
 
 `sends --batch --keyed`: the table has a key column too (the 100 keys in turn).
+
+`hops`: the floor under send→ack latency. A round trip through a chain of `HOPS` trivial actors
+(each call's result the next call's argument), as plain Ray calls and as a Ray compiled graph;
+and our producer's send→ack at linger.ms=0 when idle (one message at a time). `--rows` round
+trips a run, one every 5 ms.
 
 Object-store bytes are Ray's own count of bytes created in the stores (needs grpcio, which
 `ray[data]` does not install: `pip install grpcio`). Every run writes `--rows` rows of 100-byte values (no keys) from a materialized Ray Dataset of
@@ -341,10 +347,70 @@ def run_pipelines(args: argparse.Namespace, config: dict[str, Any], admin: Any, 
                                                            for r in runs], " us"))
 
 
+HOPS = 6  # actor hops of a message's path and its answer's: PD, LD, Aggregator, Flusher, results, driver
+
+
+def run_hops(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
+    import ray
+    from ray.dag import InputNode
+
+    from raykafka.driver.producer import Producer
+
+    @ray.remote(num_cpus=0)
+    class Hop:
+        def f(self, x: bytes) -> bytes:
+            return x
+
+    chain = [Hop.remote() for _ in range(HOPS)]
+    ray.get([h.__ray_ready__.remote() for h in chain])
+
+    def plain() -> None:
+        ref: Any = VALUE
+        for h in chain:
+            ref = h.f.remote(ref)
+        ray.get(ref)
+
+    with InputNode() as given:
+        node = given
+        for h in chain:
+            node = h.f.bind(node)
+    compiled = node.experimental_compile()
+    name = topic(admin)
+    producer = Producer({**config, "linger.ms": 0, "acks": 1})
+    try:
+        def send() -> None:
+            producer.send(name, VALUE).result(30)
+
+        ways = {f"plain Ray calls, {HOPS} actors": plain,
+                f"compiled graph, {HOPS} actors": lambda: ray.get(compiled.execute(VALUE)),
+                "raykafka send()->ack, idle, linger.ms=0": send}
+        found: dict[str, list[tuple[float, float]]] = {label: [] for label in ways}
+        for _ in range(args.runs):
+            for label, call in ways.items():
+                for _ in range(20):  # warm
+                    call()
+                took = []
+                for _ in range(args.rows):
+                    start = time.perf_counter()
+                    call()
+                    took.append(time.perf_counter() - start)
+                    time.sleep(0.005)
+                took.sort()
+                p50, p99 = took[len(took) // 2] * 1e3, took[min(len(took) - 1, len(took) * 99 // 100)] * 1e3
+                found[label].append((p50, p99))
+                print(json.dumps({"way": label, "p50_ms": round(p50, 3), "p99_ms": round(p99, 3)}), flush=True)
+        for label, runs in found.items():
+            print(summary(f"{label}: p50", [r[0] for r in runs], " ms"))
+            print(summary(f"{label}: p99", [r[1] for r in runs], " ms"))
+    finally:
+        producer.close()
+        compiled.teardown()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("what", choices=["driver", "pipelines", "nodes", "sends", "reads", "demo-write",
-                                         "demo-write-once"])
+                                         "demo-write-once", "hops"])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--funnel-runs", type=int, default=3)
@@ -375,8 +441,8 @@ def main() -> int:
             return 0
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
         with Admin(config) as admin:
-            {"driver": run_driver, "pipelines": run_pipelines, "sends": run_sends}[args.what](args, config, admin,
-                                                                                              broker_pid)
+            {"driver": run_driver, "pipelines": run_pipelines, "sends": run_sends,
+             "hops": run_hops}[args.what](args, config, admin, broker_pid)
         from raykafka.spark_bridge.node_writers import POOLS
 
         POOLS.close_all()
