@@ -115,6 +115,7 @@ async def read_committed_ours(cluster: Cluster, topic: str) -> tuple[list[bytes]
         version = min(conn.version_for(messages.FETCH), 12)  # v13+ names topics by id
         reader = CommittedReader(by_markers=True)
         offset, stable = 0, None
+        decided = 0  # every offset before it is handed out or dropped (held batches stay after it)
         for _ in range(50):
             body = {"max_wait_ms": 100, "min_bytes": 1, "max_bytes": 8 << 20, "isolation_level": READ_COMMITTED,
                     "topics": [{"topic": topic, "partitions": [
@@ -124,9 +125,10 @@ async def read_committed_ours(cluster: Cluster, topic: str) -> tuple[list[bytes]
             listed = listed or bool(data.aborted_transactions)
             stable = data.last_stable_offset if data.last_stable_offset >= 0 else data.high_watermark
             fetched = [b for b in decode_record_batches(data.records or b"") if b.next_offset > offset]
-            for batch in reader.feed(fetched, data.aborted_transactions):
-                out.extend(r.value for r in batch.records if r.offset >= offset)
+            for batch in reader.feed(fetched, data.aborted_transactions):  # held ones come out later
+                out.extend(r.value for r in batch.records if r.offset >= decided)
             offset = max([offset] + [b.next_offset for b in fetched])
+            decided = offset if reader.first_held is None else reader.first_held
             if offset >= stable:
                 break
         assert stable is not None and offset >= stable, f"{topic}/{partition}: fetched to {offset} of {stable}"
