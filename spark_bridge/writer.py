@@ -24,7 +24,9 @@ given, is the prefix of the writers' transactional ids.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from .sink import KafkaWriteError, WriteResult, check_exactly_once, sink_table
@@ -135,7 +137,11 @@ def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | N
         raise ValueError(f"a Kafka sink needs a 'value' column; the DataFrame has {columns}")
     if topic is None and "topic" not in columns:
         raise ValueError("topic: give a topic, or a 'topic' column")
-    counts = write_dataset(_from_spark(df), topic, config, on_progress, producer, pipelines_per_node, exactly_once)
+    try:
+        counts = write_dataset(_from_spark(df), topic, config, on_progress, producer, pipelines_per_node,
+                               exactly_once)
+    finally:
+        _release_spark(df)
     log.info("wrote %d rows to Kafka", counts["delivered"])
     return counts
 
@@ -144,10 +150,26 @@ def _from_spark(df: Any) -> Any:
     """`ray.data.from_spark(df)`, one block per Spark partition, without the warning that Ray
     2.60's `from_spark` gives on every call (it passes its `parallelism=None` default on as a
     deprecated argument): the same RayDP conversion, called directly."""
-    import warnings
-
     import raydp
 
-    with warnings.catch_warnings():  # RayDP 1.6.5 reads df.sql_ctx, which pyspark 3.5 deprecates
-        warnings.filterwarnings("ignore", message="DataFrame.sql_ctx is an internal property", category=UserWarning)
+    with _raydp_reading_sql_ctx():
         return raydp.spark.spark_dataframe_to_ray_dataset(df)
+
+
+def _release_spark(df: Any) -> None:
+    """Unpersist what `_from_spark(df)` cached in Spark. RayDP's conversion keeps the DataFrame's
+    Arrow bytes in Spark's block manager (memory, then disk), for Ray to fetch again should a node
+    be lost while the blocks are read, until the SparkContext stops; once the write has ended,
+    whatever its outcome, nothing will read them again."""
+    from raydp.spark.dataset import release_spark_recoverable
+
+    with _raydp_reading_sql_ctx():
+        release_spark_recoverable(df)
+
+
+@contextmanager
+def _raydp_reading_sql_ctx() -> Iterator[None]:
+    """RayDP 1.6.5 reads df.sql_ctx, which pyspark 3.5 deprecates: not the caller's warning."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="DataFrame.sql_ctx is an internal property", category=UserWarning)
+        yield

@@ -76,6 +76,30 @@ def test_write_fails_loudly_naming_the_cause(spark, bootstrap, topic_name):
         write_kafka(spark.range(0, 3), "t", config)
 
 
+def cached_rdds(spark) -> list[str]:
+    """What Spark holds cached (persisted RDDs with blocks in memory or on disk)."""
+    return [f"rdd {info.id()}: {info.memSize()} B in memory, {info.diskSize()} B on disk"
+            for info in spark.sparkContext._jsc.sc().getRDDStorageInfo()]
+
+
+def test_a_write_leaves_nothing_cached_in_spark_whether_it_succeeds_or_fails(spark, bootstrap, topic_name):
+    """The Spark → Ray conversion caches the DataFrame's Arrow bytes in Spark, to fetch them again
+    if a Ray node is lost mid-write; a write releases them when it ends, whatever its outcome, so
+    that a notebook writing again and again does not fill Spark's memory and disk."""
+    topic = topic_name("spark-cache")
+    config = {"bootstrap.servers": bootstrap}
+    with Admin(config) as admin:
+        admin.create_topics({topic: 2})
+    assert cached_rdds(spark) == []
+    df = spark.range(0, 20_000).selectExpr("cast(id as string) as value")
+    for _ in range(2):  # the same DataFrame twice: each write's cache is released
+        assert write_kafka(df, topic, config) == {"delivered": 20_000, "failed": 0}
+        assert cached_rdds(spark) == []
+    with pytest.raises(KafkaWriteError):
+        write_kafka(df, topic_name("missing"), config)
+    assert cached_rdds(spark) == []
+
+
 # what the demo printed before its calls were mended: Ray's `parallelism` deprecation (from
 # `ray.data.from_spark`), Ray Data without tqdm, log4j without a configuration, RayDP's reading of
 # `ray.worker.global_worker`, pyspark's `sql_ctx` deprecation (also RayDP's), Spark's start-up notes
