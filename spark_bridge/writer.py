@@ -160,11 +160,15 @@ def _release_spark(df: Any) -> None:
     """Unpersist what `_from_spark(df)` cached in Spark. RayDP's conversion keeps the DataFrame's
     Arrow bytes in Spark's block manager (memory, then disk), for Ray to fetch again should a node
     be lost while the blocks are read, until the SparkContext stops; once the write has ended,
-    whatever its outcome, nothing will read them again."""
+    whatever its outcome, nothing will read them again. Best effort: a Spark gone under the
+    write (its JVM dead, say) must not hide the write's own outcome behind this one."""
     from raydp.spark.dataset import release_spark_recoverable
 
-    with _raydp_reading_sql_ctx():
-        release_spark_recoverable(df)
+    try:
+        with _raydp_reading_sql_ctx():
+            release_spark_recoverable(df)
+    except Exception as exc:  # py4j's errors, Spark stopped: what the write itself did stands
+        log.warning("releasing the DataFrame's cached Arrow bytes in Spark failed: %s", exc)
 
 
 @contextmanager

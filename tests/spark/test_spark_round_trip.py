@@ -100,6 +100,26 @@ def test_a_write_leaves_nothing_cached_in_spark_whether_it_succeeds_or_fails(spa
     assert cached_rdds(spark) == []
 
 
+def test_a_release_that_fails_does_not_hide_the_writes_own_outcome(spark, bootstrap, topic_name, monkeypatch,
+                                                                     caplog):
+    """A Spark gone under the write fails the release too; the write's own error is what the
+    caller gets, and the failed release is logged."""
+    import raydp.spark.dataset as raydp_dataset
+
+    release = raydp_dataset.release_spark_recoverable
+
+    def gone(df) -> None:
+        raise RuntimeError("py4j: the JVM is gone")
+
+    monkeypatch.setattr(raydp_dataset, "release_spark_recoverable", gone)
+    df = spark.range(0, 10).selectExpr("cast(id as string) as value")
+    with pytest.raises(KafkaWriteError, match="10 of 10 rows.*does not exist"):
+        write_kafka(df, topic_name("missing"), {"bootstrap.servers": bootstrap})
+    assert "releasing the DataFrame's cached Arrow bytes in Spark failed: py4j: the JVM is gone" in caplog.text
+    release(df)  # what the failed release left cached, for the tests after this one
+    assert cached_rdds(spark) == []
+
+
 # what the demo printed before its calls were mended: Ray's `parallelism` deprecation (from
 # `ray.data.from_spark`), Ray Data without tqdm, log4j without a configuration, RayDP's reading of
 # `ray.worker.global_worker`, pyspark's `sql_ctx` deprecation (also RayDP's), Spark's start-up notes
