@@ -21,7 +21,7 @@ LATENCY = (
     "message at a time, is 10.19 ms at p50 (9.28–11.49) and 17.35 ms at p99 (16.56–18.53): the\n"
     "plain hops' floor plus the stages' work and the broker's answer. Under the bench's load a\n"
     "message also waits, on average, half a round trip for the one before it, which makes the\n"
-    "13 ms p50. What would close it: not a faster stage, but fewer plain calls on a warm\n"
+    "12–13 ms p50. What would close it: not a faster stage, but fewer plain calls on a warm\n"
     "partition's path: its fixed stages as a compiled graph (seven times cheaper a chain here),\n"
     "with the plain calls kept for what changes the graph (a new topic or leader, a retry, a\n"
     "dead actor, which tears a compiled graph down).")
