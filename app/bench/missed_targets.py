@@ -3,28 +3,55 @@ into BENCHMARKS.md the profile of every target the run missed. Each names the ro
 run that hold the evidence; the profiles it quotes were taken apart from the bench, each with
 the command that takes it again and the day it was taken."""
 
+import json
+from pathlib import Path
+
 HEADING = "## Targets missed: what explains them, what would close them"
 
-LATENCY = (
+HOPS_FIGURES = Path(__file__).resolve().parents[2] / "SCALING.hops.json"  # `scaling hops --out` writes it
+
+LATENCY_PATH = (
     "**Send → acknowledgement latency at `linger.ms=0`.** A message crosses five processes on its\n"
     "way (the driver's sender, the topic's PartitionDispatcher, its LeaderDispatcher, the broker's\n"
     "Aggregator and Flusher), and its acknowledgement two more (the ProducerResults, then the\n"
     "driver's results thread); each hop is a Ray actor call. One call chain per message is more than\n"
     "two cores carry at the bench's rate, so the sender coalesces as Nagle's rule does: while\n"
     "messages it handed over are unanswered, new ones gather (up to 50 ms). The latency table's\n"
-    "row \"Nagle wait off\" is the same keyed run with that wait switched off: what the rule saves.\n"
-    "The hops alone are over the target here. `python -m raykafka.app.bench.scaling hops --rows 500\n"
-    "--runs 3` (2026-11-25; 500 round trips a run, one every 5 ms): through a chain of six trivial\n"
-    "actors, each call's result the next one's argument, plain Ray calls take 5.96 ms at p50\n"
-    "(5.77–6.15) and 13.98 ms at p99 (11.22–14.61); the same six actors as a Ray compiled graph\n"
-    "take 0.82 ms (0.77–0.84) and 2.98 ms (2.96–4.80). Our idle send→ack at linger.ms=0, one\n"
-    "message at a time, is 10.19 ms at p50 (9.28–11.49) and 17.35 ms at p99 (16.56–18.53): the\n"
-    "plain hops' floor plus the stages' work and the broker's answer. Under the bench's load a\n"
-    "message also waits, on average, half a round trip for the one before it, which makes the\n"
-    "12–13 ms p50. What would close it: not a faster stage, but fewer plain calls on a warm\n"
-    "partition's path: its fixed stages as a compiled graph (seven times cheaper a chain here),\n"
-    "with the plain calls kept for what changes the graph (a new topic or leader, a retry, a\n"
-    "dead actor, which tears a compiled graph down).")
+    "row \"Nagle wait off\" is the same keyed run with that wait switched off: what the rule saves.\n")
+LATENCY_HOPS = (
+    "The hops alone are over the target here. `{command}` ({taken}; median of the runs, lowest–highest\n"
+    "run): through a chain of six trivial actors, each call's result the next one's argument, plain\n"
+    "Ray calls take {plain_p50} at p50 and {plain_p99} at p99; the same six actors as a Ray compiled\n"
+    "graph take {compiled_p50} and {compiled_p99}. Our idle send→ack at linger.ms=0, one message at\n"
+    "a time, is {ours_p50} at p50 and {ours_p99} at p99: the plain hops' floor plus the stages' work\n"
+    "and the broker's answer (taken apart from the bench's latency rows: compare each with its own run). ")
+LATENCY_CLOSE = (
+    "What might close it: not a faster stage, but fewer plain calls on a warm partition's path:\n"
+    "its fixed stages as a compiled graph, with the plain calls kept for what changes the graph (a\n"
+    "new topic or leader, a retry, a dead actor, which tears a compiled graph down); its p99 would\n"
+    "have to be measured on the real stages first.")
+
+
+def _ms(figure: dict[str, float]) -> str:
+    return f"{figure['median']:.2f} ms ({figure['min']:.2f}–{figure['max']:.2f})"
+
+
+def latency(path: Path = HOPS_FIGURES) -> str:
+    """The latency profile, with the hop figures of the last `scaling hops --out` run (none when
+    that file is not there: the profile then names the command only)."""
+    try:
+        taken = json.loads(path.read_text())
+        f = taken["figures"]
+        hops = LATENCY_HOPS.format(
+            command=taken["command"], taken=taken["taken"],
+            plain_p50=_ms(f["plain Ray calls, 6 actors: p50"]), plain_p99=_ms(f["plain Ray calls, 6 actors: p99"]),
+            compiled_p50=_ms(f["compiled graph, 6 actors: p50"]), compiled_p99=_ms(f["compiled graph, 6 actors: p99"]),
+            ours_p50=_ms(f["raykafka send()->ack, idle, linger.ms=0: p50"]),
+            ours_p99=_ms(f["raykafka send()->ack, idle, linger.ms=0: p99"]))
+    except (OSError, KeyError, ValueError):
+        hops = ("What one actor hop costs here: `python -m raykafka.app.bench.scaling hops --out "
+                "SCALING.hops.json`. ")
+    return LATENCY_PATH + hops + LATENCY_CLOSE
 
 # a target's text, as report.py's table names it -> its profile
 PROFILES: dict[str, str] = {
@@ -69,8 +96,8 @@ PROFILES: dict[str, str] = {
         "slowly than one. On topics of 10,000-record batches the Consumer row above, with the same\n"
         "decoding, shows what the client does when the broker keeps up. What would close it: nothing on\n"
         "the client's side of this topic; the row compares two readers of a broker-bound topic."),
-    "p99 latency ≤ 2× confluent-kafka's": LATENCY,
-    "p99 latency with keyed ≤ 2× confluent-kafka's": LATENCY,
+    "p99 latency ≤ 2× confluent-kafka's": LATENCY_PATH,  # stands for `latency()`, filled in by `section`
+    "p99 latency with keyed ≤ 2× confluent-kafka's": LATENCY_PATH,
     "producer actors' peak RSS ≤ 400 MiB": (
         "**Producer memory.** The memory row's note gives each role's resident memory once the pipeline\n"
         "is warm and at its peak during the write, what a bare Ray actor process holds on this\n"
@@ -107,6 +134,8 @@ def section(missed: list[str]) -> str:
     seen: list[str] = []
     for target in missed:
         profile = PROFILES.get(target)
+        if profile is LATENCY_PATH:
+            profile = latency()
         if profile is not None and profile not in seen:
             seen.append(profile)
     return "\n\n".join([HEADING, *seen, DEMO_WRITE]) if seen else ""

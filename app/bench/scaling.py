@@ -140,8 +140,24 @@ def timed_write(write: Any, rows: int, broker_pid: int) -> dict[str, Any]:
             "cpu_s": {k: round(v, 3) for k, v in cpu.items()}}
 
 
+FIGURES: dict[str, dict[str, float]] = {}  # every summary of this run, by label, for `--out`
+
+
 def summary(label: str, values: list[float], unit: str = "") -> str:
+    """One figure's line (median, min, max of the runs), also kept in FIGURES."""
+    FIGURES[label] = {"median": round(statistics.median(values), 4), "min": round(min(values), 4),
+                      "max": round(max(values), 4), "n": len(values)}
     return f"{label}: median {statistics.median(values):.4g}{unit} (min {min(values):.4g}, max {max(values):.4g}, n={len(values)})"
+
+
+def write_figures(path: str, argv: list[str]) -> None:
+    """The run's summaries as JSON, with the command and the day: what a report quotes from."""
+    import datetime
+
+    with open(path, "w") as out:
+        json.dump({"command": "python -m raykafka.app.bench.scaling " + " ".join(argv),
+                   "taken": datetime.date.today().isoformat(), "figures": FIGURES}, out, indent=1)
+        out.write("\n")
 
 
 def run_driver(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
@@ -419,7 +435,17 @@ def main() -> int:
     parser.add_argument("--batch", action="store_true", help="with `sends`: one send_batch of an Arrow table")
     parser.add_argument("--confluent", action="store_true", help="with `sends`: confluent-kafka's produce()")
     parser.add_argument("--bootstrap", help="with `demo-write-once`: the broker to write to")
+    parser.add_argument("--out", help="also write the run's summaries here, as JSON (`hops`: SCALING.hops.json, "
+                                      "which BENCHMARKS.md's latency profile quotes)")
     args = parser.parse_args()
+    code = run(args)
+    if args.out:
+        write_figures(args.out, [a for a in sys.argv[1:] if not a.startswith("--out")
+                                 and a != args.out])
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
     if args.what == "demo-write-once":
         return demo_write_once(args.rows, args.bootstrap)
 

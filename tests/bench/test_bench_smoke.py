@@ -97,6 +97,25 @@ def test_each_profile_names_a_target_and_only_missed_ones_are_printed():
     assert "**Producer memory.**" in text and "**Batch produce" not in text
 
 
+def test_the_latency_profile_quotes_the_hops_run_it_is_given_and_only_names_the_command_without_one(tmp_path):
+    import json
+
+    from raykafka.app.bench import missed_targets
+
+    labels = ["plain Ray calls, 6 actors", "compiled graph, 6 actors", "raykafka send()->ack, idle, linger.ms=0"]
+    figures = {f"{label}: {p}": {"median": 1.5 + i, "min": 1.25 + i, "max": 2.0 + i, "n": 3}
+               for i, label in enumerate(labels) for p in ("p50", "p99")}
+    path = tmp_path / "hops.json"
+    path.write_text(json.dumps({"command": "python -m raykafka.app.bench.scaling hops --runs 3",
+                                "taken": "2026-01-02", "figures": figures}))
+    text = missed_targets.latency(path)
+    assert "`python -m raykafka.app.bench.scaling hops --runs 3` (2026-01-02;" in text
+    assert "plain\nRay calls take 1.50 ms (1.25–2.00) at p50" in text
+    assert "graph take 2.50 ms (2.25–3.00)" in text and "is 3.50 ms (3.25–4.00) at p50" in text
+    missing = missed_targets.latency(tmp_path / "none.json")
+    assert "ms (" not in missing and "scaling hops --out SCALING.hops.json" in missing
+
+
 def test_a_target_is_met_only_when_our_slowest_run_meets_it():
     import statistics
 
