@@ -1,12 +1,13 @@
 """Ray Data without Spark: a Kafka datasource (a block per partition range) and a datasink.
 
-    ds = ray.data.read_datasource(KafkaDatasource(["events"], {"bootstrap.servers": ...}))
+    source = KafkaDatasource(["events"], {"bootstrap.servers": ...})
+    ds = ray.data.read_datasource(source, override_num_blocks=source.task_count())
     ds.write_datasink(KafkaDatasink("events", {"bootstrap.servers": ...}))
 
 Ranges are fixed on the driver when the read is planned (`offsets.resolve_ranges`); each
-read task fetches its ranges from their leaders, all at once, each asking for the whole range
-and for the next piece while it decodes one, and yields a table per range with Spark's Kafka
-source schema. The datasink's write tasks hand their blocks, whole, to a producer pipeline on
+read task fetches its ranges from their leaders, all at once over one connection to each
+broker, each asking for the whole range and for the next piece while it decodes one, and yields
+a table per range with Spark's Kafka source schema. The datasink's write tasks hand their blocks, whole, to a producer pipeline on
 their own node (`node_writers`); the driver only starts the pipelines and sums the counts.
 """
 
@@ -41,19 +42,31 @@ def read_range(config: Mapping[str, Any], part: PartitionRange) -> Iterator[pa.T
 
 def read_ranges(config: Mapping[str, Any], parts: list[PartitionRange]) -> Iterator[pa.Table]:
     """One table per range of `parts`, the ranges read at once: while one is decoded, the
-    broker is already serving the others."""
+    broker is already serving the others.
+
+    One connection to each broker for all of them, as a consumer has: the broker answers its
+    requests in turn. (A connection per range made tansu serve six fetches at once, at 2.5
+    times the CPU: 4.96 s against 2.0 s for 200,000 single-record batches.)"""
     parts = [p for p in parts if p.count]
     if not parts:
         return iter(())
     parsed = parse_config(config)
 
     async def read_all() -> list[list[pa.RecordBatch]]:
-        return await asyncio.gather(*(_read_range(parsed, part) for part in parts))
+        cluster = Cluster(parsed)
+        reads = [asyncio.ensure_future(_read_range(cluster, parsed, part)) for part in parts]
+        try:
+            return await asyncio.gather(*reads)
+        finally:  # a range that failed ends the others before their connections close
+            for read in reads:
+                read.cancel()
+            await asyncio.gather(*reads, return_exceptions=True)
+            await cluster.close()
 
     return iter([pa.Table.from_batches(batches, schema=SCHEMA) for batches in asyncio.run(read_all())])
 
 
-async def _read_range(config: Any, part: PartitionRange) -> list[pa.RecordBatch]:
+async def _read_range(cluster: Cluster, config: Any, part: PartitionRange) -> list[pa.RecordBatch]:
     """Fetch and decode in turn, with the next fetch already asked for while one is decoded.
 
     Under read_committed the range ends at a last stable offset, and a transaction that
@@ -61,7 +74,6 @@ async def _read_range(config: Any, part: PartitionRange) -> list[pa.RecordBatch]
     marker): on a broker that lists no aborted transactions (tansu 0.6.0) its records are
     handed out once that marker is fetched, so the read waits for the open transaction to end
     (at most its `transaction.timeout.ms`)."""
-    cluster = Cluster(config)
     batches: list[pa.RecordBatch] = []
     offset = part.start  # every offset before it is decided (read, or dropped by read_committed)
     prefetch: asyncio.Future | None = None
@@ -93,7 +105,6 @@ async def _read_range(config: Any, part: PartitionRange) -> list[pa.RecordBatch]
     finally:
         if prefetch is not None:
             prefetch.cancel()
-        await cluster.close()
 
 
 async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, fetch: PartitionFetch) -> Data:
@@ -152,13 +163,24 @@ class KafkaDatasource(Datasource):
     def estimate_inmemory_data_size(self) -> int | None:
         return sum(r.count for r in self.ranges) * 150
 
+    def task_count(self, parallelism: int | None = None) -> int:
+        """How many read tasks `get_read_tasks` makes: one per CPU, at most one per range with
+        records, and at most `parallelism`.
+
+        Ray Data asks for more than that (200 by default) and, if the source makes fewer, cuts
+        each task's blocks into pieces to make up the number (600 blocks for 4,000,000 records in
+        six ranges, which doubled the read's time); pass this as `override_num_blocks` to keep
+        the blocks the tasks yield (`reader.read_dataset` does)."""
+        ranges = sum(1 for r in self.ranges if r.count)
+        return max(1, min(ranges, parallelism or ranges, _cpus()))  # 1 for an empty read, which makes none
+
     def get_read_tasks(self, parallelism: int, **_: Any) -> list[ReadTask]:
-        """At most one task per CPU (or `parallelism`, if smaller), each reading its share of the
-        ranges at once; a block per range either way."""
+        """`task_count(parallelism)` tasks, each reading its share of the ranges at once; a block
+        per range either way."""
         ranges = sorted((r for r in self.ranges if r.count), key=lambda r: -r.count)
         if not ranges:
             return []
-        shares: list[list[PartitionRange]] = [[] for _ in range(min(len(ranges), max(1, parallelism), _cpus()))]
+        shares: list[list[PartitionRange]] = [[] for _ in range(self.task_count(parallelism))]
         loads = [0] * len(shares)
         for part in ranges:  # the largest range to the least loaded task
             i = loads.index(min(loads))

@@ -41,7 +41,8 @@ def read_dataset(topics: Iterable[str] | str | None, config: Mapping[str, Any], 
         topics = sorted({r.topic for r in ranges})
         starting_offsets = offsets_json({(r.topic, r.partition): r.start for r in ranges})
         ending_offsets = offsets_json({(r.topic, r.partition): r.end for r in ranges})
-    ds = ray.data.read_datasource(KafkaDatasource(topics, config, starting_offsets, ending_offsets))
+    source = KafkaDatasource(topics, config, starting_offsets, ending_offsets)
+    ds = ray.data.read_datasource(source, override_num_blocks=source.task_count())
     ds.context.op_resource_reservation_enabled = False
     return ds
 

@@ -236,3 +236,58 @@ def test_a_count_is_of_records_not_offsets_on_a_transactional_topic(ray_for_spar
     for level in ("read_uncommitted", "read_committed"):
         ds = read_dataset(topic, {"bootstrap.servers": bootstrap, "isolation.level": level})
         assert ds.count() == len(ds.take_all()) == 6, level
+
+
+def test_read_dataset_keeps_the_blocks_its_tasks_yield(ray_for_spark, bootstrap, topic_name):
+    """Ray Data asks a source for 200 blocks, or one per MiB it expects, and cuts the blocks of
+    a source that makes fewer tasks into pieces to make them up (here 8 blocks from 2 tasks,
+    `SplitBlocks(4)`, before `read_dataset` asked for as many blocks as it has tasks)."""
+    from raykafka.spark_bridge.reader import read_dataset
+
+    topic = topic_name("rdsblocks")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 3})
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(60_000):
+        producer.produce(topic, value=b"%0100d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+    ds = read_dataset(topic, {"bootstrap.servers": bootstrap}).materialize()
+    assert ds.num_blocks() <= 3  # a table per range at most (Ray Data may join a task's tables)
+    values = [v for t in ray.get(ds.to_arrow_refs()) for v in t.column("value").to_pylist()]
+    assert sorted(int(v) for v in values) == list(range(60_000))
+
+
+def test_a_read_task_reads_all_its_ranges_over_one_connection_to_the_broker(bootstrap, filled_topic,
+                                                                           monkeypatch):
+    from raykafka.spark_bridge import ray_data
+
+    clusters = []
+
+    class Counted(ray_data.Cluster):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            clusters.append(self)
+
+    monkeypatch.setattr(ray_data, "Cluster", Counted)
+    config = {"bootstrap.servers": bootstrap}
+    tables = list(ray_data.read_ranges(config, resolve_ranges(config, filled_topic, "earliest", "latest")))
+    assert len(clusters) == 1
+    assert sorted(t.column("partition")[0].as_py() for t in tables) == [0, 1, 2]
+    assert all(t.column("offset").to_pylist() == list(range(1000)) for t in tables)
+
+
+def test_a_range_that_cannot_be_read_ends_its_task_naming_it(bootstrap, filled_topic):
+    """One range of a task ends past its partition's end: the read fails with an error naming
+    that partition, and the ranges read beside it stop with it (no task is left behind)."""
+    import asyncio
+
+    from raykafka.spark_bridge.offsets import PartitionRange
+    from raykafka.spark_bridge.ray_data import read_ranges
+    from raykafka.wire.errors import KafkaError
+
+    config = {"bootstrap.servers": bootstrap}
+    ranges = resolve_ranges(config, filled_topic, "earliest", "latest")
+    with pytest.raises(KafkaError, match=f"{filled_topic}/1 ends at 1000, before the requested end 5000"):
+        list(read_ranges(config, [*ranges, PartitionRange(filled_topic, 1, 900, 5000)]))
+    with pytest.raises(RuntimeError):  # asyncio.run ended its loop: nothing of the read runs on
+        asyncio.get_running_loop()
