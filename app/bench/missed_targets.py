@@ -9,6 +9,7 @@ from pathlib import Path
 HEADING = "## Targets missed: what explains them, what would close them"
 
 HOPS_FIGURES = Path(__file__).resolve().parents[2] / "SCALING.hops.json"  # `scaling hops --out` writes it
+READS_FIGURES = Path(__file__).resolve().parents[2] / "SCALING.reads.json"  # `scaling reads --out` writes it
 
 LATENCY_PATH = (
     "**Send → acknowledgement latency at `linger.ms=0`.** A message crosses five processes on its\n"
@@ -32,26 +33,70 @@ LATENCY_CLOSE = (
     "have to be measured on the real stages first.")
 
 
-def _ms(figure: dict[str, float]) -> str:
-    return f"{figure['median']:.2f} ms ({figure['min']:.2f}–{figure['max']:.2f})"
+def _taken(path: Path, unit: str) -> tuple[str, str, dict[str, str]] | None:
+    """The command, the day and every figure (`median unit (min–max)`, by label) of a `scaling
+    --out` file; None when it cannot be read."""
+    try:
+        taken = json.loads(path.read_text())
+        figures = {label: f"{f['median']:.2f} {unit} ({f['min']:.2f}–{f['max']:.2f})"
+                   for label, f in taken["figures"].items()}
+        return taken["command"], taken["taken"], figures
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
 
 
 def latency(path: Path = HOPS_FIGURES) -> str:
     """The latency profile, with the hop figures of the last `scaling hops --out` run (none when
     that file is not there: the profile then names the command only)."""
+    taken = _taken(path, "ms")
     try:
-        taken = json.loads(path.read_text())
-        f = taken["figures"]
+        command, day, f = taken  # type: ignore[misc]
         hops = LATENCY_HOPS.format(
-            command=taken["command"], taken=taken["taken"],
-            plain_p50=_ms(f["plain Ray calls, 6 actors: p50"]), plain_p99=_ms(f["plain Ray calls, 6 actors: p99"]),
-            compiled_p50=_ms(f["compiled graph, 6 actors: p50"]), compiled_p99=_ms(f["compiled graph, 6 actors: p99"]),
-            ours_p50=_ms(f["raykafka send()->ack, idle, linger.ms=0: p50"]),
-            ours_p99=_ms(f["raykafka send()->ack, idle, linger.ms=0: p99"]))
-    except (OSError, KeyError, ValueError):
+            command=command, taken=day,
+            plain_p50=f["plain Ray calls, 6 actors: p50"], plain_p99=f["plain Ray calls, 6 actors: p99"],
+            compiled_p50=f["compiled graph, 6 actors: p50"], compiled_p99=f["compiled graph, 6 actors: p99"],
+            ours_p50=f["raykafka send()->ack, idle, linger.ms=0: p50"],
+            ours_p99=f["raykafka send()->ack, idle, linger.ms=0: p99"])
+    except (TypeError, KeyError):
         hops = ("What one actor hop costs here: `python -m raykafka.app.bench.scaling hops --out "
                 "SCALING.hops.json`. ")
     return LATENCY_PATH + hops + LATENCY_CLOSE
+
+
+READS_TOPIC = (
+    "**Ray Data read at 2× Ray Data's `read_kafka`.** The topic is one record per batch (tansu's\n"
+    "latest offset is the last batch's base offset + 1, where Ray Data's `read_kafka` ends each\n"
+    "partition). On it the broker sets the pace, and tansu serves one connection's fetches for a\n"
+    "fraction of the CPU it spends when two connections fetch at once. ")
+READS_FIGURES_TEXT = (
+    "`{command}` ({taken}; median of the runs, lowest–highest run): `read_ranges` reading\n"
+    "the six ranges in one process, over one connection, took {one_wall} of wall time, tansu\n"
+    "spending {one_broker} of CPU and the reader {one_cpu}; split between two processes, as\n"
+    "`read_dataset`'s two read tasks on two CPUs are, {two_wall}, tansu spending {two_broker}. On\n"
+    "a topic of 10,000-record batches (five times the records) two readers are the faster: {big_two}\n"
+    "against {big_one} for one. ")
+READS_CLOSE = (
+    "What would close it on this broker: one read task per broker, not one per CPU, which would\n"
+    "give up the parallel decoding a broker that keeps up rewards; we keep a task per CPU.")
+
+
+def reads(path: Path = READS_FIGURES) -> str:
+    """The Ray Data read profile, with the figures of the last `scaling reads --out` run (none
+    when that file is not there: the profile then names the command only)."""
+    taken = _taken(path, "s")
+    try:
+        command, day, f = taken  # type: ignore[misc]
+        one, two, big_one, big_two = (f"{kind}, {n} reader(s): " for kind in ("single-record batches",
+                                                                               "10,000-record batches") for n in (1, 2))
+        figures = READS_FIGURES_TEXT.format(
+            command=command, taken=day, one_wall=f[one + "wall"], one_broker=f[one + "broker's CPU"],
+            one_cpu=f[one + "readers' CPU"], two_wall=f[two + "wall"], two_broker=f[two + "broker's CPU"],
+            big_one=f[big_one + "wall"], big_two=f[big_two + "wall"])
+    except (TypeError, KeyError):
+        figures = ("What each reader and the broker spend: `python -m raykafka.app.bench.scaling reads --out "
+                   "SCALING.reads.json`. ")
+    return READS_TOPIC + figures + READS_CLOSE
+
 
 # a target's text, as report.py's table names it -> its profile
 PROFILES: dict[str, str] = {
@@ -85,17 +130,7 @@ PROFILES: dict[str, str] = {
         "0.44 and 0.40, and the raylet's from 0.76 to 0.54.) What would close it: fewer Python objects\n"
         "per message on the driver (settling a hand-over's outcomes as arrays, as `send_batch` does at\n"
         "0.25 µs a message, and setting futures lazily), or `send_batch` where the caller can batch."),
-    "Ray Data path read ≥ 2× Ray Data read_kafka": (
-        "**Ray Data read at 2× Ray Data's `read_kafka`.** Both read at the broker's pace. The topic is\n"
-        "one record per batch (tansu's latest offset is the last batch's base offset + 1, where Ray\n"
-        "Data's `read_kafka` ends each partition). `python -m raykafka.app.bench.scaling reads --rows\n"
-        "200000 --runs 3` (2026-11-25): `read_ranges` in one plain process, all six ranges at once, took\n"
-        "3.98 s of wall time (3.15–5.29) for 0.74 s of its own CPU (0.73–0.77); split between two\n"
-        "processes, 4.75 s (4.52–5.25) for 0.77 s (0.75–0.79) of theirs. The rest of the time the\n"
-        "readers wait for tansu to serve single-record batches, and two readers at once are served more\n"
-        "slowly than one. On topics of 10,000-record batches the Consumer row above, with the same\n"
-        "decoding, shows what the client does when the broker keeps up. What would close it: nothing on\n"
-        "the client's side of this topic; the row compares two readers of a broker-bound topic."),
+    "Ray Data path read ≥ 2× Ray Data read_kafka": READS_TOPIC,  # stands for `reads()`, filled in by `section`
     "p99 latency ≤ 2× confluent-kafka's": LATENCY_PATH,  # stands for `latency()`, filled in by `section`
     "p99 latency with keyed ≤ 2× confluent-kafka's": LATENCY_PATH,
     "producer actors' peak RSS ≤ 400 MiB": (
@@ -136,6 +171,8 @@ def section(missed: list[str]) -> str:
         profile = PROFILES.get(target)
         if profile is LATENCY_PATH:
             profile = latency()
+        elif profile is READS_TOPIC:
+            profile = reads()
         if profile is not None and profile not in seen:
             seen.append(profile)
     return "\n\n".join([HEADING, *seen, DEMO_WRITE]) if seen else ""

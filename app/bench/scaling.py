@@ -5,7 +5,7 @@ and nodes on this machine.
     python -m raykafka.app.bench.scaling pipelines [--rows 2000000] [--runs 3]  # 1, 2, 3 pipelines on one node
     python -m raykafka.app.bench.scaling nodes    [--rows 1000000] [--runs 3]   # 1, 2, 3 simulated nodes of 1 CPU
     python -m raykafka.app.bench.scaling sends    [--rows 500000] [--runs 3] [--keyed | --batch | --confluent]
-    python -m raykafka.app.bench.scaling reads    [--rows 200000] [--runs 2]   # single-record batches: 1 reader, 2
+    python -m raykafka.app.bench.scaling reads    [--rows 200000] [--runs 3]   # 1 reader, 2: single-record and 10,000-record batches
     python -m raykafka.app.bench.scaling demo-write [--rows 1000000] [--runs 3]  # the demo's write, step by step
     python -m raykafka.app.bench.scaling hops     [--rows 500] [--runs 3]      # what one actor hop costs here
 
@@ -260,30 +260,38 @@ def run_confluent(args: argparse.Namespace, config: dict[str, Any], admin: Any, 
     print_stages("confluent-kafka produce()", runs, args.rows)
 
 
-def run_reads(args: argparse.Namespace, config: dict[str, Any], admin: Any) -> None:
-    """A topic of `--rows` single-record batches (as the bench's Ray Data read rows), read whole by
-    `read_ranges` in one plain process, then split between two: wall time and the readers' CPU."""
+def run_reads(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
+    """A topic of `--rows` single-record batches (as the bench's Ray Data read rows), and one of
+    5 × `--rows` records in 10,000-record batches, each read whole by `read_ranges` in one plain
+    process (one connection), then split between two (as `read_dataset`'s two read tasks on two
+    CPUs): wall time, the readers' CPU and the broker's."""
     import multiprocessing
 
     from raykafka.app.bench.suite import fill_topic
     from raykafka.spark_bridge.offsets import resolve_ranges
 
-    ranges = resolve_ranges(config, [fill_topic(config["bootstrap.servers"], admin, args.rows, 100, "none",
-                                                per_batch=1)], "earliest", "latest")
-    for readers in (1, 2):
-        walls, cpus = [], []
-        for _ in range(args.runs):
-            with multiprocessing.get_context("spawn").Pool(readers) as pool:
-                pool.starmap(_read, [(config, [])] * readers)  # the readers' imports, untimed
-                start = time.perf_counter()
-                done = pool.starmap(_read, [(config, ranges[i::readers]) for i in range(readers)])
-                walls.append(time.perf_counter() - start)
-            assert sum(n for n, _ in done) == args.rows, done
-            cpus.append(sum(c for _, c in done))
-            print(json.dumps({"readers": readers, "wall_s": round(walls[-1], 3), "cpu_s": round(cpus[-1], 3)}),
-                  flush=True)
-        print(summary(f"{readers} reader(s): wall", walls, " s"))
-        print(summary(f"{readers} reader(s): readers' CPU", cpus, " s"))
+    for per_batch, rows in ((1, args.rows), (10_000, 5 * args.rows)):
+        ranges = resolve_ranges(config, [fill_topic(config["bootstrap.servers"], admin, rows, 100, "none",
+                                                    per_batch=per_batch)], "earliest", "latest")
+        kind = "single-record batches" if per_batch == 1 else f"{per_batch:,}-record batches"
+        for readers in (1, 2):
+            walls, cpus, broker = [], [], []
+            for _ in range(args.runs):
+                with multiprocessing.get_context("spawn").Pool(readers) as pool:
+                    pool.starmap(_read, [(config, [])] * readers)  # the readers' imports, untimed
+                    broker_before = cpu_of(broker_pid)
+                    start = time.perf_counter()
+                    done = pool.starmap(_read, [(config, ranges[i::readers]) for i in range(readers)])
+                    walls.append(time.perf_counter() - start)
+                    broker.append(cpu_of(broker_pid) - broker_before)
+                assert sum(n for n, _ in done) == rows, done
+                cpus.append(sum(c for _, c in done))
+                print(json.dumps({"topic": kind, "rows": rows, "readers": readers, "wall_s": round(walls[-1], 3),
+                                  "cpu_s": round(cpus[-1], 3), "broker_cpu_s": round(broker[-1], 3)}), flush=True)
+            label = f"{kind}, {readers} reader(s)"
+            print(summary(f"{label}: wall", walls, " s"))
+            print(summary(f"{label}: readers' CPU", cpus, " s"))
+            print(summary(f"{label}: broker's CPU", broker, " s"))
 
 
 def run_demo_write(args: argparse.Namespace, config: dict[str, Any]) -> int:
@@ -463,7 +471,7 @@ def run(args: argparse.Namespace) -> int:
             return run_demo_write(args, config)
         if args.what == "reads":
             with Admin(config) as admin:
-                run_reads(args, config, admin)
+                run_reads(args, config, admin, broker_pid)
             return 0
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
         with Admin(config) as admin:

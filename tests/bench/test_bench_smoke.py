@@ -132,3 +132,25 @@ def test_a_target_is_met_only_when_our_slowest_run_meets_it():
     met, (low, high) = verdict([0.8, 1.5, 1.0], [1.2, 1.2, 1.2])  # median 1.2×, slowest 0.8×
     assert met == "straddles" and low == pytest.approx(0.8) and high == pytest.approx(1.5)
     assert verdict([1.5, 1.4, 1.6], [1.2, 1.2, 1.2])[0] == "no"  # even the fastest: 0.86×
+
+
+def test_the_reads_profile_quotes_the_reads_run_it_is_given_and_only_names_the_command_without_one(tmp_path):
+    import json
+
+    from raykafka.app.bench import missed_targets
+
+    figures = {f"{kind}, {n} reader(s): {what}": {"median": 10 * i + n + j / 10, "min": 10 * i + n, "max": 10 * i + n + 0.5,
+                                                  "n": 3}
+               for i, kind in enumerate(("single-record batches", "10,000-record batches")) for n in (1, 2)
+               for j, what in enumerate(("wall", "readers' CPU", "broker's CPU"))}
+    path = tmp_path / "reads.json"
+    path.write_text(json.dumps({"command": "python -m raykafka.app.bench.scaling reads --runs 3",
+                                "taken": "2026-01-02", "figures": figures}))
+    text = missed_targets.reads(path)
+    assert "`python -m raykafka.app.bench.scaling reads --runs 3` (2026-01-02;" in text
+    assert "took 1.00 s (1.00–1.50) of wall time, tansu\nspending 1.20 s (1.00–1.50) of CPU and the reader 1.10 s" in text
+    assert "are, 2.00 s (2.00–2.50), tansu spending 2.20 s" in text
+    assert "faster: 12.00 s (12.00–12.50)\nagainst 11.00 s (11.00–11.50) for one" in text
+    missing = missed_targets.reads(tmp_path / "none.json")
+    assert " s (" not in missing and "scaling reads --out SCALING.reads.json" in missing
+    assert missed_targets.section(["Ray Data path read ≥ 2× Ray Data read_kafka"]).count("**Ray Data read") == 1
