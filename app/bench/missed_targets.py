@@ -4,12 +4,18 @@ run that hold the evidence; the profiles it quotes were taken apart from the ben
 the command that takes it again and the day it was taken."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 HEADING = "## Targets missed: what explains them, what would close them"
 
-HOPS_FIGURES = Path(__file__).resolve().parents[2] / "SCALING.hops.json"  # `scaling hops --out` writes it
-READS_FIGURES = Path(__file__).resolve().parents[2] / "SCALING.reads.json"  # `scaling reads --out` writes it
+# what `python -m raykafka.app.bench.scaling <command> --out FILE` wrote, at the package's root
+ROOT = Path(__file__).resolve().parents[2]
+HOPS_FIGURES = ROOT / "SCALING.hops.json"  # hops
+READS_FIGURES = ROOT / "SCALING.reads.json"  # reads
+SENDS_FIGURES = {kind: ROOT / f"SCALING.sends-{kind}.json"  # sends --batch [--keyed] | --confluent
+                 for kind in ("batch", "batch-keyed", "confluent")}
+DEMO_WRITE_FIGURES = ROOT / "SCALING.demo-write.json"  # demo-write
 
 LATENCY_PATH = (
     "**Send → acknowledgement latency at `linger.ms=0`.** A message crosses five processes on its\n"
@@ -38,7 +44,8 @@ def _taken(path: Path, unit: str) -> tuple[str, str, dict[str, str]] | None:
     --out` file; None when it cannot be read."""
     try:
         taken = json.loads(path.read_text())
-        figures = {label: f"{f['median']:.2f} {unit} ({f['min']:.2f}–{f['max']:.2f})"
+        suffix = f" {unit}" if unit else ""
+        figures = {label: f"{f['median']:.2f}{suffix} ({f['min']:.2f}–{f['max']:.2f})"
                    for label, f in taken["figures"].items()}
         return taken["command"], taken["taken"], figures
     except (OSError, KeyError, TypeError, ValueError):
@@ -98,26 +105,63 @@ def reads(path: Path = READS_FIGURES) -> str:
     return READS_TOPIC + figures + READS_CLOSE
 
 
-# a target's text, as report.py's table names it -> its profile
-PROFILES: dict[str, str] = {
-    "batch produce 100 B ≥ 1.5× confluent-kafka produce()": (
-        "**Batch produce at 1.5× confluent-kafka.** Both clients spend about the same CPU a message, and\n"
-        "two cores carry no more. `python -m raykafka.app.bench.scaling sends --batch --rows 1000000`\n"
-        "and `... sends --confluent --rows 1000000` (CPU of every process, 3 runs each, 2026-11-25):\n"
-        "`send_batch` spent 1.24 µs a message (1.22–1.27) at 1.38M msg/s (1.38M–1.40M): the Flusher\n"
-        "0.38, encoding the record batches; the driver 0.27, the Arrow columns; the broker 0.27; the\n"
-        "ProducerResults 0.15; the dispatchers and the Aggregator 0.14 together. confluent-kafka's\n"
-        "`produce()` spent 1.15 (1.11–1.21), 0.84 (0.82–0.88) of it its own and 0.28 (0.26–0.31) the\n"
-        "broker's. At 1.1–1.3 µs a message two cores top out at 1.5M–1.8M msg/s for either; 1.5×\n"
-        "confluent would need our client's share near 0.5 µs a message. With keys (`... sends --batch\n"
-        "--keyed`, the 100 keys in turn) the rows of a partition are gathered out of the shared column:\n"
-        "Arrow's `take` now does it value by value, and the keys are hashed straight from their column\n"
-        "(`Partitioner.partition_column`): 2.16 µs a message (2.12–2.21) and 824k msg/s (823k–833k),\n"
-        "against 2.96 (2.92–3.06) and 603k (584k–630k) before, the Flusher 0.60 µs against 0.99 and\n"
-        "the PartitionDispatcher 0.28 against 0.59. What would close it: less work a message in the\n"
-        "Flusher (encoding straight from the shared column into the request buffer) and in the\n"
-        "driver; on a node with more cores, a second pipeline."),
-    "per-message send with keys ≥ 1.0× aiokafka with keys": (
+BATCH_TOPIC = (
+    "**Batch produce at 1.5× confluent-kafka.** Both clients spend about the same CPU a message, and\n"
+    "two cores carry no more. ")
+BATCH_FIGURES_TEXT = (
+    "`{batch_cmd}` and `{confluent_cmd}` (CPU of every process, µs a message; median of the runs,\n"
+    "lowest–highest run; {day}): `send_batch` spent {b_all} at {b_rate} msg/s: the Flusher\n"
+    "{b_flusher}, encoding the record batches; the driver {b_driver}, the Arrow columns; the broker\n"
+    "{b_broker}; the ProducerResults {b_results}. confluent-kafka's `produce()` spent {c_all}, {c_own}\n"
+    "of it its own and {c_broker} the broker's, at {c_rate} msg/s ({ratio:.2f}× for `send_batch`, by\n"
+    "the medians). 1.5× that rate would need the two cores to carry a message in {need:.2f} µs, the\n"
+    "broker's share included. With keys\n"
+    "(`{keyed_cmd}`, the 100 keys in turn) the rows of a partition are gathered out of the shared\n"
+    "column: {k_all} a message at {k_rate} msg/s, the Flusher {k_flusher} and the PartitionDispatcher\n"
+    "{k_pd}. ")
+BATCH_CLOSE = (
+    "What would close it: less work a message in the Flusher (encoding straight from the shared\n"
+    "column into the request buffer) and in the driver; on a node with more cores, a second pipeline.")
+
+
+def batch_produce(paths: dict[str, Path] = SENDS_FIGURES) -> str:
+    """The batch produce profile, with the figures of the last `scaling sends --batch`, `--batch
+    --keyed` and `--confluent` runs written with `--out` (when one is missing, the profile names
+    the commands only)."""
+    b, k, c = (_taken(paths[kind], "") for kind in ("batch", "batch-keyed", "confluent"))
+    try:
+        rates = json.loads(paths["confluent"].read_text())["figures"]["confluent-kafka produce(): msg/s"]
+        ours = json.loads(paths["batch"].read_text())["figures"]["send_batch: msg/s"]
+        figures = BATCH_FIGURES_TEXT.format(
+            batch_cmd=b[0], confluent_cmd=c[0], keyed_cmd=k[0], day=", ".join(sorted({b[1], c[1], k[1]})),
+            b_all=b[2]["send_batch: all CPU per msg"], b_rate=_rate(paths["batch"], "send_batch: msg/s"),
+            b_flusher=b[2]["send_batch: flusher CPU per msg"], b_driver=b[2]["send_batch: driver CPU per msg"],
+            b_broker=b[2]["send_batch: broker CPU per msg"], b_results=b[2]["send_batch: producer_results CPU per msg"],
+            c_all=c[2]["confluent-kafka produce(): all CPU per msg"],
+            c_own=c[2]["confluent-kafka produce(): driver CPU per msg"],
+            c_broker=c[2]["confluent-kafka produce(): broker CPU per msg"],
+            c_rate=_rate(paths["confluent"], "confluent-kafka produce(): msg/s"), need=2e6 / (1.5 * rates["median"]),
+            ratio=ours["median"] / rates["median"],
+            k_all=k[2]["send_batch, keyed: all CPU per msg"], k_rate=_rate(paths["batch-keyed"], "send_batch, keyed: msg/s"),
+            k_flusher=k[2]["send_batch, keyed: flusher CPU per msg"],
+            k_pd=k[2]["send_batch, keyed: partition_dispatcher CPU per msg"])
+    except (OSError, TypeError, KeyError, ValueError):
+        figures = ("Where each message's CPU goes: `python -m raykafka.app.bench.scaling sends --batch --rows 1000000 "
+                   "--out SCALING.sends-batch.json`, the same with `--keyed` (`SCALING.sends-batch-keyed.json`) "
+                   "and with `--confluent` (`SCALING.sends-confluent.json`). ")
+    return BATCH_TOPIC + figures + BATCH_CLOSE
+
+
+def _rate(path: Path, label: str) -> str:
+    """A msg/s figure of a `scaling --out` file, in thousands: `1,380k (1,350k–1,400k)`."""
+    f = json.loads(path.read_text())["figures"][label]
+    return f"{f['median'] / 1000:,.0f}k ({f['min'] / 1000:,.0f}k–{f['max'] / 1000:,.0f}k)"
+
+
+# a target's text, as report.py's table names it -> what renders its profile
+PROFILES: dict[str, Callable[[], str]] = {
+    "batch produce 100 B ≥ 1.5× confluent-kafka produce()": batch_produce,
+    "per-message send with keys ≥ 1.0× aiokafka with keys": lambda: (
         "**Per-message `send` with keys at 1.0× aiokafka.** The ratio moves with the machine's load:\n"
         "0.98× in a full run of 2026-11-24, 1.17× and 1.22× in runs of only the send rows and 1.10× in\n"
         "a full run on 2026-11-25. `python -m raykafka.app.bench.scaling sends\n"
@@ -130,10 +174,10 @@ PROFILES: dict[str, str] = {
         "0.44 and 0.40, and the raylet's from 0.76 to 0.54.) What would close it: fewer Python objects\n"
         "per message on the driver (settling a hand-over's outcomes as arrays, as `send_batch` does at\n"
         "0.25 µs a message, and setting futures lazily), or `send_batch` where the caller can batch."),
-    "Ray Data path read ≥ 2× Ray Data read_kafka": READS_TOPIC,  # stands for `reads()`, filled in by `section`
-    "p99 latency ≤ 2× confluent-kafka's": LATENCY_PATH,  # stands for `latency()`, filled in by `section`
-    "p99 latency with keyed ≤ 2× confluent-kafka's": LATENCY_PATH,
-    "producer actors' peak RSS ≤ 400 MiB": (
+    "Ray Data path read ≥ 2× Ray Data read_kafka": reads,
+    "p99 latency ≤ 2× confluent-kafka's": latency,
+    "p99 latency with keyed ≤ 2× confluent-kafka's": latency,
+    "producer actors' peak RSS ≤ 400 MiB": lambda: (
         "**Producer memory.** The memory row's note gives each role's resident memory once the pipeline\n"
         "is warm and at its peak during the write, what a bare Ray actor process holds on this\n"
         "machine, and, once the write is done, the processes' summed PSS (each shared page split among\n"
@@ -147,20 +191,34 @@ PROFILES: dict[str, str] = {
 
 # a target of the issue that no bench row measures: always printed, with its own command
 DEMO_WRITE = (
-    "**The demo's write in under 5 s** (no bench row: `raykafka demo` prints it). Missed: 11.0 s on\n"
-    "2026-11-25, 13.4 s on the code before this round's keyed changes. `python -m\n"
-    "raykafka.app.bench.scaling demo-write --rows 1000000 --runs 3` takes it\n"
-    "step by step, each run in a fresh process as the demo is (2026-11-25): Spark making the\n"
-    "1,000,000 events and RayDP handing them to Ray, 8.74 s (8.48–8.90); the first write, which\n"
-    "starts the pool of pipelines and the topic's stages, 4.24 s (4.09–4.30); the same rows again,\n"
-    "the stages up, 1.76 s (1.46–1.89). On the code before this round's keyed changes: 8.69 s\n"
-    "(8.64–8.85), 4.52 s (4.45–4.81) and 2.01 s (1.78–2.45). The write itself is under 2 s; two\n"
-    "thirds of the demo's write is Spark's job on a cold JVM and RayDP's recoverable conversion\n"
-    "(Arrow bytes cached in Spark, then fetched by Ray tasks from the executors), the rest the\n"
-    "start of about ten processes on two cores. Starting the pipelines while Spark works did not\n"
-    "help here (12.06–13.59 s against 12.38–12.88, 3 runs each): the start costs CPU, which Spark\n"
-    "is using. What would close it: handing Spark's partitions to the writers as each is made\n"
-    "(not after the whole job), and fewer processes to start.")
+    "**The demo's write in under 5 s** (no bench row: `raykafka demo` prints it). ")
+DEMO_WRITE_FIGURES_TEXT = (
+    "`{command}` takes it step by step, each run in a fresh process as the demo is ({taken}; median\n"
+    "of the runs, lowest–highest run): Spark making the events and RayDP handing them to Ray,\n"
+    "{spark}; the first write, which starts the pool of pipelines and the topic's stages, {first};\n"
+    "the same rows again, the stages up, {again}. ")
+DEMO_WRITE_CLOSE = (
+    "The write itself is the last figure; the rest is Spark's job on a cold JVM and RayDP's recoverable\n"
+    "conversion (Arrow bytes cached in Spark, then fetched by Ray tasks from the executors), and\n"
+    "the start of about ten processes on two cores. Starting the pipelines while Spark works did\n"
+    "not help (2026-11-25: 12.06–13.59 s against 12.38–12.88, 3 runs each): the start costs CPU,\n"
+    "which Spark is using. What would close it: handing Spark's partitions to the writers as each is\n"
+    "made (not after the whole job), and fewer processes to start.")
+
+
+def demo_write(path: Path = DEMO_WRITE_FIGURES) -> str:
+    """The demo write's profile, with the figures of the last `scaling demo-write --out` run
+    (when that file is missing, the profile names the command only)."""
+    taken = _taken(path, "s")
+    try:
+        command, day, f = taken  # type: ignore[misc]
+        figures = DEMO_WRITE_FIGURES_TEXT.format(command=command, taken=day, spark=f["demo write: spark_to_ray_s"],
+                                                 first=f["demo write: first_write_s"],
+                                                 again=f["demo write: write_alone_s"])
+    except (TypeError, KeyError):
+        figures = ("Step by step: `python -m raykafka.app.bench.scaling demo-write --rows 1000000 --runs 3 --out "
+                   "SCALING.demo-write.json`. ")
+    return DEMO_WRITE + figures + DEMO_WRITE_CLOSE
 
 
 def section(missed: list[str]) -> str:
@@ -168,11 +226,7 @@ def section(missed: list[str]) -> str:
     demo's write (no bench row); nothing when the run missed nothing."""
     seen: list[str] = []
     for target in missed:
-        profile = PROFILES.get(target)
-        if profile is LATENCY_PATH:
-            profile = latency()
-        elif profile is READS_TOPIC:
-            profile = reads()
+        profile = PROFILES[target]() if target in PROFILES else None
         if profile is not None and profile not in seen:
             seen.append(profile)
-    return "\n\n".join([HEADING, *seen, DEMO_WRITE]) if seen else ""
+    return "\n\n".join([HEADING, *seen, demo_write()]) if seen else ""

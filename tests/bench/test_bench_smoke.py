@@ -154,3 +154,49 @@ def test_the_reads_profile_quotes_the_reads_run_it_is_given_and_only_names_the_c
     missing = missed_targets.reads(tmp_path / "none.json")
     assert " s (" not in missing and "scaling reads --out SCALING.reads.json" in missing
     assert missed_targets.section(["Ray Data path read ≥ 2× Ray Data read_kafka"]).count("**Ray Data read") == 1
+
+
+def _figures_file(path, command, labels):
+    import json
+
+    path.write_text(json.dumps({"command": command, "taken": "2026-01-02", "figures": {
+        label: {"median": value, "min": value - 0.25, "max": value + 0.5, "n": 3} for label, value in labels.items()}}))
+    return path
+
+
+def test_the_batch_produce_profile_quotes_the_three_sends_runs_and_only_names_the_commands_without_one(tmp_path):
+    from raykafka.app.bench import missed_targets
+
+    roles = ("all", "flusher", "driver", "broker", "producer_results", "partition_dispatcher")
+    paths = {
+        "batch": _figures_file(tmp_path / "b.json", "python -m raykafka.app.bench.scaling sends --batch",
+                               {"send_batch: msg/s": 1_400_000, **{f"send_batch: {r} CPU per msg": 1 + i / 10
+                                                                   for i, r in enumerate(roles)}}),
+        "batch-keyed": _figures_file(tmp_path / "k.json", "python -m raykafka.app.bench.scaling sends --batch --keyed",
+                                     {"send_batch, keyed: msg/s": 800_000,
+                                      **{f"send_batch, keyed: {r} CPU per msg": 2 + i / 10 for i, r in enumerate(roles)}}),
+        "confluent": _figures_file(tmp_path / "c.json", "python -m raykafka.app.bench.scaling sends --confluent",
+                                   {"confluent-kafka produce(): msg/s": 1_000_000,
+                                    **{f"confluent-kafka produce(): {r} CPU per msg": 3 + i / 10
+                                       for i, r in enumerate(roles)}})}
+    text = missed_targets.batch_produce(paths)
+    assert "`python -m raykafka.app.bench.scaling sends --batch` and `python -m raykafka.app.bench.scaling sends " \
+           "--confluent`" in text
+    assert "spent 1.00 (0.75–1.50) at 1,400k (1,400k–1,400k) msg/s: the Flusher\n1.10 (0.85–1.60)" in text
+    assert "(1.40× for `send_batch`" in text and "in 1.33 µs" in text  # two cores at 1.5 × 1,000,000 msg/s
+    assert "PartitionDispatcher\n2.50 (2.25–3.00)" in text
+    paths["confluent"] = tmp_path / "none.json"
+    missing = missed_targets.batch_produce(paths)
+    assert "(0." not in missing and "--out SCALING.sends-batch.json" in missing
+
+
+def test_the_demo_write_profile_quotes_the_demo_write_run_and_is_printed_with_any_missed_target(tmp_path):
+    from raykafka.app.bench import missed_targets
+
+    path = _figures_file(tmp_path / "d.json", "python -m raykafka.app.bench.scaling demo-write --runs 3",
+                         {"demo write: spark_to_ray_s": 7.0, "demo write: first_write_s": 4.0,
+                          "demo write: write_alone_s": 2.0})
+    text = missed_targets.demo_write(path)
+    assert "Ray,\n7.00 s (6.75–7.50); the first write" in text and "stages up, 2.00 s (1.75–2.50)" in text
+    assert "scaling demo-write --rows 1000000" in missed_targets.demo_write(tmp_path / "none.json")
+    assert "**The demo's write" in missed_targets.section(["producer actors' peak RSS ≤ 400 MiB"])
