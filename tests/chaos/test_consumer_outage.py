@@ -287,24 +287,25 @@ def test_cli_group_consumer_rides_out_a_six_second_outage(restartable_broker, ki
 
 
 def test_ray_data_read_rides_out_a_two_second_outage(restartable_broker, kit, record, tmp_path):
-    """A Ray Data read task's fetch loop (`read_range`) with the broker cut off mid-read for 2 s:
-    it reconnects and returns exactly the range."""
+    """A Ray Data read task's fetch loop (`read_ranges`: three ranges over one connection) with
+    the broker cut off mid-read for 2 s: every range's fetch is lost with the connection; each
+    reconnects and returns exactly its range."""
     from raykafka.spark_bridge.offsets import PartitionRange
-    from raykafka.spark_bridge.ray_data import read_range
+    from raykafka.spark_bridge.ray_data import read_ranges
 
     outage = outage_mod.Outage("unreachable", restartable_broker, tmp_path)
-    n = 20_000
+    n = 30_000
     try:
-        kit.create_topic(outage.bootstrap, "rd", 1)
-        outage_mod.produce(outage.bootstrap, "rd", [b"r%06d" % i for i in range(n)],  # small batches: many fetches
-                           **{"batch.num.messages": 10})
+        kit.create_topic(outage.bootstrap, "rd", 3)
+        outage_mod.produce(outage.bootstrap, "rd", [b"r%06d" % i for i in range(n)], partitions=3,
+                           **{"batch.num.messages": 10})  # small batches: many fetches
         config = {"bootstrap.servers": outage.bootstrap, "fetch.max.bytes": 1024, "max.partition.fetch.bytes": 1024}
         result: dict = {}
 
         def read() -> None:
             try:
-                result["values"] = [v for t in read_range(config, PartitionRange("rd", 0, 0, n))
-                                    for v in t.column("value").to_pylist()]
+                tables = list(read_ranges(config, [PartitionRange("rd", p, 0, n // 3) for p in range(3)]))
+                result["values"] = [t.column("value").to_pylist() for t in tables]
             except Exception as exc:  # noqa: BLE001 - asserted on below
                 result["error"] = exc
 
@@ -320,11 +321,12 @@ def test_ray_data_read_rides_out_a_two_second_outage(restartable_broker, kit, re
         finished = time.monotonic() - t_back
     finally:
         outage.close()
-    values = result.get("values", [])
+    by_range = result.get("values", [])
+    values = [v for vs in by_range for v in vs]
     record(sent=n, delivered=len(values), failed=0, lost=n - len(set(values)), reordered=0,
            duplicated=len(values) - len(set(values)), faults={"outage/unreachable": 1}, actors_killed=[],
            outage_s=round(t_back - t_cut, 1), seconds_to_finish_after_outage=round(finished, 1),
            error=repr(result.get("error")))
     assert cut_mid_read, "the outage came while the read was under way"
     assert "error" not in result, result.get("error")
-    assert values == [b"r%06d" % i for i in range(n)]
+    assert by_range == [[b"r%06d" % i for i in range(p, n, 3)] for p in range(3)]  # each range whole, in order
