@@ -52,21 +52,26 @@ def _taken(path: Path, unit: str) -> tuple[str, str, dict[str, str]] | None:
         return None
 
 
+def _quoted(path: Path, unit: str, fill: Callable[[str, str, dict[str, str]], str], command_only: str) -> str:
+    """`fill(command, day, figures)` of a `scaling --out` file, or `command_only` when the file
+    is missing or lacks a figure that `fill` asks for."""
+    taken = _taken(path, unit)
+    try:
+        return fill(*taken) if taken is not None else command_only
+    except KeyError:
+        return command_only
+
+
 def latency(path: Path = HOPS_FIGURES) -> str:
     """The latency profile, with the hop figures of the last `scaling hops --out` run (none when
     that file is not there: the profile then names the command only)."""
-    taken = _taken(path, "ms")
-    try:
-        command, day, f = taken  # type: ignore[misc]
-        hops = LATENCY_HOPS.format(
-            command=command, taken=day,
-            plain_p50=f["plain Ray calls, 6 actors: p50"], plain_p99=f["plain Ray calls, 6 actors: p99"],
-            compiled_p50=f["compiled graph, 6 actors: p50"], compiled_p99=f["compiled graph, 6 actors: p99"],
-            ours_p50=f["raykafka send()->ack, idle, linger.ms=0: p50"],
-            ours_p99=f["raykafka send()->ack, idle, linger.ms=0: p99"])
-    except (TypeError, KeyError):
-        hops = ("What one actor hop costs here: `python -m raykafka.app.bench.scaling hops --out "
-                "SCALING.hops.json`. ")
+    hops = _quoted(path, "ms", lambda command, day, f: LATENCY_HOPS.format(
+        command=command, taken=day,
+        plain_p50=f["plain Ray calls, 6 actors: p50"], plain_p99=f["plain Ray calls, 6 actors: p99"],
+        compiled_p50=f["compiled graph, 6 actors: p50"], compiled_p99=f["compiled graph, 6 actors: p99"],
+        ours_p50=f["raykafka send()->ack, idle, linger.ms=0: p50"],
+        ours_p99=f["raykafka send()->ack, idle, linger.ms=0: p99"]),
+        "What one actor hop costs here: `python -m raykafka.app.bench.scaling hops --out SCALING.hops.json`. ")
     return LATENCY_PATH + hops + LATENCY_CLOSE
 
 
@@ -90,18 +95,13 @@ READS_CLOSE = (
 def reads(path: Path = READS_FIGURES) -> str:
     """The Ray Data read profile, with the figures of the last `scaling reads --out` run (none
     when that file is not there: the profile then names the command only)."""
-    taken = _taken(path, "s")
-    try:
-        command, day, f = taken  # type: ignore[misc]
-        one, two, big_one, big_two = (f"{kind}, {n} reader(s): " for kind in ("single-record batches",
-                                                                               "10,000-record batches") for n in (1, 2))
-        figures = READS_FIGURES_TEXT.format(
-            command=command, taken=day, one_wall=f[one + "wall"], one_broker=f[one + "broker's CPU"],
-            one_cpu=f[one + "readers' CPU"], two_wall=f[two + "wall"], two_broker=f[two + "broker's CPU"],
-            big_one=f[big_one + "wall"], big_two=f[big_two + "wall"])
-    except (TypeError, KeyError):
-        figures = ("What each reader and the broker spend: `python -m raykafka.app.bench.scaling reads --out "
-                   "SCALING.reads.json`. ")
+    one, two, big_one, big_two = (f"{kind}, {n} reader(s): " for kind in ("single-record batches",
+                                                                           "10,000-record batches") for n in (1, 2))
+    figures = _quoted(path, "s", lambda command, day, f: READS_FIGURES_TEXT.format(
+        command=command, taken=day, one_wall=f[one + "wall"], one_broker=f[one + "broker's CPU"],
+        one_cpu=f[one + "readers' CPU"], two_wall=f[two + "wall"], two_broker=f[two + "broker's CPU"],
+        big_one=f[big_one + "wall"], big_two=f[big_two + "wall"]),
+        "What each reader and the broker spend: `python -m raykafka.app.bench.scaling reads --out SCALING.reads.json`. ")
     return READS_TOPIC + figures + READS_CLOSE
 
 
@@ -209,15 +209,11 @@ DEMO_WRITE_CLOSE = (
 def demo_write(path: Path = DEMO_WRITE_FIGURES) -> str:
     """The demo write's profile, with the figures of the last `scaling demo-write --out` run
     (when that file is missing, the profile names the command only)."""
-    taken = _taken(path, "s")
-    try:
-        command, day, f = taken  # type: ignore[misc]
-        figures = DEMO_WRITE_FIGURES_TEXT.format(command=command, taken=day, spark=f["demo write: spark_to_ray_s"],
-                                                 first=f["demo write: first_write_s"],
-                                                 again=f["demo write: write_alone_s"])
-    except (TypeError, KeyError):
-        figures = ("Step by step: `python -m raykafka.app.bench.scaling demo-write --rows 1000000 --runs 3 --out "
-                   "SCALING.demo-write.json`. ")
+    figures = _quoted(path, "s", lambda command, day, f: DEMO_WRITE_FIGURES_TEXT.format(
+        command=command, taken=day, spark=f["demo write: spark_to_ray_s"], first=f["demo write: first_write_s"],
+        again=f["demo write: write_alone_s"]),
+        "Step by step: `python -m raykafka.app.bench.scaling demo-write --rows 1000000 --runs 3 --out "
+        "SCALING.demo-write.json`. ")
     return DEMO_WRITE + figures + DEMO_WRITE_CLOSE
 
 
