@@ -133,11 +133,22 @@ def _as_list(column: Any) -> list | None:
     return list(column)
 
 
+SETTLE_S = 0.25  # the pause before the log is read again for records that landed late
+
+
 def scan_written(config: Any, producer_id: int, batches: list[MessageBatch],
                  ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, list[WrittenRecord]]:
     """The records `producer_id` left in the log after each partition's acknowledged end
     (`ends`; a partition without one is read from its log's start), for every partition of the
-    topics of `batches`. Each partition's read is bounded by `request.timeout.ms`."""
+    topics of `batches`.
+
+    A dead Flusher's last requests may still be on their way when the log is first read: its
+    process is gone, but the bytes it wrote to its socket reach the broker after it. So the
+    log is read again, `SETTLE_S` after each read, from past what was found, until a read finds
+    nothing more; then every request that had left the process has been written or never will
+    be. (A chaos test under CI's load once saw a first read alone miss 460 such records, which
+    were then sent again and written twice.) Each read of a partition is bounded by
+    `request.timeout.ms`, and so are the reads again, all together."""
     import asyncio
 
     from ..wire.cluster import Cluster
@@ -147,18 +158,31 @@ def scan_written(config: Any, producer_id: int, batches: list[MessageBatch],
     topics = sorted({b.topic for b in batches})
     if not topics:
         return {}
+    timeout = config["request.timeout.ms"] / 1000
 
     async def scan(cluster: Cluster) -> dict[TopicPartition, list[WrittenRecord]]:
         wanted = [(t, p) for t in topics for p in sorted((await cluster.topic(t, refresh=True)).partitions)]
-        found = await asyncio.gather(*(
-            records_of_producer(cluster, t, p, ends.get((t, p), 0), producer_id,
-                                config["max.decompressed.batch.bytes"]) for t, p in wanted))
-        return {tp: recs for tp, recs in zip(wanted, found, strict=True) if recs}
+        starts = {tp: ends.get(tp, 0) for tp in wanted}
+        found: dict[TopicPartition, list[WrittenRecord]] = defaultdict(list)
+        deadline = asyncio.get_running_loop().time() + timeout
+        first = True
+        while True:
+            read = await asyncio.gather(*(
+                records_of_producer(cluster, t, p, starts[(t, p)], producer_id,
+                                    config["max.decompressed.batch.bytes"]) for t, p in wanted))
+            for tp, records in zip(wanted, read, strict=True):
+                if records:
+                    found[tp].extend(records)
+                    starts[tp] = records[-1].offset + 1
+            if (not first and not any(read)) or asyncio.get_running_loop().time() + SETTLE_S > deadline:
+                return dict(found)
+            first = False
+            await asyncio.sleep(SETTLE_S)
 
     loop = LoopThread("raykafka-heal")
     cluster = Cluster(config)
     try:
-        return loop.run(scan(cluster), timeout=2 * config["request.timeout.ms"] / 1000 + 5)
+        return loop.run(scan(cluster), timeout=3 * timeout + 5)
     finally:
         loop.run(cluster.close(), timeout=5)
         loop.stop()

@@ -72,3 +72,59 @@ def test_acked_ends_keep_the_furthest_acknowledged_offset_of_each_partition():
     acked_ends(ends, [Outcome(range(0, 3), "t", 0, 10), Outcome(range(3, 4), "t", 0, 5),
                       Outcome.failed([5], RuntimeError("x"), "t", 1), Outcome(range(6, 8), "t", 1, -1)])
     assert ends == {("t", 0): 13}
+
+
+def test_the_log_is_read_again_for_records_that_land_after_the_first_read(monkeypatch):
+    """A dead Flusher's last request reaches the broker after the healer's first read of the
+    log (here: written between the first read and the next, on the mock cluster): the read
+    again finds it, so its messages are not sent a second time."""
+    import asyncio
+
+    from raykafka.driver import producer_heal
+    from raykafka.mock import MockCluster
+    from raykafka.wire import fetch, messages
+    from raykafka.wire.cluster import Cluster
+    from raykafka.wire.config import parse_config
+    from raykafka.wire.records import encode_record_batch
+
+    monkeypatch.setattr(producer_heal, "SETTLE_S", 0.05, raising=False)
+    reads: list[int] = []
+    real = fetch.records_of_producer
+
+    async def write(cluster, producer, seq: int, values: list[bytes]) -> None:
+        conn = await cluster.leader_connection("t", 0)
+        batch = encode_record_batch(values, producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+                                    base_sequence=seq)
+        body = {"acks": -1, "timeout_ms": 1000, "topic_data": [{"name": "t", "partition_data": [
+            {"index": 0, "records": batch}]}]}
+        assert (await conn.request(messages.PRODUCE, body)).responses[0].partition_responses[0].error_code == 0
+
+    with MockCluster(n_brokers=1, topics={"t": 1}) as mock:
+        config = parse_config({"bootstrap.servers": f"127.0.0.1:{mock.brokers[1].port}"})
+
+        async def first_write():
+            cluster = Cluster(config)
+            try:
+                conn = await cluster.leader_connection("t", 0)
+                producer = await conn.request(messages.INIT_PRODUCER_ID, {"transactional_id": None,
+                                                                          "transaction_timeout_ms": 60000})
+                await write(cluster, producer, 0, [b"a", b"b"])
+                return producer
+            finally:
+                await cluster.close()
+
+        producer = asyncio.run(first_write())
+
+        async def read_then_late_write(cluster, topic, partition, start, producer_id, max_decompressed):
+            found = await real(cluster, topic, partition, start, producer_id, max_decompressed)
+            reads.append(start)
+            if len(reads) == 1:  # the late request lands once the first read is done
+                await write(cluster, producer, 2, [b"c"])
+            return found
+
+        monkeypatch.setattr(fetch, "records_of_producer", read_then_late_write)
+        written = producer_heal.scan_written(config, producer.producer_id, [MessageBatch(topic="t")], {})
+        assert [r.value for r in written[("t", 0)]] == [b"a", b"b", b"c"]
+        assert reads == [0, 2, 3]  # from the start, then past what each read found, until one finds nothing
+        assert mock.handler_errors == []
+
