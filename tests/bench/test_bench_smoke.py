@@ -98,16 +98,13 @@ def test_each_profile_names_a_target_and_only_missed_ones_are_printed():
 
 
 def test_the_latency_profile_quotes_the_hops_run_it_is_given_and_only_names_the_command_without_one(tmp_path):
-    import json
 
     from raykafka.app.bench import missed_targets
 
     labels = ["plain Ray calls, 6 actors", "compiled graph, 6 actors", "raykafka send()->ack, idle, linger.ms=0"]
     figures = {f"{label}: {p}": {"median": 1.5 + i, "min": 1.25 + i, "max": 2.0 + i, "n": 3}
                for i, label in enumerate(labels) for p in ("p50", "p99")}
-    path = tmp_path / "hops.json"
-    path.write_text(json.dumps({"command": "python -m raykafka.app.bench.scaling hops --runs 3",
-                                "taken": "2026-01-02", "figures": figures}))
+    path = _figures_file(tmp_path / "hops.json", "python -m raykafka.app.bench.scaling hops --runs 3", figures)
     text = missed_targets.latency(path)
     assert "`python -m raykafka.app.bench.scaling hops --runs 3` (2026-01-02;" in text
     assert "plain\nRay calls take 1.50 ms (1.25–2.00) at p50" in text
@@ -135,7 +132,6 @@ def test_a_target_is_met_only_when_our_slowest_run_meets_it():
 
 
 def test_the_reads_profile_quotes_the_reads_run_it_is_given_and_only_names_the_command_without_one(tmp_path):
-    import json
 
     from raykafka.app.bench import missed_targets
 
@@ -143,9 +139,7 @@ def test_the_reads_profile_quotes_the_reads_run_it_is_given_and_only_names_the_c
                                                   "n": 3}
                for i, kind in enumerate(("single-record batches", "10,000-record batches")) for n in (1, 2)
                for j, what in enumerate(("wall", "readers' CPU", "broker's CPU"))}
-    path = tmp_path / "reads.json"
-    path.write_text(json.dumps({"command": "python -m raykafka.app.bench.scaling reads --runs 3",
-                                "taken": "2026-01-02", "figures": figures}))
+    path = _figures_file(tmp_path / "reads.json", "python -m raykafka.app.bench.scaling reads --runs 3", figures)
     text = missed_targets.reads(path)
     assert "`python -m raykafka.app.bench.scaling reads --runs 3` (2026-01-02;" in text
     assert "took 1.00 s (1.00–1.50) of wall time, tansu\nspending 1.20 s (1.00–1.50) of CPU and the reader 1.10 s" in text
@@ -157,10 +151,13 @@ def test_the_reads_profile_quotes_the_reads_run_it_is_given_and_only_names_the_c
 
 
 def _figures_file(path, command, labels):
+    """A `scaling --out` file taken on 2026-01-02: each label's figure as given, or a number as
+    its median (lowest 0.25 below it, highest 0.5 above)."""
     import json
 
     path.write_text(json.dumps({"command": command, "taken": "2026-01-02", "figures": {
-        label: {"median": value, "min": value - 0.25, "max": value + 0.5, "n": 3} for label, value in labels.items()}}))
+        label: value if isinstance(value, dict) else {"median": value, "min": value - 0.25, "max": value + 0.5, "n": 3}
+        for label, value in labels.items()}}))
     return path
 
 
