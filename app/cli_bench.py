@@ -55,15 +55,14 @@ def run(args: argparse.Namespace) -> int:
     chart_path = os.path.splitext(args.out)[0] + ".png"
     chart, note = None, ""
     try:
-        render_chart(report, chart_path)
-        chart = os.path.basename(chart_path)
+        chart = os.path.basename(chart_path) if render_chart(report, chart_path) else None
     except ImportError:
         note = NO_CHART
     with open(args.out, "w") as f:
         f.write(render_markdown(report, chart, note))
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:  # every run's figure, to compare or re-render
         json.dump(dataclasses.asdict(report), f, indent=1, default=str)
-    print(f"wrote {args.out}" + (f" and {chart_path}" if chart else f" ({note})"), file=sys.stderr)
+    print(f"wrote {args.out}" + (f" and {chart_path}" if chart else f" ({note})" if note else ""), file=sys.stderr)
     for text, ratio, _need, met, _spread in target_results(report):
         verdict = {None: "n/a", "yes": "met", "no": "MISSED", "straddles": "STRADDLES"}[met]
         print(f"  {text}: {'—' if ratio is None else f'{ratio:.2f}x'} {verdict}", file=sys.stderr)

@@ -31,35 +31,50 @@ LATENCY_HOPS = (
     "Ray calls take {plain_p50} at p50 and {plain_p99} at p99; the same six actors as a Ray compiled\n"
     "graph take {compiled_p50} and {compiled_p99}. Our idle send→ack at linger.ms=0, one message at\n"
     "a time, is {ours_p50} at p50 and {ours_p99} at p99: the plain hops' floor plus the stages' work\n"
-    "and the broker's answer (taken apart from the bench's latency rows: compare each with its own run). ")
+    "and the broker's answer (taken apart from the bench's latency rows: compare each with its own run). "
+    "A compiled graph is not the way out on this machine: while it runs nothing, its six actors\n"
+    "keep {compiled_idle} busy polling their channels, as plain actors keep {plain_idle},\n"
+    "and that on a node of two. ")
 LATENCY_CLOSE = (
-    "What might close it: not a faster stage, but fewer plain calls on a warm partition's path:\n"
-    "its fixed stages as a compiled graph, with the plain calls kept for what changes the graph (a\n"
-    "new topic or leader, a retry, a dead actor, which tears a compiled graph down); its p99 would\n"
-    "have to be measured on the real stages first.")
+    "Nor does it fit our stages. Seen with Ray 2.60 here (2026-11-26): an async actor's method\n"
+    "cannot be a node of a compiled graph (its coroutine is not serializable), and the Flusher is an\n"
+    "async actor; an actor already in one compiled graph makes a second graph that shares it hang\n"
+    "(no result in 10 s), and that graph's teardown kills the actor, while one broker's Aggregator\n"
+    "and Flusher serve every topic. What would close it is a design decision, not a faster stage:\n"
+    "fewer processes on a warm partition's path (a path that skips stages, which this target's own\n"
+    "terms rule out, or stages that share a process).")
 
 
-def _taken(path: Path, unit: str) -> tuple[str, str, dict[str, str]] | None:
-    """The command, the day and every figure (`median unit (min–max)`, by label) of a `scaling
-    --out` file; None when it cannot be read."""
+def _taken(path: Path, unit: str, units: dict[str, str] | None = None) -> tuple[str, str, dict[str, str]] | None:
+    """The command, the day and every figure (`median unit (min–max)`, by label; `units` gives a
+    label a unit of its own) of a `scaling --out` file; None when it cannot be read."""
     try:
         taken = json.loads(path.read_text())
-        suffix = f" {unit}" if unit else ""
-        figures = {label: f"{f['median']:.2f}{suffix} ({f['min']:.2f}–{f['max']:.2f})"
+        units = units or {}
+        figures = {label: f"{f['median']:.2f}{_spaced(units.get(label, unit))} ({f['min']:.2f}–{f['max']:.2f})"
                    for label, f in taken["figures"].items()}
         return taken["command"], taken["taken"], figures
     except (OSError, KeyError, TypeError, ValueError):
         return None
 
 
-def _quoted(path: Path, unit: str, fill: Callable[[str, str, dict[str, str]], str], command_only: str) -> str:
+def _spaced(unit: str) -> str:
+    return f" {unit}" if unit else ""
+
+
+def _quoted(path: Path, unit: str, fill: Callable[[str, str, dict[str, str]], str], command_only: str,
+            units: dict[str, str] | None = None) -> str:
     """`fill(command, day, figures)` of a `scaling --out` file, or `command_only` when the file
     is missing or lacks a figure that `fill` asks for."""
-    taken = _taken(path, unit)
+    taken = _taken(path, unit, units)
     try:
         return fill(*taken) if taken is not None else command_only
     except KeyError:
         return command_only
+
+
+PLAIN_IDLE = "plain Ray calls, 6 actors: cores busy while idle"
+COMPILED_IDLE = "compiled graph, 6 actors: cores busy while idle"
 
 
 def latency(path: Path = HOPS_FIGURES) -> str:
@@ -70,8 +85,10 @@ def latency(path: Path = HOPS_FIGURES) -> str:
         plain_p50=f["plain Ray calls, 6 actors: p50"], plain_p99=f["plain Ray calls, 6 actors: p99"],
         compiled_p50=f["compiled graph, 6 actors: p50"], compiled_p99=f["compiled graph, 6 actors: p99"],
         ours_p50=f["raykafka send()->ack, idle, linger.ms=0: p50"],
-        ours_p99=f["raykafka send()->ack, idle, linger.ms=0: p99"]),
-        "What one actor hop costs here: `python -m raykafka.app.bench.scaling hops --out SCALING.hops.json`. ")
+        ours_p99=f["raykafka send()->ack, idle, linger.ms=0: p99"],
+        plain_idle=f[PLAIN_IDLE], compiled_idle=f[COMPILED_IDLE]),
+        "What one actor hop costs here: `python -m raykafka.app.bench.scaling hops --out SCALING.hops.json`. ",
+        units={PLAIN_IDLE: "cores", COMPILED_IDLE: "cores"})
     return LATENCY_PATH + hops + LATENCY_CLOSE
 
 

@@ -270,14 +270,18 @@ def _targets(report: Any) -> list[str]:
     return out
 
 
-def render_chart(report: Any, path: str) -> str:
-    """Bar charts of produce and consume msg/s per client and config; raises ImportError without matplotlib."""
+def render_chart(report: Any, path: str) -> str | None:
+    """Bar charts of produce and consume msg/s per client and config; None, and no file, when the
+    run has no such row (`--clients` kept only latency rows, say). Raises ImportError without
+    matplotlib."""
+    kinds = [k for k in ("produce", "consume") if _clients(report, k)]
+    if not kinds:
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    kinds = [k for k in ("produce", "consume") if _clients(report, k)]
     configs = _configs(report)
     fig, axes = plt.subplots(len(kinds), 1, figsize=(11, 4.2 * len(kinds)), squeeze=False)
     for ax, kind in zip(axes[:, 0], kinds, strict=True):

@@ -13,8 +13,9 @@ and nodes on this machine.
 
 `hops`: the floor under send→ack latency. A round trip through a chain of `HOPS` trivial actors
 (each call's result the next call's argument), as plain Ray calls and as a Ray compiled graph;
-and our producer's send→ack at linger.ms=0 when idle (one message at a time). `--rows` round
-trips a run, one every 5 ms.
+and our producer's send→ack at linger.ms=0 when idle (one message at a time), taken while no
+compiled graph runs. `--rows` round trips a run, one every 5 ms. Also the cores the chain's
+processes keep busy while they have nothing to do, as plain actors and as a compiled graph.
 
 Object-store bytes are Ray's own count of bytes created in the stores (needs grpcio, which
 `ray[data]` does not install: `pip install grpcio`). Every run writes `--rows` rows of 100-byte values (no keys) from a materialized Ray Dataset of
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -372,9 +374,15 @@ def run_pipelines(args: argparse.Namespace, config: dict[str, Any], admin: Any, 
 
 
 HOPS = 6  # actor hops of a message's path and its answer's: PD, LD, Aggregator, Flusher, results, driver
+IDLE_S = 2.0  # how long a compiled graph's actors are watched while it runs nothing
 
 
 def run_hops(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
+    """p50 and p99 of one message at a time through: our producer at linger.ms=0 (send → ack);
+    a chain of six trivial actors by plain Ray calls; the same six as a Ray compiled graph. Each
+    run compiles the graph anew and tears it down before the next run's send: a compiled graph's
+    actors poll their channels while it runs nothing, and the CPU they take then (cores busy, CPU
+    seconds a second) is measured too."""
     import ray
     from ray.dag import InputNode
 
@@ -385,8 +393,11 @@ def run_hops(args: argparse.Namespace, config: dict[str, Any], admin: Any, broke
         def f(self, x: bytes) -> bytes:
             return x
 
+        def pid(self) -> int:
+            return os.getpid()
+
     chain = [Hop.remote() for _ in range(HOPS)]
-    ray.get([h.__ray_ready__.remote() for h in chain])
+    chain_processes = [psutil.Process(pid) for pid in ray.get([h.pid.remote() for h in chain])]
 
     def plain() -> None:
         ref: Any = VALUE
@@ -394,41 +405,58 @@ def run_hops(args: argparse.Namespace, config: dict[str, Any], admin: Any, broke
             ref = h.f.remote(ref)
         ray.get(ref)
 
-    with InputNode() as given:
-        node = given
-        for h in chain:
-            node = h.f.bind(node)
-    compiled = node.experimental_compile()
-    name = topic(admin)
-    producer = Producer({**config, "linger.ms": 0, "acks": 1})
-    try:
-        def send() -> None:
-            producer.send(name, VALUE).result(30)
+    def compile_chain() -> Any:
+        with InputNode() as given:
+            node = given
+            for h in chain:
+                node = h.f.bind(node)
+        return node.experimental_compile()
 
-        ways = {f"plain Ray calls, {HOPS} actors": plain,
-                f"compiled graph, {HOPS} actors": lambda: ray.get(compiled.execute(VALUE)),
-                "raykafka send()->ack, idle, linger.ms=0": send}
-        found: dict[str, list[tuple[float, float]]] = {label: [] for label in ways}
+    def idle_cores() -> float:
+        """CPU seconds a second the chain's processes take over IDLE_S of nothing to do."""
+        def cpu() -> float:
+            return sum(sum(p.cpu_times()[:2]) for p in chain_processes)
+
+        before, start = cpu(), time.perf_counter()
+        time.sleep(IDLE_S)  # the span measured: nothing happens in it, by design
+        return (cpu() - before) / (time.perf_counter() - start)
+
+    def timed(label: str, call: Any) -> tuple[float, float]:
+        for _ in range(20):  # warm
+            call()
+        took = []
+        for _ in range(args.rows):
+            start = time.perf_counter()
+            call()
+            took.append(time.perf_counter() - start)
+            time.sleep(0.005)
+        took.sort()
+        p50, p99 = took[len(took) // 2] * 1e3, took[min(len(took) - 1, len(took) * 99 // 100)] * 1e3
+        print(json.dumps({"way": label, "p50_ms": round(p50, 3), "p99_ms": round(p99, 3)}), flush=True)
+        return p50, p99
+
+    ours, chained, compiled = ("raykafka send()->ack, idle, linger.ms=0", f"plain Ray calls, {HOPS} actors",
+                               f"compiled graph, {HOPS} actors")
+    found: dict[str, list[tuple[float, float]]] = {ours: [], chained: [], compiled: []}
+    plain_idle, graph_idle = [], []
+    name = topic(admin)
+    with Producer({**config, "linger.ms": 0, "acks": 1}) as producer:
         for _ in range(args.runs):
-            for label, call in ways.items():
-                for _ in range(20):  # warm
-                    call()
-                took = []
-                for _ in range(args.rows):
-                    start = time.perf_counter()
-                    call()
-                    took.append(time.perf_counter() - start)
-                    time.sleep(0.005)
-                took.sort()
-                p50, p99 = took[len(took) // 2] * 1e3, took[min(len(took) - 1, len(took) * 99 // 100)] * 1e3
-                found[label].append((p50, p99))
-                print(json.dumps({"way": label, "p50_ms": round(p50, 3), "p99_ms": round(p99, 3)}), flush=True)
-        for label, runs in found.items():
-            print(summary(f"{label}: p50", [r[0] for r in runs], " ms"))
-            print(summary(f"{label}: p99", [r[1] for r in runs], " ms"))
-    finally:
-        producer.close()
-        compiled.teardown()
+            found[ours].append(timed(ours, lambda: producer.send(name, VALUE).result(30)))
+            found[chained].append(timed(chained, plain))
+            plain_idle.append(idle_cores())
+            graph = compile_chain()
+            try:
+                ray.get(graph.execute(VALUE))
+                graph_idle.append(idle_cores())
+                found[compiled].append(timed(compiled, lambda: ray.get(graph.execute(VALUE))))
+            finally:
+                graph.teardown()
+    for label, runs in found.items():
+        print(summary(f"{label}: p50", [r[0] for r in runs], " ms"))
+        print(summary(f"{label}: p99", [r[1] for r in runs], " ms"))
+    print(summary(f"{chained}: cores busy while idle", plain_idle))
+    print(summary(f"{compiled}: cores busy while idle", graph_idle))
 
 
 def main() -> int:

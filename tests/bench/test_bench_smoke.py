@@ -60,6 +60,21 @@ def test_a_cell_gives_the_median_and_the_slowest_and_fastest_run():
     assert _cell(Row("produce", "x", 100, "none", float("nan"), note="failed: E: x"), 10) == "— (failed: E: x)"
 
 
+def test_a_run_of_latency_rows_only_renders_without_a_chart(tmp_path):
+    """`raykafka bench --clients` may keep no throughput row: nothing to draw, and the report is
+    still written (the chart once raised on an empty figure, after the whole run)."""
+    pytest.importorskip("matplotlib")
+    from raykafka.app.bench.report import render_chart
+    from raykafka.app.bench.suite import Report, Row
+
+    report = Report(settings=Settings(messages=1000, sizes=(100,), codecs=("none",)))
+    report.rows = [Row("latency", "raykafka send() linger.ms=0", 100, "none", 7.5, [12.0]),
+                   Row("latency", "confluent-kafka produce() linger.ms=0", 100, "none", 0.14, [3.2])]
+    assert render_chart(report, str(tmp_path / "chart.png")) is None
+    assert not (tmp_path / "chart.png").exists()
+    assert "| raykafka send() linger.ms=0 | 7.50" in render_markdown(report, None)
+
+
 def test_markdown_names_machine_command_rows_and_ratios(report):
     text = render_markdown(report, None, "skipped: matplotlib is not installed")
     assert "Command: `raykafka bench (smoke)`" in text
@@ -104,13 +119,19 @@ def test_the_latency_profile_quotes_the_hops_run_it_is_given_and_only_names_the_
     labels = ["plain Ray calls, 6 actors", "compiled graph, 6 actors", "raykafka send()->ack, idle, linger.ms=0"]
     figures = {f"{label}: {p}": {"median": 1.5 + i, "min": 1.25 + i, "max": 2.0 + i, "n": 3}
                for i, label in enumerate(labels) for p in ("p50", "p99")}
+    figures.update({missed_targets.PLAIN_IDLE: {"median": 0.03, "min": 0.02, "max": 0.05, "n": 3},
+                    missed_targets.COMPILED_IDLE: 1.75})
     path = _figures_file(tmp_path / "hops.json", "python -m raykafka.app.bench.scaling hops --runs 3", figures)
     text = missed_targets.latency(path)
     assert "`python -m raykafka.app.bench.scaling hops --runs 3` (2026-01-02;" in text
     assert "plain\nRay calls take 1.50 ms (1.25–2.00) at p50" in text
     assert "graph take 2.50 ms (2.25–3.00)" in text and "is 3.50 ms (3.25–4.00) at p50" in text
+    assert "keep 1.75 cores (1.50–2.25) busy" in text and "plain actors keep 0.03 cores (0.02–0.05)" in text
     missing = missed_targets.latency(tmp_path / "none.json")
     assert "ms (" not in missing and "scaling hops --out SCALING.hops.json" in missing
+    without_idle = {label: f for label, f in figures.items() if "idle" not in label}  # a file of the older command
+    older = _figures_file(tmp_path / "older.json", "python -m raykafka.app.bench.scaling hops --runs 3", without_idle)
+    assert "ms (" not in missed_targets.latency(older)
 
 
 def test_a_target_is_met_only_when_our_slowest_run_meets_it():
