@@ -24,7 +24,10 @@ LATENCY_PATH = (
     "driver's results thread); each hop is a Ray actor call. One call chain per message is more than\n"
     "two cores carry at the bench's rate, so the sender coalesces as Nagle's rule does: while\n"
     "messages it handed over are unanswered, new ones gather (up to 50 ms). The latency table's\n"
-    "row \"Nagle wait off\" is the same keyed run with that wait switched off: what the rule saves.\n")
+    "row \"Nagle wait off\" is the same keyed run with that wait switched off: what the rule saves.\n"
+    "Letting two hand-overs be unanswered at a time, not one, was slower (2026-11-26, 3 runs each\n"
+    "of the unkeyed row: p50 14.47 ms (14.34–14.51) against 11.98 (11.53–12.10), p99 23.13 against\n"
+    "20.20): each hand-over is a chain of calls, and two cores carry no more of them.\n")
 LATENCY_HOPS = (
     "The hops alone are over the target here. `{command}` ({taken}; median of the runs, lowest–highest\n"
     "run): through a chain of six trivial actors, each call's result the next one's argument, plain\n"
@@ -213,14 +216,17 @@ DEMO_WRITE_FIGURES_TEXT = (
     "`{command}` takes it step by step, each run in a fresh process as the demo is ({taken}; median\n"
     "of the runs, lowest–highest run): Spark making the events and RayDP handing them to Ray,\n"
     "{spark}; the first write, which starts the pool of pipelines and the topic's stages, {first};\n"
-    "the same rows again, the stages up, {again}. ")
+    "the same rows again, the stages up, {again}. Spark's job alone, the same events into Spark's\n"
+    "noop sink (which writes nowhere) in a fresh process of its own, takes {alone}: over the target\n"
+    "before any writer runs. ")
 DEMO_WRITE_CLOSE = (
-    "The write itself is the last figure; the rest is Spark's job on a cold JVM and RayDP's recoverable\n"
+    "The write itself is the write-alone figure; the rest is Spark's job on a cold JVM and RayDP's recoverable\n"
     "conversion (Arrow bytes cached in Spark, then fetched by Ray tasks from the executors), and\n"
     "the start of about ten processes on two cores. Starting the pipelines while Spark works did\n"
     "not help (2026-11-25: 12.06–13.59 s against 12.38–12.88, 3 runs each): the start costs CPU,\n"
-    "which Spark is using. What would close it: handing Spark's partitions to the writers as each is\n"
-    "made (not after the whole job), and fewer processes to start.")
+    "which Spark is using. What would close it: not a faster writer; a Spark that is warm before the\n"
+    "demo asks it for events (its first job is the slow one), then Spark's partitions handed to the\n"
+    "writers as each is made, and fewer processes to start.")
 
 
 def demo_write(path: Path = DEMO_WRITE_FIGURES) -> str:
@@ -228,7 +234,7 @@ def demo_write(path: Path = DEMO_WRITE_FIGURES) -> str:
     (when that file is missing, the profile names the command only)."""
     figures = _quoted(path, "s", lambda command, day, f: DEMO_WRITE_FIGURES_TEXT.format(
         command=command, taken=day, spark=f["demo write: spark_to_ray_s"], first=f["demo write: first_write_s"],
-        again=f["demo write: write_alone_s"]),
+        again=f["demo write: write_alone_s"], alone=f["demo write: spark_alone_s"]),
         "Step by step: `python -m raykafka.app.bench.scaling demo-write --rows 1000000 --runs 3 --out "
         "SCALING.demo-write.json`. ")
     return DEMO_WRITE + figures + DEMO_WRITE_CLOSE

@@ -6,7 +6,7 @@ and nodes on this machine.
     python -m raykafka.app.bench.scaling nodes    [--rows 1000000] [--runs 3]   # 1, 2, 3 simulated nodes of 1 CPU
     python -m raykafka.app.bench.scaling sends    [--rows 500000] [--runs 3] [--keyed | --batch | --confluent]
     python -m raykafka.app.bench.scaling reads    [--rows 200000] [--runs 3]   # 1 reader, 2: single-record and 10,000-record batches
-    python -m raykafka.app.bench.scaling demo-write [--rows 1000000] [--runs 3]  # the demo's write, step by step
+    python -m raykafka.app.bench.scaling demo-write [--rows 1000000] [--runs 3]  # the demo's write, step by step, and Spark alone
     python -m raykafka.app.bench.scaling hops     [--rows 500] [--runs 3]      # what one actor hop costs here
 
 `sends --batch --keyed`: the table has a key column too (the 100 keys in turn).
@@ -300,22 +300,26 @@ def run_demo_write(args: argparse.Namespace, config: dict[str, Any]) -> int:
     """The demo's write, step by step, each run in a process of its own (a cold Ray, Spark and
     pool, as the demo starts them): Spark making the events and RayDP handing them to Ray; the
     first write (the pool of pipelines and the topic's stages start in it); the same rows again
-    to a topic whose stages are up (the write alone)."""
+    to a topic whose stages are up (the write alone). And, in one more cold process a run, Spark's
+    job alone: the same events into Spark's noop sink, which writes nowhere (the floor under any
+    writer's time in the demo)."""
     import subprocess
 
-    runs = []
-    for _ in range(args.runs):
+    def once(*extra: str) -> dict[str, Any]:
         done = subprocess.run([sys.executable, "-m", "raykafka.app.bench.scaling", "demo-write-once", "--rows",
-                               str(args.rows), "--bootstrap", config["bootstrap.servers"]],
+                               str(args.rows), "--bootstrap", config["bootstrap.servers"], *extra],
                               capture_output=True, text=True, check=True)
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print(json.dumps(runs[-1]), flush=True)
-    for step in ("spark_to_ray_s", "first_write_s", "write_alone_s"):
+        taken = json.loads(done.stdout.strip().splitlines()[-1])
+        print(json.dumps(taken), flush=True)
+        return taken
+
+    runs = [{**once(), **once("--spark-only")} for _ in range(args.runs)]
+    for step in ("spark_alone_s", "spark_to_ray_s", "first_write_s", "write_alone_s"):
         print(summary(f"demo write: {step}", [r[step] for r in runs], " s"))
     return 0
 
 
-def demo_write_once(rows: int, bootstrap: str) -> int:
+def demo_write_once(rows: int, bootstrap: str, spark_only: bool = False) -> int:
     import ray
 
     from raykafka.app.demo import demo_events
@@ -328,6 +332,11 @@ def demo_write_once(rows: int, bootstrap: str) -> int:
     init_ray(num_cpus=2)
     spark = init_spark("raykafka-demo-write")
     try:
+        if spark_only:
+            start = time.perf_counter()
+            demo_events(spark, rows).write.format("noop").mode("overwrite").save()
+            print(json.dumps({"rows": rows, "spark_alone_s": round(time.perf_counter() - start, 3)}), flush=True)
+            return 0
         with Admin(config) as admin:
             first, again = topic(admin), topic(admin)
         start = time.perf_counter()
@@ -471,6 +480,8 @@ def main() -> int:
     parser.add_argument("--batch", action="store_true", help="with `sends`: one send_batch of an Arrow table")
     parser.add_argument("--confluent", action="store_true", help="with `sends`: confluent-kafka's produce()")
     parser.add_argument("--bootstrap", help="with `demo-write-once`: the broker to write to")
+    parser.add_argument("--spark-only", action="store_true",
+                        help="with `demo-write-once`: Spark's job alone, into Spark's noop sink")
     parser.add_argument("--out", help="also write the run's summaries here, as JSON (`hops`: SCALING.hops.json, "
                                       "which BENCHMARKS.md's latency profile quotes)")
     args = parser.parse_args()
@@ -483,7 +494,7 @@ def main() -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.what == "demo-write-once":
-        return demo_write_once(args.rows, args.bootstrap)
+        return demo_write_once(args.rows, args.bootstrap, args.spark_only)
 
     import ray
 
