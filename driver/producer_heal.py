@@ -148,7 +148,12 @@ def scan_written(config: Any, producer_id: int, batches: list[MessageBatch],
     nothing more; then every request that had left the process has been written or never will
     be. (A chaos test under CI's load once saw a first read alone miss 460 such records, which
     were then sent again and written twice.) Each read of a partition is bounded by
-    `request.timeout.ms`, and so are the reads again, all together."""
+    `request.timeout.ms`, and so are the reads again, all together.
+
+    This narrows the window; it cannot close it. A broker would close it by fencing the old epoch
+    (KIP-360: InitProducerId with the old id and epoch), but tansu answers that
+    UNKNOWN_SERVER_ERROR and goes on writing the old epoch (tests/integration/test_cluster.py);
+    only a `transactional.id` fences a dead writer there."""
     import asyncio
 
     from ..wire.cluster import Cluster

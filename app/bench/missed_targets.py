@@ -6,6 +6,7 @@ the command that takes it again and the day it was taken."""
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 HEADING = "## Targets missed: what explains them, what would close them"
 
@@ -48,15 +49,24 @@ LATENCY_CLOSE = (
     "terms rule out, or stages that share a process).")
 
 
-def _taken(path: Path, unit: str, units: dict[str, str] | None = None) -> tuple[str, str, dict[str, str]] | None:
-    """The command, the day and every figure (`median unit (min–max)`, by label; `units` gives a
-    label a unit of its own) of a `scaling --out` file; None when it cannot be read."""
+class Taken(NamedTuple):
+    """What a `scaling --out` file holds, ready to quote."""
+
+    command: str
+    day: str
+    figures: dict[str, str]  # by label: `median unit (min–max)`
+    raw: dict[str, dict[str, float]]  # by label: median, min, max, n
+
+
+def _taken(path: Path, unit: str, units: dict[str, str] | None = None) -> Taken | None:
+    """A `scaling --out` file, each figure formatted with `unit` (or the one `units` gives its
+    label); None when it cannot be read."""
     try:
         taken = json.loads(path.read_text())
         units = units or {}
         figures = {label: f"{f['median']:.2f}{_spaced(units.get(label, unit))} ({f['min']:.2f}–{f['max']:.2f})"
                    for label, f in taken["figures"].items()}
-        return taken["command"], taken["taken"], figures
+        return Taken(taken["command"], taken["taken"], figures, taken["figures"])
     except (OSError, KeyError, TypeError, ValueError):
         return None
 
@@ -71,7 +81,7 @@ def _quoted(path: Path, unit: str, fill: Callable[[str, str, dict[str, str]], st
     is missing or lacks a figure that `fill` asks for."""
     taken = _taken(path, unit, units)
     try:
-        return fill(*taken) if taken is not None else command_only
+        return fill(taken.command, taken.day, taken.figures) if taken is not None else command_only
     except KeyError:
         return command_only
 
@@ -150,32 +160,30 @@ def batch_produce(paths: dict[str, Path] = SENDS_FIGURES) -> str:
     the commands only)."""
     b, k, c = (_taken(paths[kind], "") for kind in ("batch", "batch-keyed", "confluent"))
     try:
-        rates = json.loads(paths["confluent"].read_text())["figures"]["confluent-kafka produce(): msg/s"]
-        ours = json.loads(paths["batch"].read_text())["figures"]["send_batch: msg/s"]
+        theirs, ours = c.raw["confluent-kafka produce(): msg/s"], b.raw["send_batch: msg/s"]
         figures = BATCH_FIGURES_TEXT.format(
-            batch_cmd=b[0], confluent_cmd=c[0], keyed_cmd=k[0], day=", ".join(sorted({b[1], c[1], k[1]})),
-            b_all=b[2]["send_batch: all CPU per msg"], b_rate=_rate(paths["batch"], "send_batch: msg/s"),
-            b_flusher=b[2]["send_batch: flusher CPU per msg"], b_driver=b[2]["send_batch: driver CPU per msg"],
-            b_broker=b[2]["send_batch: broker CPU per msg"], b_results=b[2]["send_batch: producer_results CPU per msg"],
-            c_all=c[2]["confluent-kafka produce(): all CPU per msg"],
-            c_own=c[2]["confluent-kafka produce(): driver CPU per msg"],
-            c_broker=c[2]["confluent-kafka produce(): broker CPU per msg"],
-            c_rate=_rate(paths["confluent"], "confluent-kafka produce(): msg/s"), need=2e6 / (1.5 * rates["median"]),
-            ratio=ours["median"] / rates["median"],
-            k_all=k[2]["send_batch, keyed: all CPU per msg"], k_rate=_rate(paths["batch-keyed"], "send_batch, keyed: msg/s"),
-            k_flusher=k[2]["send_batch, keyed: flusher CPU per msg"],
-            k_pd=k[2]["send_batch, keyed: partition_dispatcher CPU per msg"])
-    except (OSError, TypeError, KeyError, ValueError):
+            batch_cmd=b.command, confluent_cmd=c.command, keyed_cmd=k.command, day=", ".join(sorted({b.day, c.day, k.day})),
+            b_all=b.figures["send_batch: all CPU per msg"], b_rate=_rate(ours),
+            b_flusher=b.figures["send_batch: flusher CPU per msg"], b_driver=b.figures["send_batch: driver CPU per msg"],
+            b_broker=b.figures["send_batch: broker CPU per msg"],
+            b_results=b.figures["send_batch: producer_results CPU per msg"],
+            c_all=c.figures["confluent-kafka produce(): all CPU per msg"],
+            c_own=c.figures["confluent-kafka produce(): driver CPU per msg"],
+            c_broker=c.figures["confluent-kafka produce(): broker CPU per msg"],
+            c_rate=_rate(theirs), need=2e6 / (1.5 * theirs["median"]), ratio=ours["median"] / theirs["median"],
+            k_all=k.figures["send_batch, keyed: all CPU per msg"], k_rate=_rate(k.raw["send_batch, keyed: msg/s"]),
+            k_flusher=k.figures["send_batch, keyed: flusher CPU per msg"],
+            k_pd=k.figures["send_batch, keyed: partition_dispatcher CPU per msg"])
+    except (AttributeError, KeyError):  # a file missing (None), or without a figure asked for
         figures = ("Where each message's CPU goes: `python -m raykafka.app.bench.scaling sends --batch --rows 1000000 "
                    "--out SCALING.sends-batch.json`, the same with `--keyed` (`SCALING.sends-batch-keyed.json`) "
                    "and with `--confluent` (`SCALING.sends-confluent.json`). ")
     return BATCH_TOPIC + figures + BATCH_CLOSE
 
 
-def _rate(path: Path, label: str) -> str:
+def _rate(figure: dict[str, float]) -> str:
     """A msg/s figure of a `scaling --out` file, in thousands: `1,380k (1,350k–1,400k)`."""
-    f = json.loads(path.read_text())["figures"][label]
-    return f"{f['median'] / 1000:,.0f}k ({f['min'] / 1000:,.0f}k–{f['max'] / 1000:,.0f}k)"
+    return f"{figure['median'] / 1000:,.0f}k ({figure['min'] / 1000:,.0f}k–{figure['max'] / 1000:,.0f}k)"
 
 
 # a target's text, as report.py's table names it -> what renders its profile

@@ -458,7 +458,7 @@ def run_hops(args: argparse.Namespace, config: dict[str, Any], admin: Any, broke
             try:
                 ray.get(graph.execute(VALUE))
                 graph_idle.append(idle_cores())
-                found[compiled].append(timed(compiled, lambda: ray.get(graph.execute(VALUE))))
+                found[compiled].append(timed(compiled, lambda graph=graph: ray.get(graph.execute(VALUE))))
             finally:
                 graph.teardown()
     for label, runs in found.items():

@@ -149,3 +149,44 @@ def test_a_duplicate_tansu_answers_without_an_offset_is_found_in_its_log(broker,
 
     again = run(scenario())
     print(f"tansu answered the duplicate: error {again.error_code}, base offset {again.base_offset}")
+
+
+def test_tansu_refuses_an_idempotent_producers_epoch_bump_so_its_old_epoch_still_writes(broker, topic_name):
+    """KIP-360's InitProducerId with the producer's own id and epoch would fence that epoch's late
+    requests. tansu answers it UNKNOWN_SERVER_ERROR and goes on writing the old epoch's batches,
+    so a heal cannot fence a dead Flusher's last requests: `producer_heal.scan_written` reads the
+    log again until it is quiet instead. Should this test fail, tansu fences, and the heal can
+    bump the epoch, then read the log once."""
+    from raykafka.wire.errors import BY_NAME
+    from raykafka.wire.records import encode_record_batch
+
+    topic = topic_name("bump")
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topics({topic: 1})
+
+    async def scenario():
+        conn = await BrokerConnection(broker.host, broker.port).connect()
+        try:
+            assert conn.version_for(messages.INIT_PRODUCER_ID) >= 3  # the version that carries id and epoch
+            first = await conn.request(messages.INIT_PRODUCER_ID, {"transactional_id": None,
+                                                                   "transaction_timeout_ms": 60000})
+
+            async def write(seq: int) -> int:
+                batch = encode_record_batch([b"%d" % seq], base_sequence=seq, producer_id=first.producer_id,
+                                            producer_epoch=first.producer_epoch)
+                answer = await conn.request(messages.PRODUCE, {
+                    "transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                    "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+                return answer.responses[0].partition_responses[0].error_code
+
+            assert await write(0) == 0
+            bump = await conn.request(messages.INIT_PRODUCER_ID, {
+                "transactional_id": None, "transaction_timeout_ms": 60000,
+                "producer_id": first.producer_id, "producer_epoch": first.producer_epoch})
+            return bump.error_code, await write(1)
+        finally:
+            await conn.close()
+
+    bumped, late = run(scenario())
+    assert bumped == BY_NAME["UNKNOWN_SERVER_ERROR"].code
+    assert late == 0
