@@ -383,7 +383,7 @@ def run_pipelines(args: argparse.Namespace, config: dict[str, Any], admin: Any, 
 
 
 HOPS = 6  # actor hops of a message's path and its answer's: PD, LD, Aggregator, Flusher, results, driver
-IDLE_S = 2.0  # how long a compiled graph's actors are watched while it runs nothing
+IDLE_S = 2.0  # how long the chain's actors are watched with nothing to do (plain, then compiled)
 
 
 def run_hops(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
