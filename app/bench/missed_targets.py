@@ -25,10 +25,7 @@ LATENCY_PATH = (
     "driver's results thread); each hop is a Ray actor call. One call chain per message is more than\n"
     "two cores carry at the bench's rate, so the sender coalesces as Nagle's rule does: while\n"
     "messages it handed over are unanswered, new ones gather (up to 50 ms). The latency table's\n"
-    "row \"Nagle wait off\" is the same keyed run with that wait switched off: what the rule saves.\n"
-    "Letting two hand-overs be unanswered at a time, not one, was slower (2026-11-26, 3 runs each\n"
-    "of the unkeyed row: p50 14.47 ms (14.34–14.51) against 11.98 (11.53–12.10), p99 23.13 against\n"
-    "20.20): each hand-over is a chain of calls, and two cores carry no more of them.\n")
+    "row \"Nagle wait off\" is the same keyed run with that wait switched off: what the rule saves.\n")
 LATENCY_HOPS = (
     "The hops alone are over the target here. `{command}` ({taken}; median of the runs, lowest–highest\n"
     "run): through a chain of six trivial actors, each call's result the next one's argument, plain\n"
@@ -160,6 +157,8 @@ def batch_produce(paths: dict[str, Path] = SENDS_FIGURES) -> str:
     the commands only)."""
     b, k, c = (_taken(paths[kind], "") for kind in ("batch", "batch-keyed", "confluent"))
     try:
+        if b is None or k is None or c is None:
+            raise KeyError("a sends file")
         theirs, ours = c.raw["confluent-kafka produce(): msg/s"], b.raw["send_batch: msg/s"]
         figures = BATCH_FIGURES_TEXT.format(
             batch_cmd=b.command, confluent_cmd=c.command, keyed_cmd=k.command, day=", ".join(sorted({b.day, c.day, k.day})),
@@ -174,7 +173,7 @@ def batch_produce(paths: dict[str, Path] = SENDS_FIGURES) -> str:
             k_all=k.figures["send_batch, keyed: all CPU per msg"], k_rate=_rate(k.raw["send_batch, keyed: msg/s"]),
             k_flusher=k.figures["send_batch, keyed: flusher CPU per msg"],
             k_pd=k.figures["send_batch, keyed: partition_dispatcher CPU per msg"])
-    except (AttributeError, KeyError):  # a file missing (None), or without a figure asked for
+    except KeyError:  # a file missing, or without a figure asked for
         figures = ("Where each message's CPU goes: `python -m raykafka.app.bench.scaling sends --batch --rows 1000000 "
                    "--out SCALING.sends-batch.json`, the same with `--keyed` (`SCALING.sends-batch-keyed.json`) "
                    "and with `--confluent` (`SCALING.sends-confluent.json`). ")

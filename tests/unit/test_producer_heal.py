@@ -87,7 +87,7 @@ def test_the_log_is_read_again_for_records_that_land_after_the_first_read(monkey
     from raykafka.wire.config import parse_config
     from raykafka.wire.records import encode_record_batch
 
-    monkeypatch.setattr(producer_heal, "SETTLE_S", 0.05, raising=False)
+    monkeypatch.setattr(producer_heal, "SETTLE_S", 0.05)
     reads: list[int] = []
     real = fetch.records_of_producer
 
