@@ -230,8 +230,7 @@ DEMO_WRITE_CLOSE = (
     "The write itself is the write-alone figure; the rest is Spark's job on a cold JVM and RayDP's recoverable\n"
     "conversion (Arrow bytes cached in Spark, then fetched by Ray tasks from the executors), and\n"
     "the start of about ten processes on two cores. Starting the pipelines while Spark works did\n"
-    "not help (2026-11-25: 12.06–13.59 s against 12.38–12.88, 3 runs each): the start costs CPU,\n"
-    "which Spark is using. What would close it: not a faster writer; a Spark that is warm before the\n"
+    "not help in a trial of 2026-11-25: the start costs CPU, which Spark is using. What would close it: not a faster writer; a Spark that is warm before the\n"
     "demo asks it for events (its first job is the slow one), then Spark's partitions handed to the\n"
     "writers as each is made, and fewer processes to start.")
 
