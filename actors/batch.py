@@ -101,6 +101,7 @@ class MessageBatch:
     numbering: int = 0  # which numbering of its partition the sequences belong to (see LeaderDispatcher)
     created_ms: int = 0  # when the oldest message was sent, for delivery.timeout.ms
     nbytes: int = 0  # record bytes (estimate), for batch.size and buffer accounting
+    unanswered: bool = False  # a request that carried it got no answer: the broker may have written it
 
     def __len__(self) -> int:
         return len(self.values)
@@ -129,6 +130,16 @@ class MessageBatch:
     def timestamp_list(self) -> list[int]:
         ts = self.timestamps
         return list(ts) if isinstance(ts, list) else [ts] * len(self.values)
+
+    def earliest_ms(self) -> int:
+        """The oldest time any of its records can carry in the log: its oldest timestamp, or when
+        its oldest message was sent if that is older (a topic stamping log-append time stamps
+        each record later than that); 0 when a record has no time of its own."""
+        ts = self.timestamps
+        oldest = min(ts, default=0) if isinstance(ts, list) else ts
+        if oldest <= 0:
+            return 0
+        return min(oldest, self.created_ms) if self.created_ms > 0 else oldest
 
     def measure(self) -> MessageBatch:
         """Fill in `nbytes` from the columns."""
@@ -191,4 +202,5 @@ class MessageBatch:
                 timestamps.extend(b.timestamp_list())
         return replace(first, ids=ids, values=values, keys=keys, headers=headers, timestamps=timestamps,
                        partitions=None, retries=max(b.retries for b in batches),
+                       unanswered=any(b.unanswered for b in batches),
                        created_ms=min(b.created_ms for b in batches), nbytes=sum(b.nbytes for b in batches))

@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from ..wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, KafkaError
+from ..wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, KafkaError, OutcomeUnknownError
 from ..wire.transactions import send_error
 from .batch import RESET, MessageBatch
 from .idempotence import SequenceSpan, sequence_span
@@ -255,6 +255,7 @@ class FlusherState:
         """Request `index` got no answer (dropped connection, timeout): every batch in it is retried."""
         log.info("%s request %d failed: %s", self.path, index, error)
         for batch in batches:
+            batch.unanswered = True
             self.muter.mute((batch.topic, batch.partition), error, index)
             self.retry_message(batch, error)
 
@@ -283,17 +284,25 @@ class FlusherState:
         `counted`) or past delivery.timeout.ms, else count up and hand to the retry handler."""
         if not batch.is_control:
             if counted and batch.retries >= self.max_retries:
-                self.report_error(batch, cause)
+                self.report_error(batch, self._unknown(batch, cause) if batch.unanswered else cause)
                 return
             now_ms = time.time() * 1000 if now_ms is None else now_ms
             if batch.created_ms and now_ms - batch.created_ms > self.delivery_timeout_ms:
-                self.report_error(batch, DeliveryTimeoutError(
-                    f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms} "
-                    f"after {batch.retries} retries; last error: {cause}"))
+                timed_out = OutcomeUnknownError if batch.unanswered else DeliveryTimeoutError
+                self.report_error(batch, timed_out(
+                    f"{'outcome unknown' if batch.unanswered else 'not delivered'} within delivery.timeout.ms="
+                    f"{self.delivery_timeout_ms} after {batch.retries} retries; last error: {cause}"))
                 return
         self.observer.retried(batch)
         batch.retries += 1
         self._retry_out.append(batch)
+
+    def _unknown(self, batch: MessageBatch, cause: Exception) -> OutcomeUnknownError:
+        """Giving up on a batch a request of which went unanswered: it may be in the log."""
+        error = OutcomeUnknownError(f"outcome unknown after {batch.retries} retries: a request that carried it "
+                                    f"got no answer and may have been written; last error: {cause}")
+        error.__cause__ = cause
+        return error
 
     def succeed_at(self, batch: MessageBatch, offset: int, append_time: int = -1) -> None:
         """The batch is written at `offset` (-1 only with acks=0, where nothing tells it)."""

@@ -11,6 +11,9 @@ producer id, its epoch and the sequence numbers.
   numbering, the first sequence whose batch has not ended: what `reset` asks before it
   renumbers, since renumbering a batch whose earlier attempt may yet be written would write it
   twice.
+- Each numbered batch is noted (`NumberedBatch`) to the ProducerResults as it leaves the
+  LeaderDispatcher, and the driver keeps the notes until their messages end: a heal matches the
+  old producer id's records in the log to messages by partition and sequence, exactly.
 - The Flusher reports a broken sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID)
   in-band, as a RESET batch back through the retry loop; a batch carries its own numbers
   (`MessageBatch.producer_id`, `producer_epoch`, `base_sequence`, `numbering`), so a retry goes
@@ -23,9 +26,9 @@ import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-log = logging.getLogger("raykafka.producer.idempotence")
+from ..wire.records import SEQUENCE_MASK
 
-SEQUENCE_MASK = 0x7FFFFFFF  # sequences wrap at 2**31
+log = logging.getLogger("raykafka.producer.idempotence")
 
 
 class SequenceSpan(NamedTuple):
@@ -37,6 +40,31 @@ class SequenceSpan(NamedTuple):
     numbering: int
     base: int
     count: int
+
+
+class NumberedBatch(NamedTuple):
+    """Which messages a numbered batch carries under which sequence numbers: the i-th id of
+    `ids` is written as `base_sequence + i` of `producer_id`/`producer_epoch` in `topic`/`partition`. The
+    LeaderDispatcher reports one as it sends the batch on, so that a healing producer can tell
+    exactly which message a record of its old producer id in the log is
+    (driver/producer_heal.py `SequenceBook`). `earliest_ms`: the oldest timestamp among them,
+    where a partition's scan for them may start (ListOffsets by time)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    ids: Any  # a list, range or numpy array of message ids
+    earliest_ms: int
+
+
+def numbered_batch(batch: Any) -> NumberedBatch | None:
+    """The note of a numbered MessageBatch, else None."""
+    if batch.producer_id < 0 or batch.base_sequence < 0 or batch.is_control or not len(batch.ids):
+        return None
+    return NumberedBatch(batch.topic, batch.partition, batch.producer_id, batch.producer_epoch,
+                         batch.base_sequence, batch.ids, batch.earliest_ms())
 
 
 def sequence_span(batch: Any) -> SequenceSpan | None:

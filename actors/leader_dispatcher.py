@@ -43,7 +43,7 @@ from typing import Any, Protocol
 from ..wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, KafkaError
 from .batch import FIN, RESET, SYN, MessageBatch
 from .hold import HoldBackoff, SelfTimer, split_expired
-from .idempotence import PartitionSequences
+from .idempotence import NumberedBatch, PartitionSequences, numbered_batch
 
 __all__ = ["HoldBackoff", "LeaderDispatcher", "LeaderDispatcherState"]
 
@@ -268,7 +268,8 @@ class LeaderDispatcher:
         self.partitions: dict[int, LeaderDispatcherState] = {}
         self.backoff = HoldBackoff(ctx.config["retry.backoff.ms"])
         self.timer = SelfTimer("retry_held")
-        self.outbox = Outbox()
+        # a producer that heals is told what each numbered batch carries (not a transactional one)
+        self.outbox = Outbox(ctx.results if ctx.config["transactional.id"] is None else None)
 
     def ping(self) -> bool:
         return True
@@ -406,15 +407,25 @@ class Outbox:
     `Aggregator.add` per broker for all its partitions' batches (a keyed hand-over spans every
     partition), rather than one per batch. Each partition's window holds that call with the
     partition's own batches, so a failed call fails each batch once, through its own route.
-    Order holds: an Aggregator takes one caller's calls in order, and a call's batches in order."""
+    Order holds: an Aggregator takes one caller's calls in order, and a call's batches in order.
 
-    def __init__(self) -> None:
+    With `results` (a producer that heals), the numbered batches are first noted there
+    (`NumberedBatch`, one call for them all), before they are handed on towards a broker."""
+
+    def __init__(self, results: Any = None) -> None:
         self.pending: list[tuple[Any, PartitionRoute, MessageBatch]] = []
+        self.results = results
+        self.notes: list[NumberedBatch] = []
 
     def put(self, aggregator: Any, route: PartitionRoute, batch: MessageBatch) -> None:
         self.pending.append((aggregator, route, batch))
+        if self.results is not None and (note := numbered_batch(batch)) is not None:
+            self.notes.append(note)
 
     def send(self) -> None:
+        if self.notes:
+            notes, self.notes = self.notes, []
+            self.results.numbered.remote(notes)
         pending, self.pending = self.pending, []
         calls: dict[Any, list[tuple[PartitionRoute, MessageBatch]]] = {}  # aggregator -> its sends, in order
         for aggregator, route, batch in pending:

@@ -10,7 +10,8 @@ since every entry names the message ids it settles.
 
 An entry is an `Outcome` (ids, topic, partition, first offset or -1, log-append time or -1,
 error or None); the i-th id's offset is first offset + i. A numbered batch's sequence numbers
-come as a `SequenceSpan`.
+come as a `SequenceSpan`. The LeaderDispatchers also note each numbered batch as it leaves
+(`numbered`); `poll` hands those notes over with the outcomes (`Reports`).
 
 With idempotence it also knows, per partition and numbering, up to which sequence number every
 batch has ended (`first_unresolved`, kept by `idempotence.EndedSequences`): a LeaderDispatcher
@@ -26,9 +27,10 @@ from __future__ import annotations
 import threading
 from typing import Any, NamedTuple
 
-from .idempotence import EndedSequences, SequenceSpan, sequence_span
+from .idempotence import EndedSequences, NumberedBatch, SequenceSpan, sequence_span
 
-__all__ = ["Outcome", "ProducerResults", "SequenceSpan", "report_failed", "sequence_span"]
+__all__ = ["NumberedBatch", "Outcome", "ProducerResults", "Reports", "SequenceSpan", "report_failed",
+           "sequence_span"]
 
 
 class Outcome(NamedTuple):
@@ -47,9 +49,18 @@ class Outcome(NamedTuple):
         return cls(ids, topic, partition, -1, -1, error)
 
 
+class Reports(NamedTuple):
+    """What one `poll` hands the driver: how messages ended, and which numbered batches left a
+    LeaderDispatcher since the last poll (what a heal needs to tell exactly whose a record is)."""
+
+    outcomes: list[Outcome]
+    numbered: list[NumberedBatch]
+
+
 class ProducerResults:
     def __init__(self, ctx: Any = None):
         self.entries: list[Outcome] = []
+        self.numbered_batches: list[NumberedBatch] = []
         self.cond = threading.Condition()
         self.reported = 0
         self.sequences = EndedSequences()
@@ -66,17 +77,24 @@ class ProducerResults:
                 self.sequences.ended(SequenceSpan(*span))
             self.cond.notify_all()
 
+    def numbered(self, notes: list[NumberedBatch]) -> None:
+        """A LeaderDispatcher sent these numbered batches on (before their bytes can reach a broker)."""
+        with self.cond:
+            self.numbered_batches.extend(notes)
+
     def first_unresolved(self, topic: str, partition: int, producer_id: int, numbering: int) -> int:
         """The first sequence number of the partition's numbering whose batch has not ended."""
         with self.cond:
             return self.sequences.first_unresolved(topic, partition, producer_id, numbering)
 
-    def poll(self, timeout: float) -> list[Outcome]:
-        """Every entry reported since the last poll; waits up to `timeout` s for the first one."""
+    def poll(self, timeout: float) -> Reports:
+        """Every entry reported since the last poll, and the numbered batches noted; waits up to
+        `timeout` s for the first entry."""
         with self.cond:
             if not self.entries:
                 self.cond.wait(timeout)
-            out, self.entries = self.entries, []
+            out = Reports(self.entries, self.numbered_batches)
+            self.entries, self.numbered_batches = [], []
         return out
 
 

@@ -133,7 +133,7 @@ class TopicDispatcher:
         self.timer = SelfTimer("retry_held")
         self.init_error: Exception | None = None
         try:
-            if ctx.config["enable.idempotence"] and ctx.config["transactional.id"] is None:
+            if ctx.config["enable.idempotence"] and ctx.config["transactional.id"] is None and ctx.producer_id < 0:
                 ctx.producer_id, ctx.producer_epoch = self.loop.run(init_producer_id(self.cluster), ctx.timeout * 2)
             else:
                 self.loop.run(self.cluster.any_connection(), ctx.timeout * 2)  # fail early: no broker

@@ -50,7 +50,7 @@ import numpy as np
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.calls import pipeline_error
 from ..actors.metrics import ProducerMetrics
-from ..actors.producer_results import Outcome
+from ..actors.producer_results import Outcome, Reports
 from ..wire.config import parse_config
 from ..wire.errors import (
     BufferExhaustedError,
@@ -63,7 +63,16 @@ from ..wire.errors import (
 from ..wire.serde import get_serializer, serialize_many, serialize_one
 from .accumulator import Accumulator, shared
 from .message_futures import MessageFuture, set_future, settle_futures
-from .producer_heal import Heal, KeptBatches, acked_ends, scan_written, written_outcomes
+from .producer_heal import (
+    Heal,
+    KeptBatches,
+    LogRead,
+    SequenceBook,
+    acked_ends,
+    read_log,
+    still_open,
+    written_outcomes,
+)
 from .producer_input import (
     MAX_PARTITION,
     batch_columns,
@@ -140,6 +149,7 @@ class Producer:
         self._ledger = Ledger()  # every message accepted and not yet ended; buffer.memory
         self._acc = Accumulator()  # what send gathered, and the batches ready to hand on
         self._flush_now = False
+        self._expired_gathered = False  # the watchdog ended messages still gathered: cut them out before handing on
         self._settling = 0
         self._closed = False  # no new sends
         self._stopping = False  # the pipeline is being shut down on purpose
@@ -151,6 +161,7 @@ class Producer:
         self.heals_done: list[Heal] = []  # each rebuild, with what it found and sent again
         self.heal_failures = 0  # attempts that could not rebuild it (tried again after HEAL_RETRY)
         self._kept = KeptBatches()
+        self._book = SequenceBook()  # which message each numbered record is, until it ends
         self._acked_ends: dict[tuple[str, int], int] = {}  # (topic, partition) -> after the last acked offset
         self._healing = False  # the sender and the results thread wait while it is set
         self._sender_busy = False  # the sender is handing batches on, outside the lock
@@ -385,6 +396,8 @@ class Producer:
                 while self._healing:
                     self._cond.wait(1.0)
                 batches = acc.take()
+                if self._expired_gathered:  # the watchdog ended some before they were handed on
+                    batches, self._expired_gathered = still_open(batches, self._ledger), False
                 self._flush_now = False
                 if self.heals:
                     self._kept.keep(batches, self._ledger)
@@ -467,16 +480,20 @@ class Producer:
         old = self._pipeline
         t0 = time.monotonic()
         old.kill_all(CLOSE_MIN, keep_results=True)
-        self._resolve(old.last_results(5))
+        self._take_reports(old.last_results(5))
         old.kill_all(CLOSE_MIN)
         with self._cond:
             while self._sender_busy or self._polling:  # calls to the dead pipeline fail at once
                 self._cond.wait(1.0)
             batches = self._kept.unresolved(self._ledger)
             ends = dict(self._acked_ends)
+            plan = self._book.scan_plan(self._ledger.open_positions)
         found: list[Outcome] = []
+        read = LogRead({}, None)
         if batches and old.producer_id >= 0:
-            found = written_outcomes(batches, scan_written(self.config, old.producer_id, batches, ends))
+            plan.update(self._book.unnoted_scans(batches, (old.producer_id, old.producer_epoch)))
+            read = read_log(self.config, plan, ends, bump=(old.producer_id, old.producer_epoch))
+            found = written_outcomes(batches, read.records, self._book)
             self._resolve(found)
             with self._cond:
                 batches = self._kept.unresolved(self._ledger)
@@ -484,12 +501,13 @@ class Producer:
             if self._stopping:
                 return
         self._generation += 1  # each attempt's actors have names of their own
-        pipeline = ProducerPipeline(self.config, f"{self.name}~{self._generation}")
+        pipeline = ProducerPipeline(self.config, f"{self.name}~{self._generation}", producer_id=read.bumped)
         with self._cond:
             if self._results_stopped:  # close gave up waiting for this heal: nothing may outlive it
                 pipeline.kill_all(CLOSE_MIN)
                 return
             self._start_pipeline(pipeline)
+            batches = self._kept.unresolved(self._ledger)  # the watchdog may have ended some meanwhile
             self._cond.notify_all()
         self.healed += 1
         self._watchdog.healed()
@@ -497,7 +515,7 @@ class Producer:
         if any(self._heals_from(error) for _, error in failed):
             raise PipelineError(f"the healed pipeline failed at once: {failed[0][1]}")
         heal = Heal(self._heal_cause, time.monotonic() - t0, len(found), sum(len(b) for b in batches),
-                    (old.producer_id, self.producer_id))
+                    (old.producer_id, self.producer_id), read.bumped is not None)
         self.heals_done.append(heal)
         log.warning("%s: pipeline healed: %s", self.name, heal)
         self._fail_handed_on(failed)
@@ -519,7 +537,7 @@ class Producer:
                 pipeline, results = self._pipeline, self.ctx.results
                 self._polling = True
             try:
-                entries = ray.get(results.poll.remote(0.2))
+                reports = ray.get(results.poll.remote(0.2))
             except Exception as exc:
                 self._done_polling()
                 with self._cond:
@@ -542,12 +560,22 @@ class Producer:
                 time.sleep(0.2)
                 continue
             try:
-                if entries:
-                    self._resolve(entries, pipeline)
+                self._take_reports(reports, pipeline)
             except Exception:  # a bug here must not stop every later message from resolving
-                log.exception("%s: settling %d reports failed", self.name, len(entries))
+                log.exception("%s: settling %d reports failed", self.name, len(reports.outcomes))
             finally:
                 self._done_polling()
+
+    def _take_reports(self, reports: Reports | None, pipeline: ProducerPipeline | None = None) -> None:
+        """What a poll of the ProducerResults gave: the numbered batches to the book (a producer
+        that heals), then the outcomes settled."""
+        if reports is None:
+            return
+        if reports.numbered and self.heals:
+            with self._cond:
+                self._book.add(reports.numbered, self._ledger)
+        if reports.outcomes:
+            self._resolve(reports.outcomes, pipeline)
 
     def _done_polling(self) -> None:
         with self._cond:
@@ -763,9 +791,7 @@ class Producer:
         self._poller.join(5)
         if self._poller.is_alive() or not ray.is_initialized():
             return
-        entries = self._pipeline.last_results(5)
-        if entries:
-            self._resolve(entries)
+        self._take_reports(self._pipeline.last_results(5))
 
     def _close_error(self, timeout: float | None, deadline: float | None) -> ProducerClosedError:
         dead = self._watchdog.dead_actors()
@@ -804,7 +830,10 @@ class Producer:
             return self._ledger.unresolved_before(cutoff)
 
     def expire(self, groups: list[list[int]], error: Exception) -> None:
-        """End these messages (unresolved ones; the others are skipped) with `error`."""
+        """End these messages (unresolved ones; the others are skipped) with `error`; those still
+        gathered here are then never handed on."""
+        with self._cond:
+            self._expired_gathered = bool(self._acc.open or self._acc.ready)
         self._resolve([Outcome.failed(ids, error) for ids in groups])
 
     def ray_gone(self) -> None:

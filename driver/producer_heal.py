@@ -1,38 +1,58 @@
 """What a `Producer` needs to heal its pipeline after an actor died: the batches it handed on,
-kept until their messages end, and what the log says of those a dead actor left unanswered.
+kept until their messages end; which message each numbered record is; and what the log says
+of those a dead actor left unanswered.
 
-Cardinality: one `KeptBatches` per Producer, written by its sender thread (`keep`, `prune`)
-and read by its healer (`unresolved`), both under the Producer's lock. `written_outcomes`
-is Ray-free and does no I/O: the healer hands it the records the old producer id left in the
-log (`wire.fetch.records_of_producer`, from each partition's last acknowledged offset on).
+Cardinality: one `KeptBatches` and one `SequenceBook` per Producer, written by its sender and
+results threads (`keep`, `add`, `prune`) and read by its healer, all under the Producer's lock.
+`written_outcomes` is Ray-free and does no I/O; `read_log` asks the brokers.
 
 Why the log is asked: a Flusher that dies with Produce requests in flight leaves their outcome
-unknown; the broker may have written them. Sent again under a new producer id they would be
-written twice. With idempotence the old producer id's records after the last acknowledged
-offset of a partition are exactly the messages written but never acknowledged there, and they
-are the earliest unacknowledged messages of that partition (an idempotent producer's sequence
-admits no gap). Each such record is matched to the earliest unresolved message of the topic
-with the same key and value (and timestamp, unless the topic stamps log-append time), which then ends as delivered at the record's offset;
-the rest are sent again, in id order, through the healed pipeline. Two messages alike in
-key, value and timestamp are interchangeable here: which one is said delivered first changes
-no byte in the log. Without idempotence the log cannot tell whose records they are; the
-unresolved messages are all sent again (at least once).
+unknown; the broker may have written them. Sent again they would be written twice. With
+idempotence every record in the log names its producer id, epoch and sequence, and the
+LeaderDispatchers note which messages each numbered batch carries (`NumberedBatch`, kept here
+in the `SequenceBook`), so a record of the old pipeline is matched to its message exactly: by
+topic, partition, producer id, epoch and sequence. Only a record whose note never reached the
+driver (the ProducerResults died before the driver polled it) is matched by what it holds:
+the earliest unresolved message of the topic with the same key, value, headers, timestamp
+(unless the topic stamps log-append time) and explicit partition, if any. Two such messages
+differ in nothing the log shows. The rest are sent again, in id order, through the healed
+pipeline. Without idempotence the log cannot tell whose records they are; the unresolved
+messages are all sent again (at least once).
+
+Where the log is read: a partition from after its last acknowledged offset, and no earlier than
+the first offset stamped at or after the oldest time its unresolved messages can carry
+(ListOffsets by time, less `CLOCK_SKEW_MS`), so another producer's older data is skipped.
+
+Fencing (KIP-360): the heal first asks for the old producer id's next epoch. A broker that gives
+it refuses the old epoch in a partition once a batch of the new epoch lands there, so a dead
+Flusher's request still on its way can be written only until the heal's own first write to
+that partition. tansu refuses the bump (UNKNOWN_SERVER_ERROR) and the new pipeline takes a new
+id; the old one is never fenced there. Either way the log is read again until quiet
+(`SETTLE_S`), which narrows the window; a read that cannot settle within `request.timeout.ms`
+raises `HealScanIncomplete` and the heal tries again: it is never taken as complete.
 """
 
 from __future__ import annotations
 
+import bisect
+import logging
 from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..actors.batch import MessageBatch
+from ..actors.idempotence import NumberedBatch
 from ..actors.producer_results import Outcome
 from ..actors.shared_column import SharedColumn, read_shared
 from ..wire.columns import BinaryColumn
+from ..wire.errors import KafkaError
 from ..wire.fetch import WrittenRecord
+from ..wire.records import SEQUENCE_MASK, encode_header_lists
 from .producer_ledger import Ledger
+
+log = logging.getLogger("raykafka.producer.heal")
 
 TopicPartition = tuple[str, int]
 
@@ -45,6 +65,7 @@ class Heal(NamedTuple):
     found_in_log: int  # unanswered messages the log held, ended as delivered
     sent_again: int  # unanswered messages sent again through the new pipeline
     producer_ids: tuple[int, int]  # (old, new)
+    bumped: bool = False  # the broker gave the old producer id a new epoch (KIP-360), fencing the old one
 
 
 class KeptBatches:
@@ -73,16 +94,22 @@ class KeptBatches:
         """The messages of the kept batches not yet ended, as batches in id order (each topic's
         order kept), fresh for a new pipeline: no partition, no sequence, no retry count."""
         out = []
-        for batch in self.batches:
-            idx = ledger.open_positions(batch.ids)
-            if not len(idx):
-                continue
-            part = batch if len(idx) == len(batch) else batch.take(idx.tolist())
+        for part in still_open(self.batches, ledger):
             out.append(MessageBatch(topic=part.topic, ids=part.ids, values=part.values, keys=part.keys,
                                     timestamps=part.timestamps, headers=part.headers, partitions=part.partitions,
                                     created_ms=part.created_ms, nbytes=part.nbytes))
         self.batches = deque(out)
         return out
+
+
+def still_open(batches: Iterable[MessageBatch], ledger: Ledger) -> list[MessageBatch]:
+    """Each batch cut to its messages not yet ended (a batch with none left is dropped)."""
+    out = []
+    for batch in batches:
+        idx = ledger.open_positions(batch.ids)
+        if len(idx):
+            out.append(batch if len(idx) == len(batch) else batch.take(idx.tolist()))
+    return out
 
 
 def acked_ends(ends: dict[TopicPartition, int], entries: Iterable[Outcome]) -> None:
@@ -94,27 +121,159 @@ def acked_ends(ends: dict[TopicPartition, int], entries: Iterable[Outcome]) -> N
                 ends[(topic, partition)] = end
 
 
-def written_outcomes(batches: Iterable[MessageBatch],
-                     written: Mapping[TopicPartition, list[WrittenRecord]]) -> list[Outcome]:
-    """The unresolved messages of `batches` (in id order) that the log holds (`written`, the old
-    producer id's records per partition after its last acknowledged offset), each as delivered
-    at its record's offset (see the module's docstring)."""
-    waiting: dict[tuple[str, Any, Any], list[tuple[int, int]]] = defaultdict(list)  # -> [(id, timestamp)]
+class SequenceBook:
+    """Which message each sequence number of a numbered batch is: the LeaderDispatchers' notes
+    (`NumberedBatch`), kept until their messages end."""
+
+    def __init__(self) -> None:
+        # (topic, partition, producer id, epoch) -> {base sequence: note}
+        self.notes: dict[tuple[str, int, int, int], dict[int, NumberedBatch]] = defaultdict(dict)
+        self.count = 0  # notes kept
+        self._sorted: dict[tuple[str, int, int, int], list[int]] = {}  # each key's bases, sorted, until it changes
+        self._pruned_at = 1024  # prune once this many are kept; then at twice what was left
+
+    def add(self, notes: Iterable[NumberedBatch], ledger: Ledger) -> None:
+        """Keep these notes; once many are kept, drop those whose messages have all ended."""
+        for note in notes:
+            key = (note.topic, note.partition, note.producer_id, note.producer_epoch)
+            self.notes[key][note.base_sequence] = note
+            self._sorted.pop(key, None)
+            self.count += 1
+        if self.count >= self._pruned_at:
+            self.prune(ledger.open_positions)
+            self._pruned_at = max(1024, 2 * self.count)
+
+    def prune(self, is_open: Callable[[Any], np.ndarray]) -> None:
+        """Drop the notes whose messages have all ended (`is_open(ids)`: positions still open)."""
+        for key in list(self.notes):
+            kept = {base: n for base, n in self.notes[key].items() if len(is_open(n.ids))}
+            if kept:
+                self.notes[key] = kept
+            else:
+                del self.notes[key]
+        self._sorted = {}
+        self.count = sum(len(v) for v in self.notes.values())
+
+    def message_at(self, topic: str, partition: int, producer_id: int, epoch: int, sequence: int) -> int | None:
+        """The id of the message written as `sequence`, if a note says so: the note with the
+        greatest base at or below it (sequences wrap at 2**31: then the greatest of all)."""
+        notes = self.notes.get((topic, partition, producer_id, epoch))
+        if not notes:
+            return None
+        key = (topic, partition, producer_id, epoch)
+        bases = self._sorted.get(key)
+        if bases is None:
+            bases = self._sorted[key] = sorted(notes)
+        at = bisect.bisect_right(bases, sequence) - 1
+        note = notes[bases[at]]  # at == -1: the last, a base before the wrap
+        place = (sequence - note.base_sequence) & SEQUENCE_MASK
+        return int(note.ids[place]) if place < len(note.ids) else None
+
+    def scan_plan(self, is_open: Callable[[Any], np.ndarray]) -> dict[TopicPartition, PartitionScan]:
+        """Each partition with a noted message still open: whose records to look for there, and
+        the oldest time they can carry."""
+        plan: dict[TopicPartition, PartitionScan] = {}
+        for (topic, partition, pid, epoch), notes in self.notes.items():
+            for note in notes.values():
+                if not len(is_open(note.ids)):
+                    continue
+                scan = PartitionScan(frozenset({(pid, epoch)}), note.earliest_ms)
+                plan[(topic, partition)] = scan.join(plan.get((topic, partition)))
+        return plan
+
+    def noted_ids(self) -> set[int]:
+        """Every message id a kept note names."""
+        return {int(i) for notes in self.notes.values() for n in notes.values() for i in n.ids}
+
+    def unnoted_scans(self, batches: Iterable[MessageBatch], writer: tuple[int, int]
+                      ) -> dict[TopicPartition, PartitionScan]:
+        """For each topic with an unresolved message of `batches` that no note names (a note
+        lost with the ProducerResults, or a message never numbered): every partition of it
+        (`ALL_PARTITIONS`), for the records of `writer` (the old pipeline's producer id and
+        epoch) and of every writer noted in the topic."""
+        noted = self.noted_ids()
+        out: dict[TopicPartition, PartitionScan] = {}
+        for batch in batches:
+            if all(int(i) in noted for i in batch.ids):
+                continue
+            writers = frozenset({writer} | {(pid, epoch) for (t, _, pid, epoch) in self.notes if t == batch.topic})
+            scan = PartitionScan(writers, batch.earliest_ms())
+            out[(batch.topic, ALL_PARTITIONS)] = scan.join(out.get((batch.topic, ALL_PARTITIONS)))
+        return out
+
+
+ALL_PARTITIONS = -1  # a scan plan's partition for "every partition of the topic"
+
+
+class PartitionScan(NamedTuple):
+    """What a heal looks for in one partition: records of these (producer id, epoch) pairs,
+    stamped no earlier than `earliest_ms` (0: any time)."""
+
+    writers: frozenset[tuple[int, int]]
+    earliest_ms: int
+
+    def join(self, other: PartitionScan | None) -> PartitionScan:
+        if other is None:
+            return self
+        times = (self.earliest_ms, other.earliest_ms)
+        return PartitionScan(self.writers | other.writers, 0 if 0 in times else min(times))
+
+
+def written_outcomes(batches: Iterable[MessageBatch], written: Mapping[TopicPartition, list[WrittenRecord]],
+                     book: SequenceBook | None = None) -> list[Outcome]:
+    """The unresolved messages of `batches` (in id order) that the log holds (`written`: the old
+    pipeline's records per partition), each as delivered at its record's offset (see the
+    module's docstring): by the `book`'s notes where one names the record's sequence, else by
+    what the record holds."""
+    book = book or SequenceBook()
+    open_ids: set[int] = set()
+    rows: dict[int, tuple] = {}  # id -> (topic, key, value, headers, timestamp, explicit partition)
     for batch in batches:
         values, keys = _as_list(batch.values), _as_list(batch.keys)
-        stamps = batch.timestamp_list()
+        stamps, headers = batch.timestamp_list(), _header_rows(batch)
+        parts = batch.partitions
         for i, mid in enumerate(_id_list(batch.ids)):
-            waiting[(batch.topic, None if keys is None else keys[i], values[i])].append((mid, stamps[i]))
+            open_ids.add(mid)
+            rows[mid] = (batch.topic, None if keys is None else keys[i], values[i], headers[i], stamps[i],
+                         -1 if parts is None else parts[i])
     found: list[Outcome] = []
+    unnoted: list[tuple[str, int, WrittenRecord]] = []
     for (topic, partition), records in written.items():
         for rec in records:
-            alike = waiting.get((topic, rec.key, rec.value))
-            if not alike:
-                continue
+            mid = book.message_at(topic, partition, rec.producer_id, rec.producer_epoch, rec.sequence)
+            if mid is None:
+                unnoted.append((topic, partition, rec))
+            elif mid in open_ids:
+                open_ids.discard(mid)
+                found.append(Outcome([mid], topic, partition, rec.offset))
+    if unnoted:  # matched by what they hold, among the messages no note names
+        noted = book.noted_ids()
+        waiting: dict[tuple, list[int]] = defaultdict(list)
+        for mid in sorted(open_ids - noted):
+            topic, key, value, headers, stamp, part = rows[mid]
+            waiting[(topic, key, value, headers)].append(mid)
+        for topic, partition, rec in unnoted:
+            alike = waiting.get((topic, rec.key, rec.value, _encoded_headers(rec.headers)), [])
+            here = [i for i, mid in enumerate(alike) if rows[mid][5] in (-1, partition)]
             # the earliest with the record's timestamp; else (a topic stamping log-append time) the earliest
-            at = next((i for i, (_, ts) in enumerate(alike) if ts == rec.timestamp), 0)
-            found.append(Outcome([alike.pop(at)[0]], topic, partition, rec.offset))
+            at = next((i for i in here if rows[alike[i]][4] == rec.timestamp), here[0] if here else None)
+            if at is not None:
+                found.append(Outcome([alike.pop(at)], topic, partition, rec.offset))
     return found
+
+
+NO_HEADERS = b"\x00"  # a record's encoded headers when it has none: a count of 0
+
+
+def _header_rows(batch: MessageBatch) -> list[bytes]:
+    """Each record's headers as the record format encodes them."""
+    return [NO_HEADERS] * len(batch) if batch.headers is None else batch.headers.to_list()
+
+
+def _encoded_headers(headers: tuple) -> bytes:
+    """A record's decoded headers, encoded again as `_header_rows` gives a message's."""
+    column = encode_header_lists([list(headers)])
+    return NO_HEADERS if column is None else column.to_list()[0]
 
 
 def _id_list(ids: Any) -> list[int]:
@@ -134,56 +293,109 @@ def _as_list(column: Any) -> list | None:
 
 
 SETTLE_S = 0.25  # the pause before the log is read again for records that landed late
+CLOCK_SKEW_MS = 60_000  # how far a broker's log-append clock may lag ours: a scan starts this much earlier
 
 
-def scan_written(config: Any, producer_id: int, batches: list[MessageBatch],
-                 ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, list[WrittenRecord]]:
-    """The records `producer_id` left in the log after each partition's acknowledged end
-    (`ends`; a partition without one is read from its log's start), for every partition of the
-    topics of `batches`.
+class HealScanIncomplete(KafkaError):
+    """The heal's read of the log did not settle within `request.timeout.ms`: what it found so far
+    is not everything, so nothing it did not find may be sent again yet."""
+
+
+class LogRead(NamedTuple):
+    """What `read_log` found: the old pipeline's records per partition, and the old producer id's
+    next epoch if the broker bumped it (KIP-360), else None."""
+
+    records: dict[TopicPartition, list[WrittenRecord]]
+    bumped: tuple[int, int] | None
+
+
+def read_log(config: Any, plan: Mapping[TopicPartition, PartitionScan], ends: Mapping[TopicPartition, int],
+             bump: tuple[int, int] | None) -> LogRead:
+    """Bump `bump` (the old producer id and epoch) if the broker can, then read each planned
+    partition for its writers' records, from its acknowledged end (`ends`) or the first offset
+    stamped at or after its `earliest_ms` less `CLOCK_SKEW_MS`, whichever is later.
 
     A dead Flusher's last requests may still be on their way when the log is first read: its
     process is gone, but the bytes it wrote to its socket reach the broker after it. So the
     log is read again, `SETTLE_S` after each read, from past what was found, until a read finds
-    nothing more; then every request that had left the process has been written or never will
-    be. (A chaos test under CI's load once saw a first read alone miss 460 such records, which
-    were then sent again and written twice.) Each read of a partition is bounded by
-    `request.timeout.ms`, and so are the reads again, all together.
-
-    This narrows the window; it cannot close it. A broker would close it by fencing the old epoch
-    (KIP-360: InitProducerId with the old id and epoch), but tansu answers that
-    UNKNOWN_SERVER_ERROR and goes on writing the old epoch (tests/integration/test_cluster.py);
-    only a `transactional.id` fences a dead writer there."""
+    nothing more. All the reads together are bounded by `request.timeout.ms`; reads that have not
+    settled by then raise `HealScanIncomplete`, so that a partial read is never taken as whole."""
     import asyncio
 
     from ..wire.cluster import Cluster
-    from ..wire.fetch import records_of_producer
+    from ..wire.fetch import high_watermarks, list_offsets, records_of_producer
     from ..wire.loop import LoopThread
+    from ..wire.producer_id import init_producer_id
 
-    topics = sorted({b.topic for b in batches})
-    if not topics:
-        return {}
     timeout = config["request.timeout.ms"] / 1000
 
-    async def scan(cluster: Cluster) -> dict[TopicPartition, list[WrittenRecord]]:
-        wanted = [(t, p) for t in topics for p in sorted((await cluster.topic(t, refresh=True)).partitions)]
-        starts = {tp: ends.get(tp, 0) for tp in wanted}
+    async def bumped(cluster: Cluster) -> tuple[int, int] | None:
+        if bump is None or bump[0] < 0:
+            return None
+        try:
+            return await asyncio.wait_for(init_producer_id(cluster, bump), timeout)
+        except (TimeoutError, KafkaError) as exc:
+            log.info("heal: the broker did not bump producer %d's epoch %d (%s); its old epoch is not fenced",
+                     bump[0], bump[1], exc)
+            return None
+
+    async def expand(cluster: Cluster) -> dict[TopicPartition, PartitionScan]:
+        """The plan with each whole topic (`ALL_PARTITIONS`) as its partitions."""
+        out: dict[TopicPartition, PartitionScan] = {}
+        for (topic, partition), want in plan.items():
+            if partition == ALL_PARTITIONS:
+                for p in sorted((await cluster.topic(topic, refresh=True)).partitions):
+                    out[(topic, p)] = want.join(out.get((topic, p)))
+            else:
+                out[(topic, partition)] = want.join(out.get((topic, partition)))
+        return out
+
+    async def starts(cluster: Cluster, wanted: Mapping[TopicPartition, PartitionScan]) -> dict[TopicPartition, int]:
+        out: dict[TopicPartition, int] = {}
+        by_topic: dict[str, dict[int, int]] = defaultdict(dict)
+        for (topic, partition), want in wanted.items():
+            by_topic[topic][partition] = want.earliest_ms
+        for topic, parts in by_topic.items():
+            await cluster.topic(topic, refresh=True)
+            timed = [p for p, ms in parts.items() if ms > 0 and (topic, p) not in ends]
+            at: dict[int, int] = {}
+            for p in timed:  # one ListOffsets a partition: each asks its own time
+                at.update(await list_offsets(cluster, topic, [p], max(0, parts[p] - CLOCK_SKEW_MS)))
+            past_end = [p for p in timed if at.get(p, -1) < 0]  # no record that late: none of ours yet
+            if past_end:
+                at.update(await high_watermarks(cluster, topic, past_end))
+            for p in parts:
+                out[(topic, p)] = max(ends.get((topic, p), 0), at.get(p, 0))
+        return out
+
+    async def scan(cluster: Cluster) -> LogRead:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        new_epoch = await bumped(cluster)
+        scans = await asyncio.wait_for(expand(cluster), max(0.0, deadline - loop.time()))
+        start = await asyncio.wait_for(starts(cluster, scans), max(0.0, deadline - loop.time()))
+        wanted = sorted(scans)
         found: dict[TopicPartition, list[WrittenRecord]] = defaultdict(list)
-        deadline = asyncio.get_running_loop().time() + timeout
         first = True
         while True:
             read = await asyncio.gather(*(
-                records_of_producer(cluster, t, p, starts[(t, p)], producer_id,
+                records_of_producer(cluster, t, p, start[(t, p)], scans[(t, p)].writers,
                                     config["max.decompressed.batch.bytes"]) for t, p in wanted))
             for tp, records in zip(wanted, read, strict=True):
                 if records:
                     found[tp].extend(records)
-                    starts[tp] = records[-1].offset + 1
-            if (not first and not any(read)) or asyncio.get_running_loop().time() + SETTLE_S > deadline:
-                return dict(found)
+                    start[tp] = records[-1].offset + 1
+            if not first and not any(read):
+                return LogRead(dict(found), new_epoch)
+            if loop.time() + SETTLE_S > deadline:
+                raise HealScanIncomplete(
+                    f"the log of {len(wanted)} partition(s) was still taking records of the old producer "
+                    f"after request.timeout.ms={config['request.timeout.ms']}")
             first = False
             await asyncio.sleep(SETTLE_S)
 
+    if not plan and bump is None:
+        return LogRead({}, None)
     loop = LoopThread("raykafka-heal")
     cluster = Cluster(config)
     try:

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..actors.calls import pipeline_error
 from ..actors.options import PipelineContext, create
+from ..actors.producer_results import Reports
 from ..wire.errors import KafkaError
 
 log = logging.getLogger("raykafka.producer")
@@ -36,7 +37,9 @@ def left(deadline: float) -> float:
 
 
 class ProducerPipeline:
-    def __init__(self, config: Mapping[str, Any], name: str):
+    def __init__(self, config: Mapping[str, Any], name: str, producer_id: tuple[int, int] | None = None):
+        """`producer_id`: the (id, epoch) its actors number under, when a heal got it already
+        (an epoch bump); else the TopicDispatcher asks the broker for one."""
         import ray
 
         from ..actors.producer_results import ProducerResults
@@ -45,6 +48,8 @@ class ProducerPipeline:
 
         self.name = name
         ctx = PipelineContext(config=config, prefix=name + "/")
+        if producer_id is not None:
+            ctx.producer_id, ctx.producer_epoch = producer_id
         self.handles: list[Any] = []
         try:
             if config["transactional.id"] is not None:  # first: every actor below carries its handle
@@ -92,15 +97,15 @@ class ProducerPipeline:
             return
         self._ask("closing the retry handler", rh.shutdown.remote(), min(10.0, left(stop_by)))
 
-    def last_results(self, timeout: float) -> list[Any]:
-        """What the ProducerResults holds still (nothing if it died: logged)."""
+    def last_results(self, timeout: float) -> Reports | None:
+        """What the ProducerResults holds still (None if it died: logged)."""
         import ray
 
         try:
             return ray.get(self.ctx.results.poll.remote(0), timeout=timeout)
         except Exception as exc:  # it died: the messages it did not report fail, naming it
             log.warning("%s: close: the last results were not taken: %s", self.name, pipeline_error(exc))
-            return []
+            return None
 
     def kill_all(self, wait: float, keep_results: bool = False) -> None:
         """ray.kill every actor of this pipeline that is still alive (those its actors started too,

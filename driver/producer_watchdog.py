@@ -11,10 +11,13 @@ the watch to the new one (`pipeline_prefix`). A transactional producer does not 
 message inside an actor that dies (killed, out of memory, a crash) would otherwise stay pending
 until `close()`. The Flushers enforce
 `delivery.timeout.ms` only on messages that reach them. So the driver enforces it too: a message
-still unresolved `delivery.timeout.ms` after `send` fails with `DeliveryTimeoutError`; when an
-actor of this producer has died, the error names it (and its death cause). With every actor
-alive, the driver waits `request.timeout.ms` longer, so that the pipeline's own answer (an
-offset, or the Flusher's timeout with its last error) wins the race.
+still unresolved `delivery.timeout.ms` + `request.timeout.ms` after `send` fails with
+`OutcomeUnknownError` (a `DeliveryTimeoutError` that says the broker may have written it: nothing
+answered for it, and it may be in a request on its way); when an actor of this producer has
+died, the error names it (and its death cause). The `request.timeout.ms` of grace lets the
+pipeline's own answer (an offset, or the Flusher's timeout with its last error) win the race,
+and a healed pipeline's answer for what the heal sent again; only a transactional producer
+with a dead actor, which does not heal, gets no grace.
 
 Ages come from checkpoints of the producer's message id counter (ids only grow), so no
 per-message timestamp is kept: a message sent before a checkpoint taken at time T is at least
@@ -29,7 +32,7 @@ import time
 from collections import deque
 from typing import Any
 
-from ..wire.errors import DeliveryTimeoutError
+from ..wire.errors import OutcomeUnknownError
 
 log = logging.getLogger("raykafka.producer.watchdog")
 
@@ -152,7 +155,9 @@ class ProducerWatchdog:
 
     def _expire(self, now: float) -> None:
         """Fail every message sent before the deadline that is still unresolved."""
-        bound = self.delivery_timeout + (0 if self.dead else self.grace)
+        # the grace lets a living pipeline's answer win, or a healed one's: a heal sends again
+        # what the log does not hold, and that request must be allowed to finish
+        bound = self.delivery_timeout + (self.grace if self.producer.heals or not self.dead else 0)
         cutoff = -1
         while self.marks and self.marks[0][0] <= now - bound:
             cutoff = self.marks.popleft()[1]
@@ -164,13 +169,14 @@ class ProducerWatchdog:
             return
         if not self.dead:  # look once more, impatiently, so the error names a death if there was one
             self._scan_actors(patient=False)
-        error = DeliveryTimeoutError(self._message(bound))
+        error = OutcomeUnknownError(self._message(bound))
         self.expired += sum(len(ids) for ids in entries)
         log.error("%s: %d message(s) expired: %s", p.name, sum(len(ids) for ids in entries), error)
         p.expire(entries, error)
 
     def _message(self, bound: float) -> str:
-        text = f"not delivered within {bound:g}s (delivery.timeout.ms={int(self.delivery_timeout * 1000)})"
+        text = (f"no answer within {bound:g}s (delivery.timeout.ms={int(self.delivery_timeout * 1000)}); "
+                "outcome unknown: it was handed to the pipeline and may have been written")
         dead = self.dead_actors()
         return f"{text}: {dead}" if dead else f"{text}; every producer actor is alive"
 

@@ -248,9 +248,20 @@ class BufferExhaustedError(KafkaError):
 
 
 class DeliveryTimeoutError(KafkaError):
-    """The message was not acknowledged within `delivery.timeout.ms`."""
+    """The message was not acknowledged within `delivery.timeout.ms`, and it is not in the log:
+    it never left the client, or the producer's old epoch was fenced and the log read after."""
 
     retriable = False
+    possibly_written = False  # True on `OutcomeUnknownError`: sending it again may write it twice
+
+
+class OutcomeUnknownError(DeliveryTimeoutError):
+    """`delivery.timeout.ms` ran out while the message was in flight, or in a pipeline an actor
+    died in, and nothing could tell whether the broker wrote it (Java's TimeoutException for an
+    in-flight batch, librdkafka's "possibly persisted"). A caller that sends it again may write
+    it twice; one that must not reads the topic first."""
+
+    possibly_written = True
 
 
 class LookupTimeoutError(KafkaError):

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any, NamedTuple
 
 from . import messages
 from .config import Config
 from .errors import BrokerError, DecodeError, LookupTimeoutError
 from .fetcher import LEADER_ERRORS, OFFSET_OUT_OF_RANGE, RESET_POLICIES
-from .records import LENGTH_OFFSET, decode_record_batches, read_batch_header
+from .records import LENGTH_OFFSET, SEQUENCE_MASK, decode_record_batches, read_batch_header
 
 __all__ = ["LEADER_ERRORS", "OFFSET_OUT_OF_RANGE", "RESET_POLICIES", "fetch_body", "fetch_version"]
 
@@ -322,22 +322,30 @@ async def resolve_offsets(cluster: Any, topic: str, partitions: Iterable[int], s
 
 
 class WrittenRecord(NamedTuple):
-    """A record of one producer found in the log (`records_of_producer`)."""
+    """A record of one producer found in the log (`records_of_producer`): where it lies, who
+    wrote it under which sequence number, and what it holds."""
 
     offset: int
     timestamp: int
     key: bytes | None
     value: bytes | None
+    producer_id: int = -1
+    producer_epoch: int = -1
+    sequence: int = -1  # its batch's base sequence + its place in the batch
+    headers: tuple = ()  # ((key, value), ...)
 
 
-async def records_of_producer(cluster: Any, topic: str, partition: int, start: int, producer_id: int,
+async def records_of_producer(cluster: Any, topic: str, partition: int, start: int,
+                              producer_ids: int | Collection[int | tuple[int, int]],
                               max_decompressed: int) -> list[WrittenRecord]:
-    """Every record `producer_id` wrote to `topic`/`partition` from offset `start` (or the log's
-    start, if that is later) up to the high watermark, in offset order.
+    """Every record `producer_ids` wrote to `topic`/`partition` from offset `start` (or the
+    log's start, if that is later) up to the high watermark, in offset order. `producer_ids`:
+    one producer id, or several, each an id (any epoch) or an (id, epoch) pair.
 
     A producer that heals its pipeline asks this for the messages a dead Flusher had in flight:
     what of them the log holds. Each request is bounded by `request.timeout.ms`, and the whole
     scan as `LogScan` says."""
+    wanted = {producer_ids} if isinstance(producer_ids, int) else set(producer_ids)
     scan = LogScan(cluster.config, topic, partition, start)
     found: list[WrittenRecord] = []
     while True:
@@ -346,8 +354,11 @@ async def records_of_producer(cluster: Any, topic: str, partition: int, start: i
             return found
         batches = decode_record_batches(buf, max_decompressed=max_decompressed)
         for batch in batches:
-            if batch.producer_id == producer_id and not batch.is_control:
-                found.extend(WrittenRecord(r.offset, r.timestamp, r.key, r.value)
+            ours = batch.producer_id in wanted or (batch.producer_id, batch.producer_epoch) in wanted
+            if ours and not batch.is_control:
+                first = batch.base_sequence - batch.base_offset  # a record's sequence is first + its offset
+                found.extend(WrittenRecord(r.offset, r.timestamp, r.key, r.value, batch.producer_id,
+                                           batch.producer_epoch, (first + r.offset) & SEQUENCE_MASK, tuple(r.headers))
                              for r in batch.records if r.offset >= scan.offset)
             scan.offset = max(scan.offset, batch.next_offset)
         scan.scanned(len(buf), len(batches))

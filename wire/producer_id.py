@@ -18,17 +18,32 @@ log = logging.getLogger("raykafka.producer.topic")
 NO_PRODUCER_ID = (-1, -1)  # (producer id, epoch) without idempotence
 
 
-async def init_producer_id(cluster: Any) -> tuple[int, int]:
-    """A producer id and epoch from InitProducerId, or (-1, -1) when the broker has none."""
+BUMP_MIN_VERSION = 3  # InitProducerId carries the producer id and epoch to bump from v3 (KIP-360)
+
+
+async def init_producer_id(cluster: Any, bump: tuple[int, int] | None = None) -> tuple[int, int]:
+    """A producer id and epoch from InitProducerId, or (-1, -1) when the broker has none.
+
+    `bump`: the (producer id, epoch) of an idempotent producer whose writer died (KIP-360). The
+    broker answers the same id with the next epoch, and from then on refuses the old epoch's
+    requests: a dead writer's request still on its way can no longer be written. A broker that
+    cannot bump raises (`UnsupportedVersionError` before v3, else the `BrokerError` it answers;
+    tansu answers UNKNOWN_SERVER_ERROR)."""
     conn = await cluster.any_connection()
     try:
-        conn.version_for(messages.INIT_PRODUCER_ID)
+        version = conn.version_for(messages.INIT_PRODUCER_ID)
     except UnsupportedVersionError:
+        if bump is not None:
+            raise
         log.info("producer/topic: the broker has no InitProducerId; idempotence off")
         return NO_PRODUCER_ID
-    response = await conn.request(messages.INIT_PRODUCER_ID, {
-        "transactional_id": None, "transaction_timeout_ms": 2147483647})
+    body: dict[str, Any] = {"transactional_id": None, "transaction_timeout_ms": 2147483647}
+    if bump is not None:
+        if version < BUMP_MIN_VERSION:
+            raise UnsupportedVersionError(f"InitProducerId v{version} cannot bump an epoch (v{BUMP_MIN_VERSION}+)")
+        body["producer_id"], body["producer_epoch"] = bump
+    response = await conn.request(messages.INIT_PRODUCER_ID, body)
     if response.error_code:
-        raise BrokerError(response.error_code, "InitProducerId")
+        raise BrokerError(response.error_code, "InitProducerId" if bump is None else f"InitProducerId bumping {bump}")
     log.info("producer/topic: producer id %d epoch %d", response.producer_id, response.producer_epoch)
     return response.producer_id, response.producer_epoch

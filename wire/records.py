@@ -68,6 +68,7 @@ LOG_APPEND_TIME = 1
 
 MAGIC = 2
 HEADER_SIZE = 61  # bytes before the first record
+SEQUENCE_MASK = 0x7FFFFFFF  # a producer's sequence numbers wrap at 2**31
 LENGTH_OFFSET = 12  # batch_length counts the bytes after base_offset and itself
 _CRC_START = 21  # attributes onward is covered by the crc
 

@@ -97,6 +97,51 @@ def test_killed_flusher_without_idempotence_heals_at_least_once(ray_session, boo
     assert live_actors(producer.name) == []
 
 
+def test_no_message_written_during_a_heal_is_reported_not_delivered(ray_session, bootstrap, topic_name, kit, ledger,
+                                                                  record, live_actors):
+    """The Flusher killed with 2,000 messages in flight, and more sent every 0.25 s while the
+    producer sees the death, reads the log and sends again what it does not hold, with a
+    delivery.timeout.ms (2 s) that runs out in the middle of it. A message the
+    log holds is never failed as not delivered: it ends delivered at its offset, or failed with
+    an error that says it may have been written (`possibly_written`). The re-send through the
+    healed pipeline is given request.timeout.ms to finish before anything is failed."""
+    topic = topic_name("healtruth")
+    kit.create_topic(bootstrap, topic, PARTITIONS)
+    config = {"bootstrap.servers": bootstrap, "linger.ms": 5, "request.timeout.ms": 1500,
+              "delivery.timeout.ms": 2000, "enable.idempotence": True}
+    producer = Producer(config, on_delivery=ledger.on_delivery)
+    sent = 0
+
+    def send(n: int) -> None:
+        nonlocal sent
+        for i in range(sent, sent + n):
+            ledger.send(producer, topic, b"v%07d" % i, key=b"k%02d" % (i % 31))
+        sent += n
+
+    try:  # the pipeline up first, outside the ledger: a cold start may take longer than 2 s
+        kit.wait_for(lambda: producer.send(topic, b"warm-up").exception(10) is None, timeout=120)
+        send(2000)
+        killed = kit.kill_by_role(producer.pipeline_prefix, "flusher")
+        for _ in range(40):  # 10 s: deadlines fall before, during and after the heal
+            send(100)
+            time.sleep(0.25)
+        figures = ledger.settle(timeout=90)
+    finally:
+        producer.close(30)
+    log = kit.read_back(bootstrap, topic, PARTITIONS, figures["delivered"], timeout=60)
+    checks = ledger.check_log(log)
+    written = {value for entries in log.values() for _, value in entries}
+    said_not_written = sum(1 for i, e in ledger.failed.items()
+                           if ledger.values[i] in written and not getattr(e, "possibly_written", False))
+    record(**figures, **checks, actors_killed=[killed], heals=kit.heal_figures(producer),
+           failed_in_log_said_not_written=said_not_written)
+    assert producer.healed >= 1
+    assert figures["unresolved"] == 0
+    assert said_not_written == 0, "a message in the log was reported not delivered"
+    assert checks["lost"] == checks["duplicated"] == 0
+    assert live_actors(producer.name) == []
+
+
 def test_killed_partition_consumer_is_replaced_and_its_partition_read_once(ray_session, bootstrap, topic_name, kit,
                                                                            record, live_actors_of):
     """Consumer with 3 assigned partitions; one PartitionConsumer actor is killed mid-stream: the

@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+import ray
 
 from raykafka.driver.producer import Producer
 from raykafka.mock import MockCluster
@@ -143,3 +144,43 @@ def test_without_idempotence_one_in_flight_keeps_each_keys_order(ray_session, ch
     _, checks, injected = run_chaos(n, extra, ledger, record, applied_only=True, latency=0.02)
     assert injected.get("delay/Produce", 0) > 0
     assert checks["reordered"] == 0
+
+
+def test_a_heal_ends_what_the_dead_flusher_wrote_at_its_offsets(ray_session, ledger, record, kill_actor):
+    """With the timing held: the mock writes each Produce request at once and answers it 1.5 s
+    later, so 2,000 keyed messages with headers are in the log, unanswered, when their Flusher is
+    killed. The heal bumps the old producer id's epoch (KIP-360: the same id, the next epoch,
+    as Kafka answers), reads the log, and ends every one of them delivered at the offset the log
+    holds it, matched by partition and sequence; none is sent again, none written twice."""
+    with MockCluster(n_brokers=1, topics={TOPIC: PARTITIONS}) as cluster:
+        config = {"bootstrap.servers": cluster.bootstrap, "linger.ms": 5, "request.timeout.ms": 3000,
+                  "delivery.timeout.ms": 30_000, "enable.idempotence": True}
+        producer = Producer(config, on_delivery=ledger.on_delivery)
+        try:
+            warm = producer.send(TOPIC, b"warm-up")
+            assert warm.result(60).offset >= 0  # the pipeline is up
+            cluster.delay(messages.PRODUCE, 1.5)
+            for i in range(2000):
+                ledger.send(producer, TOPIC, b"v%07d" % i, key=b"k%03d" % (i % 97),
+                            headers=[("msg-id", b"%d" % i)])
+            wait_until = time.monotonic() + 30
+            while sum(len(cluster.records(TOPIC, p)) for p in range(PARTITIONS)) < 2001:  # written, unanswered
+                assert time.monotonic() < wait_until, "the requests reached the mock"
+                time.sleep(0.02)
+            flusher = next(n for n in ray.util.list_named_actors() if n.startswith(producer.pipeline_prefix + "flusher"))
+            kill_actor(flusher)
+            cluster.delay(messages.PRODUCE, 0)
+            figures = ledger.settle(timeout=60)
+        finally:
+            producer.close(30)
+        log = {p: [(r.offset, r.value) for r in cluster.records(TOPIC, p)] for p in range(PARTITIONS)}
+        checks = ledger.check_log(log)
+        heals = [h._asdict() for h in producer.heals_done]
+        record(**figures, **checks, actors_killed=[flusher], heals=heals, handler_errors=len(cluster.handler_errors))
+    assert producer.healed == 1
+    assert figures["delivered"] == 2000, figures["failed_by_cause"]
+    assert checks == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}
+    # those the Flusher had not had answered (some answers came before it died) were in the log
+    assert heals[0]["found_in_log"] > 0 and heals[0]["sent_again"] == 0
+    assert heals[0]["bumped"], "the mock bumps the old producer id's epoch"
+    assert heals[0]["producer_ids"][0] == heals[0]["producer_ids"][1], "the same id, its next epoch"

@@ -125,6 +125,30 @@ def test_retries_end_at_the_limit_and_at_delivery_timeout():
     assert isinstance(outcome.error, DeliveryTimeoutError) and "NOT_LEADER_OR_FOLLOWER" in str(outcome.error)
 
 
+def test_a_batch_a_request_of_which_went_unanswered_ends_with_its_outcome_unknown():
+    """A request that got no answer (a dropped connection, a timeout) may have been written:
+    when its batch is given up (past delivery.timeout.ms, or at the retry limit) the error says
+    so (`possibly_written`). One only ever refused by the broker is not in the log."""
+    from raykafka.wire.errors import OutcomeUnknownError
+
+    s = state(max_retries=5, delivery_timeout_ms=1000)
+    lost = batch()
+    lost.created_ms = 1
+    s.handle_failure(0, [lost], BrokerError(NOT_LEADER, "the connection dropped"))
+    (outcome,), _ = s.take_results()
+    assert isinstance(outcome.error, OutcomeUnknownError) and outcome.error.possibly_written
+    assert "outcome unknown" in str(outcome.error)
+    refused = batch()
+    refused.created_ms = 1
+    s.retry_message(refused, BrokerError(NOT_LEADER, "x"))
+    (outcome,), _ = s.take_results()
+    assert type(outcome.error) is DeliveryTimeoutError and not outcome.error.possibly_written
+    s = state(max_retries=0)
+    s.handle_failure(1, [batch()], BrokerError(NOT_LEADER, "timed out"))
+    (outcome,), _ = s.take_results()
+    assert isinstance(outcome.error, OutcomeUnknownError) and isinstance(outcome.error.__cause__, BrokerError)
+
+
 def test_the_in_flight_ledger_holds_typed_entries_in_request_order():
     s = state()
     future = SimpleNamespace(done=lambda: True)

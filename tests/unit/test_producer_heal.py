@@ -7,7 +7,7 @@ from concurrent.futures import Future
 
 from raykafka.actors.batch import MessageBatch
 from raykafka.actors.producer_results import Outcome
-from raykafka.driver.producer_heal import KeptBatches, acked_ends, written_outcomes
+from raykafka.driver.producer_heal import KeptBatches, PartitionScan, acked_ends, written_outcomes
 from raykafka.driver.producer_ledger import Ledger
 from raykafka.wire.fetch import WrittenRecord
 
@@ -123,8 +123,177 @@ def test_the_log_is_read_again_for_records_that_land_after_the_first_read(monkey
             return found
 
         monkeypatch.setattr(fetch, "records_of_producer", read_then_late_write)
-        written = producer_heal.scan_written(config, producer.producer_id, [MessageBatch(topic="t")], {})
+        plan = {("t", 0): PartitionScan(frozenset({(producer.producer_id, producer.producer_epoch)}), 0)}
+        written = producer_heal.read_log(config, plan, {}, bump=None).records
         assert [r.value for r in written[("t", 0)]] == [b"a", b"b", b"c"]
         assert reads == [0, 2, 3]  # from the start, then past what each read found, until one finds nothing
         assert mock.handler_errors == []
 
+
+
+def _noted(book, ledger: Ledger, topic: str, partition: int, values: list[bytes], headers: list, seq: int,
+           explicit: int = -1) -> MessageBatch:
+    """Messages sent alone with these headers, numbered at `seq` in `partition` by producer 7
+    epoch 0, and the LeaderDispatcher's note of it in `book`."""
+    from raykafka.actors.idempotence import NumberedBatch
+    from raykafka.wire.records import encode_header_lists
+
+    ids = []
+    for v in values:
+        ledger.reserve(len(v))
+        ids.append(ledger.add(Future(), topic, 0, len(v)))
+    book.add([NumberedBatch(topic, partition, 7, 0, seq, ids, 1000)], ledger)
+    return MessageBatch(topic=topic, ids=ids, values=list(values), timestamps=1000,
+                        headers=encode_header_lists(headers), partitions=[explicit] * len(values))
+
+
+def test_a_record_is_its_message_by_partition_and_sequence_not_by_what_it_holds():
+    """A (partition 0, header msg-id A) and B (partition 1, header msg-id B) hold the same null
+    key and value at the same time; the log holds only B, at partition 1 offset 7. B ends
+    delivered there; A is not found, so it goes again."""
+    from raykafka.driver.producer_heal import SequenceBook
+
+    ledger, book = Ledger(), SequenceBook()
+    a = _noted(book, ledger, "t", 0, [b"same"], [[("msg-id", b"A")]], seq=0)
+    b = _noted(book, ledger, "t", 1, [b"same"], [[("msg-id", b"B")]], seq=0)
+    written = {("t", 1): [WrittenRecord(7, 1000, None, b"same", 7, 0, 0, (("msg-id", b"B"),))]}
+    found = written_outcomes([a, b], written, book)
+    assert [(list(o.ids), o.partition, o.first_offset) for o in found] == [(list(b.ids), 1, 7)]
+
+
+def test_without_a_note_a_record_is_matched_by_its_headers_and_explicit_partition_too():
+    """The note of B was lost (its ProducerResults died before the driver polled it): the
+    record is matched by what it holds, headers and an explicit partition included."""
+    from raykafka.driver.producer_heal import SequenceBook
+    from raykafka.wire.records import encode_header_lists
+
+    ledger, book = Ledger(), SequenceBook()
+    a = sent(ledger, "t", [b"same"], stamps=[1000])
+    a.headers, a.partitions = encode_header_lists([[("msg-id", b"A")]]), [0]
+    b = sent(ledger, "t", [b"same"], stamps=[1000])
+    b.headers = encode_header_lists([[("msg-id", b"B")]])
+    written = {("t", 1): [WrittenRecord(7, 1000, None, b"same", 7, 0, 0, (("msg-id", b"B"),))]}
+    found = written_outcomes([a, b], written, book)
+    assert [(list(o.ids), o.partition, o.first_offset) for o in found] == [(list(b.ids), 1, 7)]
+    # the same record can never be A's: A asked for partition 0 explicitly
+    assert written_outcomes([a], {("t", 1): [WrittenRecord(7, 1000, None, b"same", 7, 0, 0,
+                                                           (("msg-id", b"A"),))]}, book) == []
+
+
+def test_the_book_names_messages_by_sequence_across_notes_and_forgets_ended_ones():
+    from raykafka.driver.producer_heal import SequenceBook
+
+    ledger, book = Ledger(), SequenceBook()
+    first = _noted(book, ledger, "t", 0, [b"a", b"b"], [[], []], seq=0)
+    second = _noted(book, ledger, "t", 0, [b"c"], [[]], seq=2)
+    assert [book.message_at("t", 0, 7, 0, s) for s in range(4)] == [*first.ids, *second.ids, None]
+    assert book.message_at("t", 0, 7, 1, 0) is None  # another epoch: another numbering
+    ledger.settle([Outcome(list(first.ids), "t", 0, 10)])
+    book.prune(ledger.open_positions)
+    assert book.message_at("t", 0, 7, 0, 0) is None and book.message_at("t", 0, 7, 0, 2) == second.ids[0]
+    assert set(book.scan_plan(ledger.open_positions)) == {("t", 0)}
+
+
+def _mock_write(conn, topic: str, partition: int, values: list[bytes], pid: int, epoch: int, seq: int,
+                timestamp: int) -> int:
+    """Produce one batch; its error code."""
+    from raykafka.wire import messages
+    from raykafka.wire.records import encode_record_batch
+
+    batch = encode_record_batch(values, timestamps=timestamp, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    body = {"acks": -1, "timeout_ms": 1000, "topic_data": [{"name": topic, "partition_data": [
+        {"index": partition, "records": batch}]}]}
+    return conn.request(messages.PRODUCE, body)
+
+
+def test_the_scan_bumps_the_epoch_and_skips_older_data_and_the_window_until_the_resend_lands(monkeypatch):
+    """On the mock cluster, which bumps an idempotent producer's epoch (KIP-360) as Kafka does:
+    - another producer's older records before ours are not read (the scan starts at the first
+      offset stamped at or after our oldest message's time, less CLOCK_SKEW_MS);
+    - the heal gets the old id with the next epoch;
+    - a dead Flusher's request that lands after the scan, before the heal's first write of the
+      new epoch there, is still written (the window, bounded by the resend); one that lands
+      after it is refused INVALID_PRODUCER_EPOCH."""
+    import asyncio
+    import time
+
+    from raykafka.driver import producer_heal
+    from raykafka.driver.producer_heal import PartitionScan, read_log
+    from raykafka.mock import MockCluster
+    from raykafka.wire import fetch, messages
+    from raykafka.wire.cluster import Cluster
+    from raykafka.wire.config import parse_config
+    from raykafka.wire.errors import BY_NAME
+
+    monkeypatch.setattr(producer_heal, "SETTLE_S", 0.05)
+    now = int(time.time() * 1000)
+    starts: list[int] = []
+    real = fetch.records_of_producer
+
+    async def counted(cluster, topic, partition, start, writers, max_decompressed):
+        starts.append(start)
+        return await real(cluster, topic, partition, start, writers, max_decompressed)
+
+    monkeypatch.setattr(fetch, "records_of_producer", counted)
+    with MockCluster(n_brokers=1, topics={"t": 1}) as mock:
+        config = parse_config({"bootstrap.servers": f"127.0.0.1:{mock.brokers[1].port}"})
+
+        async def run(step):
+            cluster = Cluster(config)
+            try:
+                return await step(cluster)
+            finally:
+                await cluster.close()
+
+        async def before(cluster):
+            conn = await cluster.leader_connection("t", 0)
+            init = {"transactional_id": None, "transaction_timeout_ms": 60000}
+            other = await conn.request(messages.INIT_PRODUCER_ID, init)
+            ours = await conn.request(messages.INIT_PRODUCER_ID, init)
+            for i in range(50):  # an hour old, another producer's
+                r = await _mock_write(conn, "t", 0, [b"old"] * 10, other.producer_id, 0, i * 10, now - 3_600_000)
+                assert r.responses[0].partition_responses[0].error_code == 0
+            r = await _mock_write(conn, "t", 0, [b"ours"], ours.producer_id, 0, 0, now)
+            assert r.responses[0].partition_responses[0].error_code == 0
+            return ours.producer_id
+
+        pid = asyncio.run(run(before))
+        plan = {("t", 0): PartitionScan(frozenset({(pid, 0)}), now)}
+        read = read_log(config, plan, {}, bump=(pid, 0))
+        assert read.bumped == (pid, 1)
+        assert [(r.offset, r.value, r.sequence) for r in read.records[("t", 0)]] == [(500, b"ours", 0)]
+        assert starts[0] == 500  # 500 records of the other producer were never read
+
+        async def after(cluster):
+            conn = await cluster.leader_connection("t", 0)
+            late = await _mock_write(conn, "t", 0, [b"late"], pid, 0, 1, now)  # before the resend: written
+            resend = await _mock_write(conn, "t", 0, [b"again"], pid, 1, 0, now)
+            later = await _mock_write(conn, "t", 0, [b"later"], pid, 0, 2, now)  # after it: fenced
+            return [x.responses[0].partition_responses[0].error_code for x in (late, resend, later)]
+
+        assert asyncio.run(run(after)) == [0, 0, BY_NAME["INVALID_PRODUCER_EPOCH"].code]
+        assert mock.handler_errors == []
+
+
+def test_a_scan_that_cannot_settle_raises_rather_than_passing_for_complete(monkeypatch):
+    """A log that keeps taking the old producer's records past request.timeout.ms: the read
+    raises HealScanIncomplete; what it found so far is never returned as the whole."""
+    import pytest
+
+    from raykafka.driver import producer_heal
+    from raykafka.driver.producer_heal import HealScanIncomplete, PartitionScan, read_log
+    from raykafka.mock import MockCluster
+    from raykafka.wire import fetch
+    from raykafka.wire.config import parse_config
+
+    monkeypatch.setattr(producer_heal, "SETTLE_S", 0.05)
+    offsets = iter(range(10**6))
+
+    async def always_more(cluster, topic, partition, start, writers, max_decompressed):
+        return [WrittenRecord(next(offsets), 0, None, b"x", 7, 0, 0)]
+
+    monkeypatch.setattr(fetch, "records_of_producer", always_more)
+    with MockCluster(n_brokers=1, topics={"t": 1}) as mock:
+        config = parse_config({"bootstrap.servers": f"127.0.0.1:{mock.brokers[1].port}", "request.timeout.ms": 1000})
+        with pytest.raises(HealScanIncomplete, match="request.timeout.ms=1000"):
+            read_log(config, {("t", 0): PartitionScan(frozenset({(7, 0)}), 0)}, {}, bump=None)
