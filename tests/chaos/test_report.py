@@ -5,6 +5,7 @@ form or tests with no record are named."""
 from __future__ import annotations
 
 import json
+import re
 
 import report  # beside this file (tests/chaos/conftest.py puts it on the path)
 
@@ -58,7 +59,8 @@ def test_records_of_another_form_and_tests_without_a_record_are_named():
 
 def test_the_file_says_how_to_regenerate_it():
     text = report.render([])
-    assert f"`{report.COMMAND}`" in text.split("\n\n", 2)[1]  # the first paragraph under the title
+    top = text.split("What the chaos suite", 1)[0]
+    assert f"\n    {report.COMMAND}\n" in top and top.startswith("# Reliability\n\nRegenerate this whole file")
     assert "Records: 0, full form, last written never" in text
 
 
@@ -74,3 +76,11 @@ def test_records_are_loaded_in_the_scenarios_order(tmp_path):
         (tmp_path / f"{name}.json").write_text(json.dumps(r))
     assert [r["module"] for r in report.load(tmp_path)] == ["test_producer_mock_chaos", "test_corrupt_batch",
                                                              "test_unlisted"]
+
+
+def test_the_notes_appended_quote_no_measured_figure():
+    """A figure the notes need is rendered from the records (the tables above them); the notes
+    keep prose: no count of messages, runs or records, no seconds, no thousands."""
+    notes = (report.HERE / "NOTES.md").read_text()
+    figure = re.compile(r"\d[\d,]*(\.\d+)?\s*(–|-\d|s\b|ms\b|%|messages|records|runs?\b|times|of \d)|\d{1,3}(,\d{3})+")
+    assert [m.group(0) for m in figure.finditer(notes)] == []
