@@ -55,7 +55,7 @@ from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import ConsumerError, KafkaError, is_fatal
 from ..wire.fetch import RESET_POLICIES, fetch_body, fetch_version, resolve_offsets
-from ..wire.fetcher import Data, Failed, PartitionFetch, Reset, Retry, bad_data, decode
+from ..wire.fetcher import Data, Failed, PartitionFetch, Reset, Retry, bad_data, decode_until_bad
 from ..wire.group_coordinator import Generation, GroupCoordinator, RebalanceNeeded
 from ..wire.loop import LoopThread
 from ..wire.serde import Deserializers
@@ -651,9 +651,10 @@ class MemberRuntime:
         """A partition's fetched records into its claim's queue, or its claim failed if they cannot be read."""
         if not data.records:
             return
-        try:
-            batch, _ = decode(data.records, claim.topic, claim.partition, data.fetched_at, self.config)
-        except Exception as exc:  # noqa: BLE001 - corrupt or undecodable: this partition fails, visibly, alone
+        try:  # a corrupt batch ends the records handed out: those before it are, then the partition fails
+            batch, after, bad = decode_until_bad(data.records, claim.topic, claim.partition, data.fetched_at,
+                                                 self.config)
+        except Exception as exc:  # noqa: BLE001 - undecodable: this partition fails, visibly, alone
             self._partition_failed(claim, bad_data(data.fetched_at, exc))
             return
         if batch.num_rows:
@@ -661,6 +662,8 @@ class MemberRuntime:
             self.fetched_batches += 1
             self.metrics.fetched(claim.topic, claim.partition, batch.num_rows, len(data.records),
                                  data.high_watermark - data.next_offset)
+        if bad is not None:
+            self._partition_failed(claim, bad_data(after, bad))
 
     async def _offset_out_of_range(self, claim: Claim, fetch: PartitionFetch, reset: Reset) -> str | None:
         """Move the position as `auto.offset.reset` says (the fetcher failed the partition if it says none)."""

@@ -34,7 +34,7 @@ from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import BrokerError, KafkaError, is_fatal
 from ..wire.fetch import OFFSET_OUT_OF_RANGE, RESET_POLICIES, resolve_offsets
-from ..wire.fetcher import bad_data, decode
+from ..wire.fetcher import bad_data, decode_until_bad
 from ..wire.serde import Deserializers
 from .metrics import ConsumerMetrics
 
@@ -252,21 +252,23 @@ class PartitionConsumer:
         """Fetched bytes to one Arrow batch, buffered unless a seek or move came meanwhile; the
         position moves past it (and past what read_committed dropped), in the order feeds came."""
         cond = self._cond()
-        try:
-            batch, after = decode(data, self.topic, self.partition, max(fetch_offset, self.offset), self.config)
+        start = max(fetch_offset, self.offset)
+        try:  # a corrupt batch ends the records handed out: those before it are, then the partition fails
+            batch, after, bad = decode_until_bad(data, self.topic, self.partition, start, self.config)
             batch = self._deserialize(batch)
-        except Exception as exc:  # corrupt, undecodable or not deserializable: this partition fails, visibly, alone
-            self.error = bad_data(fetch_offset, exc)
-            log.error("consumer/%s/%d failed: %s", self.topic, self.partition, self.error)
-            batch = None
+        except Exception as exc:  # undecodable or not deserializable: this partition fails, visibly, alone
+            batch, after, bad = None, start, exc
         async with cond:
             self.reading -= 1
-            if batch is not None and sub_id == self.sub_id and not self.closed:
+            if batch is not None and sub_id == self.sub_id and not self.closed and self.error is None:
                 if batch.num_rows:
                     self.buffer.append(batch)
-                self.offset = max(self.offset, after, position)
+                self.offset = max(self.offset, after) if bad is not None else max(self.offset, after, position)
                 self.metrics.fetched(self.topic, self.partition, batch.num_rows, 0 if data is None else len(data),
                                      self.high_watermark - self.offset)
+            if bad is not None and self.error is None:
+                self.error = bad_data(after, bad)
+                log.error("consumer/%s/%d failed: %s", self.topic, self.partition, self.error)
             cond.notify_all()
 
     async def poll(self, max_wait: float = 0.5) -> dict[str, Any]:

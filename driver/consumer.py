@@ -184,7 +184,7 @@ class Consumer:
                     continue
                 if result["seeks"] < self._seeks.get(key, 0):
                     continue  # answered before a seek: its batches are from the old position
-                if result["error"]:
+                if result["error"] and not result["batches"]:  # with batches: raised at the next poll, after them
                     raise self._end(key, result["error"])
                 if not until_end:
                     self.ends[key] = max(self.ends.get(key, -1), result["high_watermark"])

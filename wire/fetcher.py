@@ -47,7 +47,7 @@ from .errors import (
     code_for,
 )
 from .read_committed import CommittedReader, fetched_batches
-from .records import cut_batch, next_offset
+from .records import LENGTH_OFFSET, cut_batch, next_offset, read_batch_header
 
 OFFSET_OUT_OF_RANGE = BY_NAME["OFFSET_OUT_OF_RANGE"].code
 # errors after which a partition's leader must be looked up again
@@ -197,6 +197,37 @@ def decode(records: Any, topic: str, partition: int, fetched_at: int, config: Co
     `max.decompressed.batch.bytes`); bytes that cannot be read raise a `DecodeError`."""
     return records_to_arrow(records, topic, partition, fetched_at, check_crc=config["check.crcs"],
                             max_decompressed=config["max.decompressed.batch.bytes"])
+
+
+def decode_until_bad(records: Any, topic: str, partition: int, fetched_at: int,
+                     config: Config) -> tuple[Any, int, DecodeError | None]:
+    """`decode`, but a batch that cannot be read ends what is handed out instead of failing the
+    whole fetch: the records of every batch before it, the offset after them (where the bad
+    batch starts), and its `DecodeError` (None when every batch could be read)."""
+    try:
+        return (*decode(records, topic, partition, fetched_at, config), None)
+    except DecodeError as exc:
+        bad = first_bad_batch(records, topic, partition, fetched_at, config)
+        if bad is None:  # no one batch fails alone: the fetch fails as a whole
+            raise
+        batch, after = decode(memoryview(records).cast("B")[:bad], topic, partition, fetched_at, config)
+        return batch, after, exc
+
+
+def first_bad_batch(records: Any, topic: str, partition: int, fetched_at: int, config: Config) -> int | None:
+    """Where in `records` the first whole batch that `decode` cannot read starts, or None."""
+    view = memoryview(records).cast("B")
+    pos, end = 0, len(view)
+    while True:
+        try:
+            head = read_batch_header(view, pos, end, False)
+            if head is None:
+                return None
+            batch_end = pos + LENGTH_OFFSET + head[1]
+            decode(view[pos:batch_end], topic, partition, fetched_at, config)
+        except DecodeError:
+            return pos
+        pos = batch_end
 
 
 def bad_data(fetched_at: int, error: BaseException) -> str:

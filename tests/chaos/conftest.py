@@ -1,9 +1,16 @@
-"""Chaos suite helpers: Ray once per module, the short/long switch, a results recorder, and the
+"""Chaos suite helpers: Ray once per module, the short/long switch, a records writer, and the
 accounting every chaos test applies to what it sent.
 
 Short form by default (CI); `--chaos-full` or `RAYKAFKA_CHAOS_FULL=1` for the long form. Each
-test writes one JSON record to `tests/chaos/results/` (or `$RAYKAFKA_CHAOS_RESULTS`);
-`python tests/chaos/report.py` renders them into RELIABILITY.md.
+test that passes writes one JSON record to `tests/chaos/records/` (committed: RELIABILITY.md's
+figures are read from there), saying its form, when it ran and on which commit; a test that runs
+removes its old record first, so one that fails leaves none. The whole of RELIABILITY.md, from a
+clean checkout:
+
+    python tests/chaos/report.py --run --full
+
+runs `python -m pytest tests/chaos --chaos-full --run-slow` into an emptied records folder and
+renders them (`python tests/chaos/report.py` alone renders the records present).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import subprocess
 import sys
 import time
 import uuid
@@ -24,7 +32,9 @@ import pytest
 # The suite's own modules (`proxy`, `outage`, `report`) import by name from the tests beside them.
 sys.path.insert(0, str(Path(__file__).parent))
 
-RESULTS = Path(os.environ.get("RAYKAFKA_CHAOS_RESULTS", Path(__file__).parent / "results"))
+import report  # noqa: E402 - beside this file, on the path just set
+
+RECORDS = report.RECORDS
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -169,19 +179,57 @@ def ledger() -> Ledger:
     return Ledger()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Keep each phase's report on the item (`item.chaos_reports["call"]`): a record is written
+    only when its test's call passed."""
+    rep = yield
+    item.__dict__.setdefault("chaos_reports", {})[rep.when] = rep
+    return rep
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test about to run (not skipped) loses its old record: if it fails, none is left."""
+    if "record" in getattr(item, "fixturenames", ()):
+        record_path(item).unlink(missing_ok=True)
+
+
+def record_path(item: pytest.Item) -> Path:
+    return RECORDS / f"{item.module.__name__.rsplit('.', 1)[-1]}.{item.name}.json"
+
+
+@functools.cache
+def run_commit() -> str:
+    """The commit this run tests, `-dirty` if the tree differs from it (the records aside)."""
+    root = Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        head = git("rev-parse", "HEAD")
+        changed = git("status", "--porcelain", "--", ".", f":!{RECORDS.relative_to(root)}")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("-dirty" if changed else "")
+
+
 @pytest.fixture()
-def record(request: pytest.FixtureRequest, chaos_full: bool) -> Callable[..., None]:
-    """record(**figures): write this test's figures to the results dir as JSON."""
-
-    def write(**figures) -> None:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        name = request.node.name
-        figures = {"test": name, "module": request.node.module.__name__.rsplit(".", 1)[-1],
-                   "form": "full" if chaos_full else "short", "doc": (request.node.function.__doc__ or "").strip(),
-                   "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **figures}
-        (RESULTS / f"{name}.json").write_text(json.dumps(figures, indent=2, sort_keys=True, default=str))
-
-    return write
+def record(request: pytest.FixtureRequest, chaos_full: bool) -> Iterator[Callable[..., None]]:
+    """record(**figures): this test's figures, written to `RECORDS` as JSON at teardown if the
+    test passed (a later call adds to or replaces the figures of an earlier one)."""
+    figures: dict = {}
+    run_commit()  # before this test writes anything
+    yield figures.update
+    call = request.node.__dict__.get("chaos_reports", {}).get("call")
+    if not figures or call is None or not call.passed:
+        return
+    node = request.node
+    out = {"test": node.name, "function": node.originalname, "module": node.module.__name__.rsplit(".", 1)[-1],
+           "form": "full" if chaos_full else "short", "doc": (node.function.__doc__ or "").strip(),
+           "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": run_commit(), **figures}
+    RECORDS.mkdir(parents=True, exist_ok=True)
+    record_path(node).write_text(json.dumps(out, indent=2, sort_keys=True, default=str) + "\n")
 
 
 @pytest.fixture(scope="session")

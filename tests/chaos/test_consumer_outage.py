@@ -177,6 +177,7 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
                      timeout=120 + outage_s, what="both consumers reading everything delivered")
         caught_up = time.monotonic() - t_back
         statuses = group.status()
+        in_log = ledger.check_log(kit.read_back(bootstrap, topic, PARTITIONS, len(ledger.delivered)))
     finally:
         writer.stop()
         closed["group"] = group.close()
@@ -198,7 +199,7 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
 
     group_errors = [e for s in statuses for e in s.get("errors", [])]
     record(**figures, lost=len(delivered - set(reader.seen)) + len(delivered - set(group_seen)),
-           reordered=0, duplicated=sum(n - 1 for n in reader.seen.values() if n > 1),
+           reordered=in_log["reordered"], duplicated=sum(n - 1 for n in reader.seen.values() if n > 1),
            faults={f"outage/{mode}": 1}, actors_killed=[], mode=mode, outage_s=outage_s,
            sent_before=n_before, sent_during=n_back - n_before, sent_after=len(ledger.futures) - n_back,
            consumer_read=len(set(reader.seen)), consumer_lost=len(delivered - set(reader.seen)),
@@ -258,7 +259,7 @@ def test_cli_group_consumer_rides_out_a_six_second_outage(restartable_broker, ki
     threading.Thread(target=lambda: [printed.put(line.strip()) for line in proc.stdout], daemon=True).start()
 
     def lines(n: int) -> list[str]:
-        return sorted(printed.get(timeout=120) for _ in range(n))
+        return [printed.get(timeout=120) for _ in range(n)]  # in the order printed
 
     try:
         before = lines(10)
@@ -276,13 +277,15 @@ def test_cli_group_consumer_rides_out_a_six_second_outage(restartable_broker, ki
             proc.kill()
         outage.close()
     err = (tmp_path / "cli.err").read_text()
-    record(sent=20, delivered=len(before) + len(after), failed=0, lost=20 - len(set(before) | set(after)),
-           reordered=0, duplicated=0, faults={"outage/unreachable": 1}, actors_killed=[], outage_s=round(t_back - t_cut, 1),
+    written = [f"{when}-{i}" for when in ("before", "after") for i in range(10)]  # `produce`: i to partition i % 2
+    read = [(int(line.rsplit("-", 1)[-1]) % 2, line) for line in before + after]
+    record(sent=len(written), delivered=len(before) + len(after), failed=0, **kit.consumed_figures(read, written),
+           faults={"outage/unreachable": 1}, actors_killed=[], outage_s=round(t_back - t_cut, 1),
            seconds_to_print_after_outage=round(resumed, 1), exit_status=proc.returncode,
            stderr_tail=err.strip().splitlines()[-3:])
     assert alive_after_outage, err
-    assert before == sorted(f"before-{i}" for i in range(10))
-    assert after == sorted(f"after-{i}" for i in range(10)), (after, err)
+    assert sorted(before) == sorted(written[:10])
+    assert sorted(after) == sorted(written[10:]), (after, err)
     assert proc.returncode == 0, err
 
 
@@ -305,7 +308,7 @@ def test_ray_data_read_rides_out_a_two_second_outage(restartable_broker, kit, re
         def read() -> None:
             try:
                 tables = list(read_ranges(config, [PartitionRange("rd", p, 0, n // 3) for p in range(3)]))
-                result["values"] = [t.column("value").to_pylist() for t in tables]
+                result["rows"] = [kit.rows(t) for t in tables]  # (partition, value), as read
             except Exception as exc:  # noqa: BLE001 - asserted on below
                 result["error"] = exc
 
@@ -321,10 +324,10 @@ def test_ray_data_read_rides_out_a_two_second_outage(restartable_broker, kit, re
         finished = time.monotonic() - t_back
     finally:
         outage.close()
-    by_range = result.get("values", [])
-    values = [v for vs in by_range for v in vs]
-    record(sent=n, delivered=len(values), failed=0, lost=n - len(set(values)), reordered=0,
-           duplicated=len(values) - len(set(values)), faults={"outage/unreachable": 1}, actors_killed=[],
+    read = [row for rows in result.get("rows", []) for row in rows]
+    by_range = [[v for _, v in rows] for rows in result.get("rows", [])]
+    record(sent=n, delivered=len(read), failed=0, **kit.consumed_figures(read, [b"r%06d" % i for i in range(n)]),
+           faults={"outage/unreachable": 1}, actors_killed=[],
            outage_s=round(t_back - t_cut, 1), seconds_to_finish_after_outage=round(finished, 1),
            error=repr(result.get("error")))
     assert cut_mid_read, "the outage came while the read was under way"

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
+
 from raykafka.wire.config import parse_config
-from raykafka.wire.errors import BY_NAME, ConsumerError, RecordTooLargeError
-from raykafka.wire.fetcher import Data, Failed, PartitionFetch, Refetch, Reset, Retry
+from raykafka.wire.errors import BY_NAME, ConsumerError, CorruptRecordError, RecordTooLargeError
+from raykafka.wire.fetcher import Data, Failed, PartitionFetch, Refetch, Reset, Retry, decode_until_bad
 from raykafka.wire.records import encode_record_batch
 
 
@@ -58,3 +60,32 @@ def test_errors_map_to_retry_reset_or_failed():
     assert isinstance(none, Failed) and isinstance(none.error, ConsumerError) and "offset 5" in str(none.error)
     failed = fetch().take(answer(error="TOPIC_AUTHORIZATION_FAILED"))
     assert isinstance(failed, Failed) and "TOPIC_AUTHORIZATION_FAILED" in str(failed.error)
+
+
+def _rotten(batch: bytes) -> bytes:
+    """`batch` with a byte of its last record flipped: its CRC no longer holds."""
+    raw = bytearray(batch)
+    raw[-3] ^= 0xFF
+    return bytes(raw)
+
+
+CONFIG = parse_config({"bootstrap.servers": "x:1"})
+
+
+def test_a_corrupt_batch_ends_the_records_handed_out_after_those_before_it():
+    good = encode_record_batch([b"a", b"b"]) + encode_record_batch([b"c"], base_offset=2)
+    bad, later = _rotten(encode_record_batch([b"d", b"e"], base_offset=3)), encode_record_batch([b"f"], base_offset=5)
+    for data in (good + bad + later, np.frombuffer(good + bad + later, np.uint8)):  # bytes, or from the object store
+        batch, after, error = decode_until_bad(data, "t", 1, 1, CONFIG)
+        assert batch.column("value").to_pylist() == [b"b", b"c"] and after == 3
+        assert isinstance(error, CorruptRecordError) and "t/1: record batch at offset 3 failed its CRC" in str(error)
+
+
+def test_a_fetch_that_reads_whole_has_no_error_and_a_first_bad_batch_hands_out_nothing():
+    good = encode_record_batch([b"a", b"b"])
+    assert decode_until_bad(good, "t", 0, 0, CONFIG)[1:] == (2, None)
+    batch, after, error = decode_until_bad(_rotten(good) + good, "t", 0, 0, CONFIG)
+    assert batch.num_rows == 0 and after == 0 and isinstance(error, CorruptRecordError)
+    unreadable_header = good + good[:8] + (-1).to_bytes(4, "big", signed=True) + good[12:]
+    batch, after, error = decode_until_bad(unreadable_header, "t", 0, 0, CONFIG)
+    assert batch.num_rows == 2 and after == 2 and "negative length" in str(error)
