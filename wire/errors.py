@@ -250,6 +250,12 @@ class ProducerClosedError(KafkaError):
     """The producer was closed before this message could be sent."""
 
 
+class FlushInCallbackError(KafkaError):
+    """`Producer.flush()` (or a call that flushes, such as `commit_transaction`) was called from
+    an `on_delivery` callback: it would wait for the reports that the callback's own thread
+    delivers, forever. Refused at once, as Java's flush refuses it (IllegalStateException)."""
+
+
 class BufferExhaustedError(KafkaError):
     """`send` waited `max.block.ms` for room in `buffer.memory` and found none."""
 
