@@ -234,7 +234,8 @@ class Producer:
         """Queue many messages at once; the future gives a `BatchResult`.
 
         `values` is a list, or a pyarrow Table/RecordBatch with Spark's Kafka sink columns
-        (`value` required; `key`, `topic`, `partition`, `headers` optional). With a `topic`
+        (`value` required; `key`, `topic`, `partition`, `headers`, and `timestamp`, optional;
+        any other column is refused, as the sinks refuse it: `check_write_columns`). With a `topic`
         column, `topic` may be None and each row goes to its own topic. A batch of more than a
         quarter of `buffer.memory` is taken in slices of that size, each waiting up to
         `max.block.ms` for room; if one cannot get it, it and the rest fail with that cause.
