@@ -55,9 +55,19 @@ from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import ConsumerError, KafkaError, is_fatal
 from ..wire.fetch import RESET_POLICIES, fetch_body, fetch_version, resolve_offsets
-from ..wire.fetcher import Data, Failed, PartitionFetch, Reset, Retry, bad_data, decode_until_bad
+from ..wire.fetcher import (
+    Data,
+    Failed,
+    PartitionFetch,
+    Reset,
+    Retry,
+    answer_budget,
+    bad_data,
+    decode_until_bad,
+)
 from ..wire.group_coordinator import Generation, GroupCoordinator, RebalanceNeeded
 from ..wire.loop import LoopThread
+from ..wire.records import InflationBudget
 from ..wire.serde import Deserializers
 from .metrics import ConsumerMetrics
 
@@ -628,6 +638,7 @@ class MemberRuntime:
         response = await self.metrics.fetch_timed(leader, conn.request(
             messages.FETCH, fetch_body(self.config, [positions[tp].request() for tp in tps]), fetch_version(conn)))
         problem = None
+        answer = answer_budget(response, self.config)
         for t in response.responses:
             for part in t.partitions:
                 tp = (t.topic, part.partition_index)
@@ -637,7 +648,7 @@ class MemberRuntime:
                 outcome = positions[tp].take(part)
                 claim.high_watermark = positions[tp].high_watermark
                 if isinstance(outcome, Data):
-                    self._take(claim, outcome)
+                    self._take(claim, outcome, answer)
                 elif isinstance(outcome, Reset):
                     problem = await self._offset_out_of_range(claim, positions[tp], outcome) or problem
                 elif isinstance(outcome, Retry):
@@ -647,13 +658,15 @@ class MemberRuntime:
                 # Refetch: the next round asks again, for the whole batch
         return problem
 
-    def _take(self, claim: Claim, data: Data) -> None:
-        """A partition's fetched records into its claim's queue, or its claim failed if they cannot be read."""
+    def _take(self, claim: Claim, data: Data, answer: InflationBudget) -> None:
+        """A partition's fetched records into its claim's queue, or its claim failed if they cannot
+        be read; they may inflate to what is left of the `answer`'s budget, which every partition
+        of the answer draws on."""
         if not data.records:
             return
         try:  # a corrupt batch ends the records handed out: those before it are, then the partition fails
             batch, after, bad = decode_until_bad(data.records, claim.topic, claim.partition, data.fetched_at,
-                                                 self.config)
+                                                 self.config, answer)
         except Exception as exc:  # noqa: BLE001 - undecodable: this partition fails, visibly, alone
             self._partition_failed(claim, bad_data(data.fetched_at, exc))
             return

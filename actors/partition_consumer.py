@@ -68,7 +68,6 @@ class PartitionConsumer:
     """Consumes `topic`/`partition` from `start` for consumer `consumer_id`."""
 
     def __init__(self, config: dict[str, Any], consumer_id: str, topic: str, partition: int):
-        self.raw_config = dict(config)
         self.config = parse_config(config)
         self.consumer_id = consumer_id
         self.topic = topic
@@ -150,7 +149,7 @@ class PartitionConsumer:
         (its handle is kept: a named actor lives as long as its creator holds it)."""
         handle = self._brokers.get(node_id)
         if handle is None:
-            handle = self._brokers[node_id] = new_broker_consumer(self.raw_config, self.consumer_id, node_id)
+            handle = self._brokers[node_id] = new_broker_consumer(self.config, self.consumer_id, node_id)
         return handle
 
     async def _unsubscribe(self) -> None:

@@ -29,7 +29,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
     from ..driver.embedded_broker import EmbeddedBroker
 
     broker = EmbeddedBroker(port=args.port, host=args.host)
-    print(f"tansu listening on {broker.bootstrap} (in-memory storage; Ctrl-C stops it)", file=sys.stderr)
+    print(f"tansu listening on {broker.bootstrap} (in-memory storage; Ctrl-C or SIGTERM stops it, and it ends "
+          "with this process)", file=sys.stderr)
     return broker.run_foreground()
 
 

@@ -58,8 +58,7 @@ class Consumer:
     """Hand-assigned partitions, consumed by Ray actors."""
 
     def __init__(self, config: Mapping[str, Any], *, stats_cb: Callable[[dict], Any] | None = None):
-        self.raw_config = dict(config)
-        self.config = parse_config(config, role="consumer")
+        self.config = parse_config(config, role="consumer")  # its repr hides the passwords; the actors get it
         ensure_ray()
         self.id = uuid.uuid4().hex[:12]
         self.reports = Reports(self.id, "consumer", self.config, stats_cb, lambda: snapshots_of(
@@ -125,7 +124,7 @@ class Consumer:
 
     def _new_child(self, key: tuple[str, int]) -> Any:
         return ray.remote(PartitionConsumer).options(**PARTITION_CONSUMER_OPTIONS).remote(
-            self.raw_config, self.id, *key)
+            self.config, self.id, *key)
 
     consume_partition = assign
 
@@ -286,7 +285,7 @@ class Consumer:
             return list((await self._cluster.refresh_metadata()).brokers)
         for node in self._run(go()):
             if node not in self._brokers:
-                self._brokers[node] = new_broker_consumer(self.raw_config, self.id, node)
+                self._brokers[node] = new_broker_consumer(self.config, self.id, node)
 
     def broker_consumer_stats(self) -> dict[int, Any]:
         return {node: ray.get(handle.stats.remote()) for node, handle in self._brokers.items()}
@@ -335,6 +334,12 @@ class Consumer:
     def _check_open(self) -> None:
         if self._closed:
             raise ConsumerError("the consumer is closed")
+
+    def __reduce__(self) -> Any:
+        """Refused: a Consumer owns its actors, and its config holds the passwords (a `Producer`
+        and a `ConsumerGroup` hold locks, which refuse it as well); build one where it is needed."""
+        raise TypeError("a Consumer cannot be pickled: it owns its actors and its config's passwords; "
+                        "build one from the config where it is needed")
 
     def __enter__(self) -> Consumer:
         return self

@@ -49,7 +49,7 @@ import ray
 
 from ..actors.group_member import MAX_HANDLER_FAILURES, GroupMember, GroupMetadata, MemberError, stop_bound
 from ..actors.metrics import Reports
-from ..wire.config import parse_config
+from ..wire.config import Config, parse_config
 from ..wire.errors import ConsumerError
 from .ray_runtime import ensure_ray
 
@@ -64,8 +64,7 @@ WATCH_POLL = 0.5  # seconds between the supervisor's looks at the set of members
 class ConsumerGroup:
     def __init__(self, config: Mapping[str, Any], topics: list[str] | str, handler: Any, members: int = 1,
                  max_handler_failures: int = MAX_HANDLER_FAILURES, stats_cb: Callable[[dict], Any] | None = None):
-        self.raw_config = dict(config)
-        self.config = parse_config(config, role="group")
+        self.config = parse_config(config, role="group")  # its repr hides the passwords; the members get it
         self.reports = Reports(self.config["group.id"] or "", "consumer_group", self.config, stats_cb,
                                lambda: [s.get("metrics", {}) for s in [*self.ended.values(), *self.status()]])
         if not self.config["group.id"]:
@@ -95,8 +94,8 @@ class ConsumerGroup:
         self._supervisor.start()
         self.reports.start()
 
-    def _member_config(self, slot: int) -> dict[str, Any]:
-        config = dict(self.raw_config)
+    def _member_config(self, slot: int) -> Config:
+        config = Config(self.config)
         instance = self.config["group.instance.id"]
         if instance is not None:  # static membership: one stable instance id per member slot
             config["group.instance.id"] = f"{instance}-{slot}"

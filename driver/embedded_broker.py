@@ -2,16 +2,35 @@
 
 It keeps its data in memory, answers on loopback and is ready in well under a second, so
 the demo, the tests and the benchmarks each start their own and stop it when done.
+
+tansu dies with the process that started it, even one that never calls `stop()`:
+- on Linux, tansu asks the kernel, before it is exec'd, for PARENT_DEATH_SIGNAL when its parent
+  dies (prctl PR_SET_PDEATHSIG, through ctypes), so that even a SIGKILL of the parent leaves
+  no tansu behind; the kernel ties it to the parent *thread*, so only a start from the main
+  thread asks for it (`_parent_death_hook`);
+- everywhere, `start` has `stop` run at the interpreter's exit (atexit);
+- `run_foreground` (`raykafka broker`) stops tansu on SIGTERM as on Ctrl-C.
+Without prctl (not Linux, or a start from another thread), a parent killed by a signal leaves
+tansu running: the atexit stop is all there is.
 """
 
 from __future__ import annotations
 
-import contextlib
+import atexit
+import ctypes
 import os
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+PR_SET_PDEATHSIG = 1  # prctl(2)'s option: the signal a child gets when its parent thread ends
+PARENT_DEATH_SIGNAL = signal.SIGTERM  # tansu ends on it, as `stop` asks
 
 
 def tansu_binary() -> str:
@@ -25,6 +44,31 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def _parent_death_hook() -> Callable[[], None] | None:
+    """What tansu's process runs between fork and exec so that it gets PARENT_DEATH_SIGNAL when
+    this process ends; None where the kernel cannot do it (not Linux, no prctl in libc) or would
+    do it too soon (a start from a thread other than the main one, which may end first)."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # found here, not in the forked child
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def die_with_parent() -> None:
+        prctl(PR_SET_PDEATHSIG, int(PARENT_DEATH_SIGNAL))
+        if os.getppid() != parent:  # the parent ended before the request was made: no signal will come
+            os.kill(os.getpid(), PARENT_DEATH_SIGNAL)
+
+    return die_with_parent
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM, in `run_foreground`: stop as Ctrl-C does."""
+    raise KeyboardInterrupt
 
 
 class EmbeddedBroker:
@@ -62,8 +106,7 @@ class EmbeddedBroker:
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
-        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=env)
+        self.process = self._spawn(stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
@@ -79,7 +122,18 @@ class EmbeddedBroker:
                     raise TimeoutError(f"tansu did not listen on {self.bootstrap} within {timeout}s") from None
                 time.sleep(0.05)  # polling a port: there is no event to wait on
 
+    def _spawn(self, **popen: Any) -> subprocess.Popen[bytes]:
+        """tansu started (`popen`: where its output goes, its environment), to die with this
+        process (see the module's docstring); `stop` is registered to run at exit, once."""
+        process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, preexec_fn=_parent_death_hook(),
+                                   **popen)
+        atexit.unregister(self.stop)
+        atexit.register(self.stop)
+        return process
+
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop tansu (SIGTERM, then SIGKILL after `timeout` s); also run at exit, if still started."""
+        atexit.unregister(self.stop)
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
@@ -91,17 +145,17 @@ class EmbeddedBroker:
             process.wait()
 
     def run_foreground(self) -> int:
-        """Run tansu in the foreground until it exits or is interrupted (`raykafka broker`)."""
-        process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
+        """Run tansu in the foreground, its output on ours, until it exits (its status) or Ctrl-C
+        or SIGTERM stops it (0) (`raykafka broker`, from the main thread: signals go there)."""
+        previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
-            return process.wait()
+            self.process = self._spawn()
+            return self.process.wait()
         except KeyboardInterrupt:
-            process.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(10)
-            if process.poll() is None:
-                process.kill()
             return 0
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            self.stop()
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

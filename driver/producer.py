@@ -21,7 +21,9 @@ that actor held fails naming it.
 
 What a caller does with a future cannot stop the producer: a cancelled future is skipped (the
 message goes all the same, and `on_delivery`, `successes()` and `errors()` still hear of it),
-and a callback that raises is logged. A wrong argument is refused where it is given, with an
+and a callback that raises is logged. An `on_delivery` callback runs on a thread that delivers
+reports, which `close()` and `flush()` wait for: there, as in Java, `close()` is `close(0)` and
+`flush()` raises `FlushInCallbackError`. A wrong argument is refused where it is given, with an
 error naming it (`ConfigError` for a config key).
 
 This module is the facade and its two threads (the sender, the results poller); beside it:
@@ -55,6 +57,7 @@ from ..wire.config import parse_config
 from ..wire.errors import (
     BufferExhaustedError,
     ConfigError,
+    FlushInCallbackError,
     MessageTooLargeError,
     PipelineError,
     ProducerClosedError,
@@ -130,6 +133,7 @@ class Producer:
         self.name = name or f"raykafka-producer-{uuid.uuid4().hex[:8]}"
         self.metrics = ProducerMetrics(self, stats_cb)  # figures for Ray's metrics, and stats_cb
         self.on_delivery = on_delivery
+        self._callback_threads: set[int] = set()  # the threads inside an on_delivery call now (`_deliver`)
         self._successes: queue.Queue | None = queue.Queue() if return_successes else None
         self._errors: queue.Queue | None = queue.Queue() if return_errors else None
         self.linger = self.config["linger.ms"] / 1000
@@ -241,7 +245,8 @@ class Producer:
         """Queue many messages at once; the future gives a `BatchResult`.
 
         `values` is a list, or a pyarrow Table/RecordBatch with Spark's Kafka sink columns
-        (`value` required; `key`, `topic`, `partition`, `headers` optional). With a `topic`
+        (`value` required; `key`, `topic`, `partition`, `headers`, and `timestamp`, optional;
+        any other column is refused, as the sinks refuse it: `check_write_columns`). With a `topic`
         column, `topic` may be None and each row goes to its own topic. A batch of more than a
         quarter of `buffer.memory` is taken in slices of that size, each waiting up to
         `max.block.ms` for room; if one cannot get it, it and the rest fail with that cause.
@@ -617,9 +622,28 @@ class Producer:
                 self._errors.put(error)
             if self.on_delivery is not None:
                 try:
-                    self.on_delivery(meta, error)
+                    self._deliver(meta, error)
                 except BaseException:  # noqa: B036 - even SystemExit: this thread settles every later message
                     log.exception("%s: on_delivery callback raised", self.name)
+
+    def _deliver(self, meta: RecordMetadata | None, error: Exception | None) -> None:
+        """One `on_delivery` call (`_report` makes it only when there is one), its thread known
+        meanwhile as a callback's by its identity (`_in_callback`), so that no other thread is
+        taken for it and nothing outlives the call (a callback that closes the producer is called
+        again within, for the messages that fails)."""
+        assert self.on_delivery is not None
+        me = threading.get_ident()
+        within = me in self._callback_threads
+        self._callback_threads.add(me)
+        try:
+            self.on_delivery(meta, error)
+        finally:
+            if not within:
+                self._callback_threads.discard(me)
+
+    def _in_callback(self) -> bool:
+        """Whether the calling thread is inside an `on_delivery` call of this producer."""
+        return threading.get_ident() in self._callback_threads
 
     def _complete_finished(self) -> None:
         with self._lock:
@@ -718,7 +742,11 @@ class Producer:
     def flush(self, timeout: float | None = None) -> int:
         """Send everything gathered and wait until every message sent so far has ended.
 
-        Returns how many are still unresolved (0 unless `timeout` ran out)."""
+        Returns how many are still unresolved (0 unless `timeout` ran out). From an `on_delivery`
+        callback it raises `FlushInCallbackError`: it would wait for the callback's own thread."""
+        if self._in_callback():
+            raise FlushInCallbackError("flush() called from an on_delivery callback would wait forever for the "
+                                       "reports that the callback's own thread delivers; flush from another thread")
         return self._wait_resolved(None if timeout is None else time.monotonic() + timeout)
 
     def _wait_resolved(self, deadline: float | None, give_up: Callable[[], bool] = lambda: False) -> int:
@@ -745,7 +773,8 @@ class Producer:
         all of it bounded (`CLOSE_GRACE` s, or what is left of `timeout`). Once an actor of the
         pipeline has died it does not wait for what that actor held: the living stages close in
         order and deliver what they have, and the rest fails with a `ProducerClosedError` naming
-        the dead actor. It does not raise for a dead actor; no actor of this producer is left."""
+        the dead actor. It does not raise for a dead actor; no actor of this producer is left.
+        From an `on_delivery` callback it is `close(0)` (`_close_from_callback`)."""
         import ray
 
         if self._closed:
@@ -755,6 +784,9 @@ class Producer:
             self.ray_gone()
             dog.stop()
             self.metrics.close()
+            return
+        if self._in_callback():
+            self._close_from_callback()
             return
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
@@ -780,6 +812,22 @@ class Producer:
             self._fail_unresolved(self._close_error(timeout, deadline))
             dog.stop()
             self._pipeline.kill_all(CLOSE_MIN)
+
+    def _close_from_callback(self) -> None:
+        """close() from an `on_delivery` callback, whose thread delivers the reports that close
+        would wait for: Java's close(0) from a callback. Nothing more is handed on or taken from
+        the results actor (the results thread ends after this report), every unresolved message
+        ends with a `ProducerClosedError` saying so, and every actor of the pipeline is killed
+        (Ray lists none within CLOSE_MIN s) before it returns."""
+        with self._cond:
+            self._closed = self._stopping = self._results_stopped = True
+            self._acc.clear()  # gathered, never handed on: failed just below
+            self._cond.notify_all()
+        self._fail_unresolved(ProducerClosedError("producer closed by its on_delivery callback (close(0)) "
+                                                  "before the message was delivered"))
+        self._watchdog.stop()
+        self.metrics.close()
+        self._pipeline.kill_all(CLOSE_MIN)
 
     def _take_last_results(self) -> None:
         """Stop the results thread, then take what the pipeline reported last, so that a message

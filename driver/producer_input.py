@@ -1,8 +1,9 @@
 """What `Producer.send` and `send_batch` accept, normalised: the columns of a batch from lists
-or a pyarrow Table/RecordBatch (Spark's Kafka sink columns), headers, timestamps, partitions
+or a pyarrow Table/RecordBatch (`KAFKA_WRITE_COLUMNS`), headers, timestamps, partitions
 and topics checked with an error naming the argument, and each record's size for buffer.memory.
 
-Plain functions, no Ray and no state; called by driver/producer.py only.
+Plain functions, no Ray and no state; called by driver/producer.py, and `check_write_columns`
+by the sinks too (`spark_bridge.sink`, `spark_bridge.ray_data`, `spark_bridge.node_writers`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,20 @@ from ..wire.records import encode_header_lists, encode_headers
 
 MAX_PARTITION = (1 << 31) - 1  # Kafka's partition numbers are int32
 MAX_TIMESTAMP = (1 << 63) - 1  # and timestamps int64 ms
+# The columns a Kafka write takes from a table: Spark's Kafka sink columns (`value` required;
+# `key`, `topic`, `partition`, `headers` optional) and a `timestamp` (ms since the epoch, or an
+# Arrow timestamp), which send_batch reads as it reads the others.
+KAFKA_WRITE_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
+
+
+def check_write_columns(names: list[str]) -> None:
+    """Refuse a table without a `value` column, or with a column no Kafka write takes, naming
+    it: the one rule of `send_batch` (`batch_columns`) and of the Ray Data and Spark sinks."""
+    if "value" not in names:
+        raise ValueError(f"a Kafka write needs a 'value' column; the table has {names}")
+    unknown = [name for name in names if name not in KAFKA_WRITE_COLUMNS]
+    if unknown:
+        raise ValueError(f"columns {unknown} are not Kafka sink columns ({', '.join(KAFKA_WRITE_COLUMNS)})")
 
 
 def record_headers(headers: Any, name: str = "headers") -> list | None:
@@ -70,8 +85,7 @@ def batch_columns(values: Any, keys: Any, headers: Any, partitions: Any, timesta
     if pa is not None and isinstance(values, (pa.Table, pa.RecordBatch)):
         table = values
         names = table.schema.names
-        if "value" not in names:
-            raise ValueError(f"send_batch: the table needs a 'value' column (it has {names})")
+        check_write_columns(names)
 
         def col(name: str, as_bytes: bool = False) -> list | None:
             if name not in names:

@@ -22,6 +22,7 @@ from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasink
 
+from ..driver.producer_input import check_write_columns
 from ..wire import messages
 from ..wire.arrow_batches import SCHEMA
 from ..wire.cluster import Cluster
@@ -242,10 +243,9 @@ class KafkaDatasink(Datasink):
         import uuid
 
         from .node_writers import POOLS, PoolKind
-        from .sink import check_sink_columns
 
         if schema is not None:
-            check_sink_columns(list(schema.names))
+            check_write_columns(list(schema.names))
         self.write_id = uuid.uuid4().hex
         kind = PoolKind(self.pipelines_per_node, True) if self.exactly_once else self.pipelines_per_node
         self._pool = POOLS.acquire(self.config, kind)

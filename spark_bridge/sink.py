@@ -1,8 +1,9 @@
-"""What every Kafka write of the bridge shares: Spark's Kafka sink columns, a write's counts
-(`WriteResult`) and the error a write raises when rows failed (`KafkaWriteError`).
+"""What every Kafka write of the bridge shares: a block as a table of the columns a Kafka write
+takes (`sink_table`, by the rule `send_batch` keeps too: `driver.producer_input.check_write_columns`),
+a write's counts (`WriteResult`) and the error a write raises when rows failed (`KafkaWriteError`).
 
 Imported by writer.py (the driver's writes), node_writers.py (the pipelines on each node) and
-ray_data.py (the datasink); imports nothing of ours.
+ray_data.py (the datasink).
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..driver.producer_input import check_write_columns
 from ..wire.errors import ConfigError
-
-SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
 
 
 def check_exactly_once(exactly_once: Any, config: Any, producer: Any = None) -> None:
@@ -78,20 +78,10 @@ class WriteResult:
 
 
 def sink_table(block: Any) -> pa.Table:
-    """A block as an Arrow table holding only Spark's Kafka sink columns."""
+    """A block (Arrow or pandas) as an Arrow table holding only columns a Kafka write takes."""
     table = block if isinstance(block, pa.Table) else pa.Table.from_pandas(block, preserve_index=False)
-    check_sink_columns(table.column_names)
+    check_write_columns(table.column_names)
     return table
-
-
-def check_sink_columns(columns: list[str]) -> None:
-    """Refuse columns that are not Spark's Kafka sink columns, or no `value` column."""
-    if "value" not in columns:
-        raise ValueError(f"a Kafka sink needs a 'value' column; got {columns}")
-    unknown = [c for c in columns if c not in SINK_COLUMNS]
-    if unknown:
-        raise ValueError(f"columns {unknown} are not Kafka sink columns {list(SINK_COLUMNS)}")
-
 
 
 def count_causes(errors: list) -> dict[str, int]:

@@ -1,8 +1,9 @@
 """DataFrames and Datasets into Kafka through the producer actors.
 
 A Spark DataFrame with Spark's Kafka sink columns (`value` required; `key`, `topic`,
-`partition`, `headers` optional; string or binary) becomes a Ray Dataset through RayDP. A
-Dataset's blocks go whole, by reference, to a producer pipeline on the node that holds each
+`partition`, `headers` optional; string or binary; a `timestamp` too, as `send_batch` takes;
+any other column refused: `producer_input.check_write_columns`) becomes a Ray Dataset through
+RayDP. A Dataset's blocks go whole, by reference, to a producer pipeline on the node that holds each
 (`node_writers`): `write_dataset` hands each block to a writer of its node itself, and
 `ray_data.KafkaDatasink` does it from Ray Data's write tasks. No row passes through the driver
 and no Python call is made per row: the driver only starts the pipelines (kept for the next

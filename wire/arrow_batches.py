@@ -13,9 +13,10 @@ that names the batch and what is wrong. Control batches and records before the r
 offset are skipped; aborted transactions are not filtered (read_uncommitted).
 
 Every batch header is read and checked by `records.read_batch_header` and every batch's records
-located (and decompressed, to at most `max.decompressed.batch.bytes`) by `records.batch_records`,
-as `decode_record_batches` does: lengths and counts are checked against the bytes present before
-any loop takes a step, so hostile bytes end in a `DecodeError` naming the partition and batch.
+located (and decompressed, to at most `max.decompressed.batch.bytes` each and to what the fetch's
+`records.InflationBudget` allows together) by `records.batch_records`, as `decode_record_batches`
+does: lengths and counts are checked against the bytes present before any loop takes a step, so
+hostile bytes end in a `DecodeError` naming the partition and batch.
 
 `batches_to_arrow` does the same from `records.decode_record_batches` output (tests, peers).
 `next_offset` (re-exported here) is `records.next_offset`.
@@ -38,6 +39,7 @@ from .records import (
     ATTR_TIMESTAMP_TYPE,
     HEADER_SIZE,
     LENGTH_OFFSET,
+    InflationBudget,
     RecordBatch,
     batch_records,
     read_batch_header,
@@ -67,16 +69,20 @@ def empty_batch() -> pa.RecordBatch:
 
 
 def records_to_arrow(data: bytes | memoryview | None, topic: str, partition: int, start_offset: int = 0,
-                     *, check_crc: bool = True,
-                     max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> tuple[pa.RecordBatch, int]:
+                     *, check_crc: bool = True, max_decompressed: int = MAX_DECOMPRESSED_BYTES,
+                     answer: InflationBudget | None = None) -> tuple[pa.RecordBatch, int]:
     """The records at or after `start_offset` in `data` (bytes, or any buffer: a view of a Fetch
     response, a numpy array fed from the object store; read where it lies), and the offset to
     fetch next. A compressed batch may inflate to `max_decompressed` bytes
-    (`max.decompressed.batch.bytes`); malformed data raises a `DecodeError` naming the batch."""
+    (`max.decompressed.batch.bytes`), all of them together to what an `InflationBudget` of
+    `data` allows, and to what is left of `answer` (the budget of the whole Fetch answer `data`
+    came in, where one process decodes all of it); malformed data raises a `DecodeError` naming
+    the batch."""
     if data is None or not len(data):
         return empty_batch(), start_offset
     buf = data if isinstance(data, bytes) else memoryview(data).cast("B")
-    extents, segments, after = _scan_batches(buf, topic, partition, start_offset, check_crc, max_decompressed)
+    budget = InflationBudget(len(buf), max_decompressed, answer=answer)
+    extents, segments, after = _scan_batches(buf, topic, partition, start_offset, check_crc, budget)
     if not extents:
         return empty_batch(), after
     source = segments[0] if len(segments) == 1 else b"".join(segments)
@@ -120,7 +126,7 @@ class _Fields(NamedTuple):
 
 
 def _scan_batches(buf: bytes, topic: str, partition: int, start_offset: int, check_crc: bool,
-                  max_decompressed: int) -> tuple[list[_Extent], list[bytes], int]:
+                  budget: InflationBudget) -> tuple[list[_Extent], list[bytes], int]:
     """One step per batch: check its header and CRC, decompress it, note where its records lie."""
     extents: list[_Extent] = []
     segments = [buf]
@@ -139,7 +145,7 @@ def _scan_batches(buf: bytes, topic: str, partition: int, start_offset: int, che
             log_append = bool(attrs & ATTR_TIMESTAMP_TYPE)
             ts_base = max_ts if log_append else base_ts
             if attrs & ATTR_CODEC:  # decompressed: laid after the fetched bytes
-                raw, _, size = batch_records(buf, batch_pos, pos, head, max_decompressed)
+                raw, _, size = batch_records(buf, batch_pos, pos, head, budget)
                 segments.append(raw)
                 extents.append(_Extent(base, seg_base, seg_base + size, count, ts_base, log_append))
                 seg_base += size

@@ -303,9 +303,15 @@ class Config(dict):
 def parse_config(user: Mapping[str, Any] | None, *, require_bootstrap: bool = True, role: str | None = None,
                  **overrides: Any) -> Config:
     """Check `user` against the table and fill in defaults; raise `ConfigError` naming the bad key.
-    With `role` (a key of `ROLES`), warn of each given key that kind of client does not read."""
+    With `role` (a key of `ROLES`), warn of each given key that kind of client does not read.
+
+    A `Config` is checked already: a copy of it comes back (the driver objects hand their parsed
+    config to their actors, which parse what they are given). No error shows a value of a key in
+    `SECRETS`, nor any part of a config that is no mapping, which may hold them in any form."""
+    if isinstance(user, Config) and not overrides:
+        return Config(user)
     if user is not None and not isinstance(user, Mapping):
-        raise ConfigError(f"config: expected a dict of Kafka properties, got {type(user).__name__} {user!r:.80}")
+        raise ConfigError(f"config: expected a dict of Kafka properties, got a value of type {type(user).__name__}")
     given = _canonical({**user} if user else {})
     given.update(_canonical({k.replace("_", "."): v for k, v in overrides.items()}))
     config = Config({key: prop.default for key, prop in PROPERTIES.items()})
@@ -344,7 +350,7 @@ def _canonical(user: Mapping[Any, Any]) -> dict[str, tuple[str, Any]]:
     out: dict[str, tuple[str, Any]] = {}
     for name, value in user.items():
         if not isinstance(name, str):
-            raise ConfigError(f"config keys are strings, got {name!r}")
+            raise ConfigError(f"config keys are strings, got a key of type {type(name).__name__}")
         key = name if name in PROPERTIES else ALIASES.get(name)
         if key is None:
             raise ConfigError(f"{name}: unknown configuration property")

@@ -194,6 +194,13 @@ class RecordBatchTooLargeError(DecodeError):
     bomb, or a cap set below the batches a topic holds); refused before it is all inflated."""
 
 
+class DecompressedFetchTooLargeError(RecordBatchTooLargeError):
+    """A fetch's compressed batches, each within `max.decompressed.batch.bytes`, inflate past
+    what the fetch may inflate to together (`records.InflationBudget`: that cap plus
+    `records.MAX_INFLATION` times the fetched bytes): a bomb of many batches. The batch that
+    tips it over is refused before it is all inflated, and its partition fails, as for one batch."""
+
+
 class RecordTooLargeError(KafkaError):
     """A fetched record batch is larger than the most a fetch may ask for (`fetch.max.bytes`), so
     it can never be read whole: the partition stops there (Java's RecordTooLargeException)."""
@@ -241,6 +248,12 @@ class UnknownTopicError(KafkaError):
 
 class ProducerClosedError(KafkaError):
     """The producer was closed before this message could be sent."""
+
+
+class FlushInCallbackError(KafkaError):
+    """`Producer.flush()` (or a call that flushes, such as `commit_transaction`) was called from
+    an `on_delivery` callback: it would wait for the reports that the callback's own thread
+    delivers, forever. Refused at once, as Java's flush refuses it (IllegalStateException)."""
 
 
 class BufferExhaustedError(KafkaError):

@@ -47,7 +47,7 @@ from .errors import (
     code_for,
 )
 from .read_committed import CommittedReader, fetched_batches
-from .records import LENGTH_OFFSET, cut_batch, next_offset, read_batch_header
+from .records import LENGTH_OFFSET, InflationBudget, cut_batch, next_offset, read_batch_header
 
 OFFSET_OUT_OF_RANGE = BY_NAME["OFFSET_OUT_OF_RANGE"].code
 # errors after which a partition's leader must be looked up again
@@ -191,21 +191,33 @@ class PartitionFetch:
         return Refetch(wanted)
 
 
-def decode(records: Any, topic: str, partition: int, fetched_at: int, config: Config) -> tuple[Any, int]:
+def decode(records: Any, topic: str, partition: int, fetched_at: int, config: Config,
+           answer: InflationBudget | None = None) -> tuple[Any, int]:
     """Fetched bytes as one Arrow batch of the records at or after `fetched_at`, and the offset
     after them (`arrow_batches.records_to_arrow`, with the consumer's `check.crcs` and
-    `max.decompressed.batch.bytes`); bytes that cannot be read raise a `DecodeError`."""
+    `max.decompressed.batch.bytes`; `answer`: the budget of the whole answer, from
+    `answer_budget`); bytes that cannot be read raise a `DecodeError`."""
     return records_to_arrow(records, topic, partition, fetched_at, check_crc=config["check.crcs"],
-                            max_decompressed=config["max.decompressed.batch.bytes"])
+                            max_decompressed=config["max.decompressed.batch.bytes"], answer=answer)
 
 
-def decode_until_bad(records: Any, topic: str, partition: int, fetched_at: int,
-                     config: Config) -> tuple[Any, int, DecodeError | None]:
+def answer_budget(response: Any, config: Config) -> InflationBudget:
+    """What every partition of one Fetch answer may inflate to together, for a loop that decodes
+    them all in one process (`actors.group_member`); the other loops decode one partition's part
+    per process, each within its own budget."""
+    fetched = sum(len(part.records or b"") for t in response.responses for part in t.partitions)
+    return InflationBudget(fetched, config["max.decompressed.batch.bytes"], "this fetch answer")
+
+
+def decode_until_bad(records: Any, topic: str, partition: int, fetched_at: int, config: Config,
+                     answer: InflationBudget | None = None) -> tuple[Any, int, DecodeError | None]:
     """`decode`, but a batch that cannot be read ends what is handed out instead of failing the
     whole fetch: the records of every batch before it, the offset after them (where the bad
-    batch starts), and its `DecodeError` (None when every batch could be read)."""
+    batch starts), and its `DecodeError` (None when every batch could be read). The first,
+    whole decode draws on `answer`; reading the batches again to find the bad one does not
+    (what they inflate to was counted already, and each stays within the per-batch cap)."""
     try:
-        return (*decode(records, topic, partition, fetched_at, config), None)
+        return (*decode(records, topic, partition, fetched_at, config, answer), None)
     except DecodeError as exc:
         bad = first_bad_batch(records, topic, partition, fetched_at, config)
         if bad is None:  # no one batch fails alone: the fetch fails as a whole

@@ -15,8 +15,9 @@ out by hand: varint encodings come from a precomputed table, single-byte varints
 inline, and each batch is joined once.
 
 Decoding trusts nothing it reads: `read_batch_header` and `batch_records` check every batch's
-length and record count against the bytes present, and decompress at most
-`max.decompressed.batch.bytes`, for this module's `decode_record_batches` and for
+length and record count against the bytes present, and decompress each batch to at most
+`max.decompressed.batch.bytes` and every batch of one fetch, together, to at most what its
+`InflationBudget` allows, for this module's `decode_record_batches` and for
 `arrow_batches.records_to_arrow` alike. Malformed input raises `DecodeError`, in time bounded
 by its size.
 """
@@ -34,10 +35,10 @@ import pyarrow.compute as pc
 from crc32c import crc32c
 
 from .columns import BinaryColumn, HeaderColumn
-from .compression import MAX_DECOMPRESSED_BYTES
+from .compression import MAX_DECOMPRESSED_BYTES, Compression
 from .compression import compress as _compress
 from .compression import decompress as _decompress
-from .errors import CorruptRecordError, DecodeError
+from .errors import CorruptRecordError, DecodeError, DecompressedFetchTooLargeError, RecordBatchTooLargeError
 
 __all__ = [
     "CONTROL_ABORT",
@@ -52,6 +53,8 @@ __all__ = [
     "encode_headers",
     "encode_header_lists",
     "decode_record_batches",
+    "InflationBudget",
+    "MAX_INFLATION",
     "read_batch_header",
     "batch_records",
     "batch_record_count",
@@ -92,6 +95,11 @@ _LAST_DELTA_AT = 23  # last_offset_delta's place in the header
 MIN_RECORD_SIZE = 7
 _BYTES_TYPES = (bytes, bytearray, memoryview)
 _CODECS = frozenset(range(5))
+# The most times its own bytes the batches of one fetch may inflate to, together, beyond one
+# batch's cap (`InflationBudget`). Honest data inflates a few times (JSON log lines: some 6
+# times in zstd or gzip, 3 in lz4 or snappy, which cannot inflate much past 21 times at all);
+# a bomb of zeros, many thousand times.
+MAX_INFLATION = 100
 
 
 @dataclass(slots=True)
@@ -646,20 +654,66 @@ def _encode_general(values: list, keys: list | None, ts_deltas: list | None, hea
 # ---------------------------------------------------------------------------- decoding
 
 
+class InflationBudget:
+    """What the compressed batches of one fetch may still inflate to, together: one batch's cap
+    (`max.decompressed.batch.bytes`) plus `MAX_INFLATION` times the fetched bytes. Each batch
+    alone may inflate to that cap; without this bound, many batches each under it (twenty of 25
+    MiB of zeros, a few KiB on the wire) would inflate to the cap many times over.
+
+    Made for one partition's part of a fetch by `decode_record_batches` and
+    `arrow_batches.records_to_arrow`; made for a whole Fetch answer by a fetch loop that decodes
+    every partition of it in one process (`actors.group_member`, through `fetcher.decode`), and
+    then drawn on by each partition's budget too (`answer`). `batch_records` inflates every
+    compressed batch through `inflate`, which refuses the batch that would tip either budget over
+    with a `DecompressedFetchTooLargeError` naming it, before inflating more than what is left."""
+
+    def __init__(self, fetched: int, max_batch: int, scope: str = "this partition's part of the fetch",
+                 answer: InflationBudget | None = None):
+        self.fetched = fetched
+        self.max_batch = max_batch
+        self.scope = scope
+        self.answer = answer
+        self.limit = self.left = max_batch + MAX_INFLATION * fetched
+
+    def inflate(self, codec: int, data: Any) -> bytes:
+        """One batch's records decompressed: at most the batch cap, and at most what is left of
+        this budget and of the answer's."""
+        tightest = self if self.answer is None or self.left <= self.answer.left else self.answer
+        allowed = min(self.max_batch, tightest.left)
+        try:
+            records = _decompress(codec, data, allowed)
+        except RecordBatchTooLargeError:
+            if allowed < self.max_batch:
+                raise tightest._spent(codec) from None
+            raise
+        self.left -= len(records)
+        if self.answer is not None:
+            self.answer.left -= len(records)
+        return records
+
+    def _spent(self, codec: int) -> DecompressedFetchTooLargeError:
+        return DecompressedFetchTooLargeError(
+            f"{Compression(codec).name.lower()} data inflates past the {self.left} bytes left of the {self.limit} "
+            f"bytes {self.scope} may inflate to: max.decompressed.batch.bytes ({self.max_batch}) plus "
+            f"MAX_INFLATION ({MAX_INFLATION}) times its {self.fetched} bytes")
+
+
 def decode_record_batches(data: bytes | memoryview, *, check_crc: bool = True,
                           max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> list[RecordBatch]:
     """The batches in a Fetch response's `records` field.
 
     A truncated trailing batch is dropped: the broker cuts the last batch at the fetch size limit.
-    A compressed batch may inflate to `max_decompressed` bytes (`max.decompressed.batch.bytes`).
+    A compressed batch may inflate to `max_decompressed` bytes (`max.decompressed.batch.bytes`),
+    and all of them together to what an `InflationBudget` of `data` allows.
     """
     buf = bytes(data)
     end = len(buf)
     pos = 0
+    budget = InflationBudget(end, max_decompressed)
     batches: list[RecordBatch] = []
     while (head := read_batch_header(buf, pos, end, check_crc)) is not None:
         batch_end = pos + LENGTH_OFFSET + head[1]
-        batches.append(_decode_batch(buf, pos, batch_end, head, max_decompressed))
+        batches.append(_decode_batch(buf, pos, batch_end, head, budget))
         pos = batch_end
     return batches
 
@@ -700,17 +754,17 @@ def read_batch_header(buf: Any, pos: int, end: int, check_crc: bool) -> tuple | 
     return head
 
 
-def batch_records(buf: Any, pos: int, batch_end: int, head: tuple, max_decompressed: int) -> tuple[Any, int, int]:
+def batch_records(buf: Any, pos: int, batch_end: int, head: tuple, budget: InflationBudget) -> tuple[Any, int, int]:
     """Where the records of the batch at `pos` lie, as (buffer, start, stop): in `buf` itself,
-    or decompressed (to at most `max_decompressed` bytes), their count checked against the
-    bytes they came to. With `read_batch_header`'s checks, a reader may take `count` steps."""
+    or decompressed (as far as `budget` allows), their count checked against the bytes they
+    came to. With `read_batch_header`'s checks, a reader may take `count` steps."""
     base_offset, attributes, count = head[0], head[5], head[12]
     start = pos + HEADER_SIZE
     codec = attributes & ATTR_CODEC
     if not codec:
         return buf, start, batch_end
     try:
-        records = _decompress(codec, memoryview(buf)[start:batch_end], max_decompressed)
+        records = budget.inflate(codec, memoryview(buf)[start:batch_end])
     except DecodeError as exc:
         raise type(exc)(f"record batch at offset {base_offset}: {exc}") from None
     if count * MIN_RECORD_SIZE > len(records):
@@ -783,7 +837,7 @@ def batch_record_count(data: bytes | memoryview) -> int:
     return total
 
 
-def _decode_batch(buf: bytes, pos: int, batch_end: int, head: tuple, max_decompressed: int) -> RecordBatch:
+def _decode_batch(buf: bytes, pos: int, batch_end: int, head: tuple, budget: InflationBudget) -> RecordBatch:
     (
         base_offset,
         _length,
@@ -799,7 +853,7 @@ def _decode_batch(buf: bytes, pos: int, batch_end: int, head: tuple, max_decompr
         base_sequence,
         count,
     ) = head
-    records_buf, start, stop = batch_records(buf, pos, batch_end, head, max_decompressed)
+    records_buf, start, stop = batch_records(buf, pos, batch_end, head, budget)
     try:
         records = _decode_records(records_buf, start, stop, count, base_offset, base_ts)
         if attributes & ATTR_TIMESTAMP_TYPE:

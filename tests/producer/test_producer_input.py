@@ -76,6 +76,7 @@ def test_send_and_send_batch_name_the_argument_they_refuse(ray_session, bootstra
             (TypeError, "partitions", lambda: producer.send_batch(
                 None, pa.table({"value": [b"a"], "topic": [topic], "partition": ["zero"]}))),
             (ValueError, "topic", lambda: producer.send_batch(None, pa.table({"value": [b"a", b"b"], "topic": [topic, None]}))),
+            (ValueError, "colour", lambda: producer.send_batch(topic, pa.table({"value": [b"a"], "colour": ["red"]}))),
         ]
         for error, name, call in refused:
             with pytest.raises(error, match=name) as raised:

@@ -1,8 +1,10 @@
-"""`sasl.password` and `ssl.key.password` never shown: in a config's repr, a config error, a
-SASL credential's repr, or a producer cache key. (Logs and login errors: tests/security.)"""
+"""`sasl.password` and `ssl.key.password` never shown: in a config's repr, a config error (one
+that is no mapping too), a SASL credential's repr, or a producer cache key. (Logs and login
+errors: tests/security; the consumers' attributes: tests/consumer/test_consumer_secrets.py.)"""
 
 from __future__ import annotations
 
+import json
 import logging
 import pickle
 
@@ -65,3 +67,34 @@ def test_producer_cache_keys_hold_no_password_but_tell_passwords_apart():
     assert key == ProducerCache.key(dict(reversed(list(secret_config().items()))))  # order does not matter
     assert key != ProducerCache.key(secret_config(**{"sasl.password": "another"}))  # a new password: a new producer
     assert key != ProducerCache.key(secret_config(**{"ssl.key.password": "another"}))
+
+
+@pytest.mark.parametrize("given", [
+    list(secret_config().items()),  # pairs: a dict's items, not a dict
+    tuple(secret_config().items()),
+    f"sasl.password={SASL_PASSWORD},ssl.key.password={KEY_PASSWORD}",  # a properties line
+    json.dumps(secret_config()),  # a dict still in JSON
+    {SASL_PASSWORD, KEY_PASSWORD},
+], ids=["list", "tuple", "str", "json", "set"])
+def test_a_config_that_is_no_mapping_is_refused_without_showing_it(given):
+    """A config that is not a mapping may hold the passwords in any form: its error names its
+    type and never shows the value."""
+    with pytest.raises(ConfigError, match=f"config: expected a dict of Kafka properties, got a value of type "
+                                          f"{type(given).__name__}") as raised:
+        parse_config(given)
+    assert_hidden(str(raised.value))
+
+
+def test_a_key_that_is_no_string_is_refused_without_showing_it():
+    """A key made of a property and its value (a pair, by mistake) is not shown either."""
+    with pytest.raises(ConfigError, match="config keys are strings, got a key of type tuple") as raised:
+        parse_config({"bootstrap.servers": "127.0.0.1:9092", ("sasl.password", SASL_PASSWORD): True})
+    assert_hidden(str(raised.value))
+
+
+def test_a_parsed_config_is_taken_as_it_is():
+    """A `Config` is checked already: parsed again (by an actor its driver gave it to), it comes
+    back equal, passwords and all, and a copy, not the driver's own."""
+    config = parse_config(secret_config(**{"linger.ms": "7"}))
+    again = parse_config(config)
+    assert again == config and again is not config and again["sasl.password"] == SASL_PASSWORD
