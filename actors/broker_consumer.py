@@ -1,8 +1,10 @@
-"""BrokerConsumer: one per broker per consumer; one fetch loop for all its partitions.
+"""BrokerConsumer: one per broker that leads a partition of a consumer; one fetch loop for all its partitions.
 
-Called by: the `PartitionConsumer`s whose partition this broker leads (`subscribe`,
-`unsubscribe`). Calls: the broker (one Fetch request for every subscribed partition), and
-each partition consumer's `feed` with that partition's raw record bytes (under read_committed,
+Started by the driver's `Consumer` for the leaders of the partitions it assigns, or by a
+`PartitionConsumer` when leadership moves to a broker that has none. Called by: the
+`PartitionConsumer`s hosting partitions this broker leads (`subscribe`, `unsubscribe`). Calls:
+the broker (one Fetch request for every subscribed partition), and the hosting partition
+consumer's `feed`, naming the partition, with that partition's raw record bytes (under read_committed,
 only those of the batches it may hand out: `fetcher.PartitionFetch`), or its `redispatch`
 / `offset_out_of_range` / `fail` when the broker says the partition is no longer here.
 
@@ -47,7 +49,7 @@ CATCH_UP_WAIT_MS = 1
 @dataclass
 class Subscription:
     fetch: PartitionFetch  # the position, the request size, what each answer means
-    consumer: Any  # the PartitionConsumer actor handle
+    consumer: Any  # the handle of the PartitionConsumer hosting the partition
     sub_id: int
     acking: asyncio.Future | None = None  # the feed not yet acked
     in_flight: bool = False  # part of a Fetch not yet answered
@@ -209,7 +211,7 @@ class BrokerConsumer:
                     # partition consumer reads it (as bytes it would first be copied out of the response)
                     data = outcome.records
                     fed = np.frombuffer(data, np.uint8) if data else None
-                    ref = sub.consumer.feed.remote(sub.sub_id, fed, outcome.fetched_at, outcome.high_watermark,
+                    ref = sub.consumer.feed.remote(*tp, sub.sub_id, fed, outcome.fetched_at, outcome.high_watermark,
                                                    outcome.position)
                     sub.acking = asyncio.wrap_future(ref.future())
                     acks.append(sub.acking)
@@ -220,12 +222,12 @@ class BrokerConsumer:
                 del self.subscriptions[tp]
                 if isinstance(outcome, Retry):
                     log.info("consumer/broker/%d %s/%d: %s: redispatching", self.node_id, *tp, outcome.error)
-                    sub.consumer.redispatch.remote(sub.sub_id, sub.fetch.offset, f"broker {self.node_id}: "
-                                                                                f"{outcome.error}")
+                    sub.consumer.redispatch.remote(*tp, sub.sub_id, sub.fetch.offset,
+                                                   f"broker {self.node_id}: {outcome.error}")
                 elif isinstance(outcome, Reset):
-                    sub.consumer.offset_out_of_range.remote(sub.sub_id, sub.fetch.offset)
+                    sub.consumer.offset_out_of_range.remote(*tp, sub.sub_id, sub.fetch.offset)
                 elif isinstance(outcome, Failed):
-                    sub.consumer.fail.remote(sub.sub_id, -1, str(outcome.error))
+                    sub.consumer.fail.remote(*tp, sub.sub_id, -1, str(outcome.error))
         return acks
 
     async def _await_acks(self, acks: list[asyncio.Future]) -> None:
@@ -256,9 +258,9 @@ class BrokerConsumer:
         if is_fatal(error):
             log.error("consumer/broker/%d failed: %s", self.node_id, error)
             for (t, p), sub in subs.items():
-                sub.consumer.fail.remote(sub.sub_id, -1, f"Fetch {t}/{p} from broker {self.node_id}: "
-                                                         f"{type(error).__name__}: {error}")
+                sub.consumer.fail.remote(t, p, sub.sub_id, -1, f"Fetch {t}/{p} from broker {self.node_id}: "
+                                                               f"{type(error).__name__}: {error}")
             return
         log.warning("consumer/broker/%d abandoned: %s", self.node_id, error)
-        for (_t, _p), sub in subs.items():
-            sub.consumer.redispatch.remote(sub.sub_id, sub.fetch.offset, f"broker {self.node_id}: {error}")
+        for tp, sub in subs.items():
+            sub.consumer.redispatch.remote(*tp, sub.sub_id, sub.fetch.offset, f"broker {self.node_id}: {error}")

@@ -6,16 +6,19 @@
         ...
     consumer.close()
 
-One `PartitionConsumer` actor per assigned partition, one `BrokerConsumer` actor per broker
-(created by the partition consumers, by name); this object polls the partition consumers
-and hands their batches out in the order each partition produced them.
+`partition.consumer.actors` (1) `PartitionConsumer` actors, however many partitions are
+assigned, each hosting the state of the partitions spread over it (the least loaded first); one
+`BrokerConsumer` actor per broker that leads an assigned partition (started here for the leaders
+at assignment, by a partition consumer when leadership moves to a broker that has none). This
+object polls the partition consumers, each for all its partitions at once, and hands their
+batches out in the order each partition produced them.
 
 Broker outages are ridden out: the actors reconnect (`reconnect.backoff.ms` growing to
 `reconnect.backoff.max.ms`) for as long as the consumer runs, and resume where they were.
-Dead actors are healed: Ray restarts a broker consumer, and its partition consumers subscribe
-again; a partition consumer that died is replaced here, at the offset after the last record
-`batches` handed out (what it had fetched beyond is fetched again), so nothing is skipped or
-repeated (`heals` counts the replacements). A
+Dead actors are healed: Ray restarts a broker consumer, and its partitions subscribe again; a
+partition consumer that died is replaced here, each partition it hosted started at the offset
+after the last record `batches` handed out of it (what it had fetched beyond is fetched again),
+so nothing is skipped or repeated (`heals` counts, per partition, the replacements). A
 partition that cannot go on (its data is corrupt, its offset is out of range with
 `auto.offset.reset` none, authentication failed, its actor died `MAX_HEALS` times in a row
 without handing out a record, or its replacement could not start) is raised once from `batches`
@@ -31,13 +34,19 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import ray
 
 from ..actors.metrics import Reports, snapshots_of
-from ..actors.partition_consumer import PARTITION_CONSUMER_OPTIONS, PartitionConsumer, new_broker_consumer
+from ..actors.partition_consumer import (
+    PartitionStart,
+    death_cause,
+    new_broker_consumer,
+    new_partition_consumer,
+)
+from ..actors.partition_consumer_state import PartitionPoll
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import ConsumerError
@@ -49,9 +58,17 @@ log = logging.getLogger("raykafka.driver.consumer")
 
 POLL_WAIT = 0.2  # seconds a poll waits on one partition consumer
 CLOSE_TIMEOUT = 30.0  # seconds the partition consumers get to close
-MAX_HEALS = 3  # replacements of a partition consumer in a row with no record handed out between them
+MAX_HEALS = 3  # replacements of a partition's consumer in a row with no record of it handed out between them
 
 __all__ = ["Consumer", "ConsumerError"]
+
+Key = tuple[str, int]
+
+
+class PartitionEnds(NamedTuple):
+    """In the queue of what `batches` hands out: the partition cannot go on, for `cause`."""
+
+    cause: str
 
 
 class Consumer:
@@ -62,19 +79,23 @@ class Consumer:
         ensure_ray()
         self.id = uuid.uuid4().hex[:12]
         self.reports = Reports(self.id, "consumer", self.config, stats_cb, lambda: snapshots_of(
-            [*self._children.values(), *self._brokers.values()], f"consumer {self.id}"))
+            [*self._live_hosts(), *self._brokers.values()], f"consumer {self.id}"))
         self._loop: LoopThread | None = None
         self._cluster: Cluster | None = None
-        self._children: dict[tuple[str, int], Any] = {}
-        self._ended: dict[tuple[str, int], Any] = {}  # partition consumers that failed or died: closed at close
-        self.failed: dict[tuple[str, int], str] = {}  # why each of those ended
-        self.positions: dict[tuple[str, int], int] = {}
-        self.ends: dict[tuple[str, int], int] = {}
-        self._polls: dict[Any, tuple[tuple[str, int], Any]] = {}  # poll ref -> (partition, the child asked)
-        self._heals_in_a_row: dict[tuple[str, int], int] = {}
-        self.heals: dict[tuple[str, int], int] = {}  # partition consumers replaced after they died
-        self._seeks: dict[tuple[str, int], int] = {}
-        self._ready: deque[tuple[tuple[str, int], pa.RecordBatch, int]] = deque()
+        # the partition consumers, by slot; a slot whose actor died is given its replacement (None
+        # while it has none); at most `partition.consumer.actors` slots
+        self._hosts: list[Any] = []
+        self._slots: dict[Key, int] = {}  # the slot hosting each assigned partition
+        self._ended: set[Key] = set()  # partitions that failed or whose actor could not be replaced
+        self.failed: dict[Key, str] = {}  # why each of those ended
+        self._failures: deque[ConsumerError] = deque()  # partitions ended and not yet raised from `batches`
+        self.positions: dict[Key, int] = {}
+        self.ends: dict[Key, int] = {}
+        self._polls: dict[Any, tuple[int, Any]] = {}  # poll ref -> (slot, the actor asked)
+        self._heals_in_a_row: dict[Key, int] = {}
+        self.heals: dict[Key, int] = {}  # times each partition's consumer was replaced after it died
+        self._seeks: dict[Key, int] = {}
+        self._ready: deque[tuple[Key, pa.RecordBatch | PartitionEnds, int]] = deque()
         self._closed = False
         self._brokers: dict[int, Any] = {}
         self.reports.start()
@@ -88,9 +109,14 @@ class Consumer:
         return self._loop.run(coro, self.config["request.timeout.ms"] / 1000 * 2)
 
     def partitions_for(self, topic: str) -> list[int]:
-        async def go() -> list[int]:
+        return sorted(self._leaders(topic))
+
+    def _leaders(self, topic: str) -> dict[int, int]:
+        """Each partition of `topic` and its leader now (-1: none)."""
+        async def go() -> dict[int, int]:
             assert self._cluster is not None
-            return sorted((await self._cluster.topic(topic, refresh=True)).partitions)
+            partitions = (await self._cluster.topic(topic, refresh=True)).partitions
+            return {p: self._cluster.metadata.leader(topic, p) for p in partitions}
         return self._run(go())
 
     def high_watermarks(self, topic: str, partitions: list[int] | None = None) -> dict[int, int]:
@@ -108,42 +134,70 @@ class Consumer:
         """Consume `topic`/`partition` from `start` (earliest/oldest, latest/newest, an offset, or
         {"timestamp": ms}); return the offset it starts at."""
         self._check_open()
-        key = (topic, partition)
-        if key in self._children:
+        if (topic, partition) in self._slots:
             raise ValueError(f"{topic}/{partition} is already assigned")
-        self._ensure_broker_consumers()
-        child = self._new_child(key)
-        try:
-            offset = ray.get(child.start.remote(start))
-        except Exception:
-            ray.kill(child)
-            raise
-        self._children[key] = child
-        self.positions[key] = offset
-        return offset
-
-    def _new_child(self, key: tuple[str, int]) -> Any:
-        return ray.remote(PartitionConsumer).options(**PARTITION_CONSUMER_OPTIONS).remote(
-            self.config, self.id, *key)
+        leaders = self._leaders(topic)
+        self._ensure_broker_consumers([leaders.get(partition, -1)])
+        return self._start(topic, [partition], start)[partition]
 
     consume_partition = assign
 
     def assign_topic(self, topic: str, start: Any = "earliest") -> dict[int, int]:
-        """Every partition of `topic`; starts in parallel."""
+        """Every partition of `topic`, spread over the partition consumers; starts in parallel."""
         self._check_open()
-        partitions = self.partitions_for(topic)
-        self._ensure_broker_consumers()
-        children = {p: self._new_child((topic, p)) for p in partitions}
-        offsets = ray.get([c.start.remote(start) for c in children.values()])
-        out = {}
-        for (p, child), offset in zip(children.items(), offsets, strict=True):
-            self._children[(topic, p)] = child
-            self.positions[(topic, p)] = offset
-            out[p] = offset
-        return out
+        leaders = self._leaders(topic)
+        assigned = [p for p in sorted(leaders) if (topic, p) in self._slots]
+        if assigned:
+            raise ValueError(f"{topic}/{assigned[0]} is already assigned")
+        self._ensure_broker_consumers(list(leaders.values()))
+        return self._start(topic, sorted(leaders), start)
 
-    def assignment(self) -> list[tuple[str, int]]:
-        return sorted(self._children)
+    def _start(self, topic: str, partitions: list[int], start: Any) -> dict[int, int]:
+        """Start the partitions on their slots (one `start` call per slot); if any fails, the
+        others are unassigned again and its error is raised."""
+        by_slot: dict[int, list[PartitionStart]] = {}
+        for p in partitions:
+            by_slot.setdefault(self._place((topic, p), by_slot), []).append(PartitionStart(topic, p, start))
+        refs = {slot: self._hosts[slot].start.remote(starts) for slot, starts in by_slot.items()}
+        started: dict[Key, int] = {}
+        error: Exception | None = None
+        for slot, ref in refs.items():
+            try:
+                offsets = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - the first is raised once the rest are undone
+                error = error or exc
+                continue
+            for key, offset in offsets.items():
+                self._slots[key] = slot
+                started[key] = offset
+        if error is not None:
+            for key in started:
+                self.unassign(*key)
+            raise error
+        self.positions.update(started)
+        return {p: started[(topic, p)] for p in partitions}
+
+    def _place(self, key: Key, placing: dict[int, list[PartitionStart]]) -> int:
+        """The slot for `key`: a new partition consumer while there are fewer than
+        `partition.consumer.actors`, else the one hosting the fewest partitions."""
+        load = [0] * len(self._hosts)
+        for slot in self._slots.values():
+            load[slot] += 1
+        for slot, starts in placing.items():
+            load[slot] += len(starts)
+        free = [slot for slot, host in enumerate(self._hosts) if host is None]
+        if free:
+            slot = free[0]
+        elif len(self._hosts) < self.config["partition.consumer.actors"]:
+            slot = len(self._hosts)
+            self._hosts.append(None)
+        else:
+            return min(range(len(load)), key=load.__getitem__)
+        self._hosts[slot] = new_partition_consumer(self.config, self.id)
+        return slot
+
+    def assignment(self) -> list[Key]:
+        return sorted(self._slots)
 
     # -- consuming -----------------------------------------------------------
 
@@ -153,88 +207,118 @@ class Consumer:
         self._check_open()
         last_data = time.monotonic()
         if until_end:
-            for topic in {t for t, _ in self._children}:
-                ps = [p for t, p in self._children if t == topic]
+            for topic in {t for t, _ in self._slots}:
+                ps = [p for t, p in self._slots if t == topic]
                 for p, end in self.high_watermarks(topic, ps).items():
                     self.ends[(topic, p)] = end
-        while self._children or self._ready:
+        while self._slots or self._ready or self._failures:
+            if self._failures:
+                raise self._failures.popleft()
             while self._ready:
                 key, batch, position = self._ready.popleft()
-                if key in self._children:
-                    self.positions[key] = position
-                    yield batch
-            if not self._children:
+                if key not in self._slots:
+                    continue
+                if isinstance(batch, PartitionEnds):  # after the records before its cause, handed out above
+                    raise self._end(key, batch.cause)
+                self.positions[key] = position
+                yield batch
+            if not self._slots:
                 return
             if until_end and self.at_end():
                 return
-            polling = {key for key, _ in self._polls.values()}
-            for key, child in self._children.items():
-                if key not in polling:
-                    self._polls[child.poll.remote(POLL_WAIT)] = (key, child)
+            polling = {slot for slot, _ in self._polls.values()}
+            for slot in set(self._slots.values()) - polling:
+                host = self._hosts[slot]
+                self._polls[host.poll.remote(POLL_WAIT)] = (slot, host)
             ready, _ = ray.wait(list(self._polls), num_returns=1, timeout=POLL_WAIT * 2)
             for ref in ready:
-                key, asked = self._polls.pop(ref)
-                if self._children.get(key) is not asked:
-                    continue  # unassigned, or replaced since
+                slot, asked = self._polls.pop(ref)
+                if self._hosts[slot] is not asked:
+                    continue  # replaced since
                 try:
-                    result = ray.get(ref)
+                    answers: list[PartitionPoll] = ray.get(ref)
                 except ray.exceptions.RayActorError as exc:
-                    self._heal(key, exc)
+                    self._heal(slot, exc)
                     continue
-                if result["seeks"] < self._seeks.get(key, 0):
-                    continue  # answered before a seek: its batches are from the old position
-                if result["error"] and not result["batches"]:  # with batches: raised at the next poll, after them
-                    raise self._end(key, result["error"])
-                if not until_end:
-                    self.ends[key] = max(self.ends.get(key, -1), result["high_watermark"])
-                batches = result["batches"]
-                if batches:
-                    self._heals_in_a_row.pop(key, None)
-                for i, batch in enumerate(batches):
-                    after = result["position"] if i == len(batches) - 1 else batch.column("offset")[-1].as_py() + 1
-                    self._ready.append((key, batch, after))
-                if not batches:
-                    self.positions[key] = result["position"]
+                for answer in answers:
+                    self._take(slot, answer, until_end)
             if self._ready:
                 last_data = time.monotonic()
-            elif timeout is not None and time.monotonic() - last_data > timeout:
+            elif timeout is not None and time.monotonic() - last_data > timeout and not self._failures:
                 return
 
-    def _heal(self, key: tuple[str, int], died: BaseException) -> None:
-        """The partition consumer of `key` died: a new one starts at the offset after the last
-        record handed out; what was polled from the dead one but not yet handed out is dropped
-        (the new one fetches it again). Raises the partition's `ConsumerError` if it cannot."""
-        cause = str(died).strip().splitlines()[-1][:300] if str(died).strip() else type(died).__name__
-        dead = self._children[key]
-        self._ready = deque(item for item in self._ready if item[0] != key)
-        self._polls = {ref: asked for ref, asked in self._polls.items() if asked[0] != key}
-        self._seeks.pop(key, None)
-        in_a_row = self._heals_in_a_row[key] = self._heals_in_a_row.get(key, 0) + 1
-        if in_a_row > MAX_HEALS:
-            raise self._end(key, f"partition consumer died {in_a_row} times in a row without handing out a "
-                                 f"record (MAX_HEALS={MAX_HEALS}): {cause}")
-        log.warning("consumer %s: %s/%d partition consumer died (%s): replacing it at offset %d", self.id, *key,
-                    cause, self.positions[key])
-        ray.kill(dead)
-        child = self._new_child(key)
-        try:
-            ray.get(child.start.remote(self.positions[key]), timeout=CLOSE_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001 - the partition ends, naming both causes
-            ray.kill(child)
-            raise self._end(key, f"partition consumer died ({cause}) and its replacement did not start: "
-                                 f"{type(exc).__name__}: {exc}") from exc
-        self._children[key] = child
-        self.heals[key] = self.heals.get(key, 0) + 1
+    def _take(self, slot: int, answer: PartitionPoll, until_end: bool) -> None:
+        """One partition's part of a poll: its batches to hand out, its position and end; its
+        error ends it (raised from `batches` next)."""
+        key = (answer.topic, answer.partition)
+        if self._slots.get(key) != slot:
+            return  # unassigned since
+        if answer.seeks < self._seeks.get(key, 0):
+            return  # answered before a seek: its batches are from the old position
+        if not until_end:
+            self.ends[key] = max(self.ends.get(key, -1), answer.high_watermark)
+        batches = answer.batches
+        if batches:
+            self._heals_in_a_row.pop(key, None)
+        for i, batch in enumerate(batches):
+            after = answer.position if i == len(batches) - 1 else batch.column("offset")[-1].as_py() + 1
+            self._ready.append((key, batch, after))
+        if not batches:
+            self.positions[key] = answer.position
+        if answer.error:  # raised once the records before it are handed out
+            self._ready.append((key, PartitionEnds(answer.error), answer.position))
 
-    def _end(self, key: tuple[str, int], cause: str) -> ConsumerError:
-        """The partition cannot go on: left out from now on (the next call goes on with the rest)."""
-        self._ended[key] = self._children.pop(key)
+    def _heal(self, slot: int, died: BaseException) -> None:
+        """The partition consumer of `slot` died: a new one starts each partition it hosted at the
+        offset after the last record of it handed out; what was polled from the dead one but not
+        yet handed out is dropped (the new one fetches it again). A partition that cannot go on
+        is ended (raised from `batches` next)."""
+        cause = death_cause(died)
+        dead = self._hosts[slot]
+        keys = sorted(k for k, s in self._slots.items() if s == slot)
+        self._ready = deque(item for item in self._ready if item[0] not in keys)
+        self._polls = {ref: asked for ref, asked in self._polls.items() if asked[0] != slot}
+        kept = []
+        for key in keys:
+            self._seeks.pop(key, None)
+            in_a_row = self._heals_in_a_row[key] = self._heals_in_a_row.get(key, 0) + 1
+            if in_a_row > MAX_HEALS:
+                self._failures.append(self._end(key, f"partition consumer died {in_a_row} times in a row without "
+                                                     f"handing out a record (MAX_HEALS={MAX_HEALS}): {cause}"))
+            else:
+                kept.append(key)
+        log.warning("consumer %s: partition consumer %d died (%s): replacing it for %s", self.id, slot, cause,
+                    ", ".join(f"{t}/{p} at {self.positions[(t, p)]}" for t, p in kept) or "no partition")
+        ray.kill(dead)
+        self._hosts[slot] = new_partition_consumer(self.config, self.id) if kept else None
+        if not kept:
+            return
+        starts = [PartitionStart(t, p, self.positions[(t, p)]) for t, p in kept]
+        try:
+            ray.get(self._hosts[slot].start.remote(starts), timeout=CLOSE_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - its partitions end, naming both causes
+            ray.kill(self._hosts[slot])
+            self._hosts[slot] = None
+            for key in kept:
+                self._failures.append(self._end(key, f"partition consumer died ({cause}) and its replacement did "
+                                                     f"not start: {type(exc).__name__}: {exc}"))
+            return
+        for key in kept:
+            self.heals[key] = self.heals.get(key, 0) + 1
+
+    def _end(self, key: Key, cause: str) -> ConsumerError:
+        """The partition cannot go on: dropped from its partition consumer and left out from now
+        on (the next call goes on with the rest)."""
+        host = self._hosts[self._slots.pop(key)]
+        if host is not None:
+            host.unassign.remote(*key)  # a dead host has nothing to drop
+        self._ended.add(key)
         self.failed[key] = cause
         return ConsumerError(f"{key[0]}/{key[1]}: {cause}")
 
     def at_end(self) -> bool:
         """Every partition has reached the end last seen (by a poll, or when `batches` began)."""
-        return all(self.ends.get(k, -1) >= 0 and self.positions[k] >= self.ends[k] for k in self._children)
+        return all(self.ends.get(k, -1) >= 0 and self.positions[k] >= self.ends[k] for k in self._slots)
 
     def read_all(self, timeout: float = 30.0) -> pa.Table:
         """Everything up to the current end of every assigned partition, as one table."""
@@ -245,50 +329,52 @@ class Consumer:
 
     # -- control -------------------------------------------------------------
 
-    def _child(self, topic: str, partition: int) -> Any:
+    def _host_of(self, topic: str, partition: int) -> Any:
+        """The partition consumer hosting `topic`/`partition`."""
         try:
-            return self._children[(topic, partition)]
+            return self._hosts[self._slots[(topic, partition)]]
         except KeyError:
             raise ValueError(f"{topic}/{partition} is not assigned") from None
 
     def pause(self, topic: str, partition: int) -> None:
-        ray.get(self._child(topic, partition).pause.remote())
+        ray.get(self._host_of(topic, partition).pause.remote(topic, partition))
 
     def resume(self, topic: str, partition: int) -> None:
-        ray.get(self._child(topic, partition).resume.remote())
+        ray.get(self._host_of(topic, partition).resume.remote(topic, partition))
 
     def seek(self, topic: str, partition: int, offset: Any) -> int:
-        child = self._child(topic, partition)
+        host = self._host_of(topic, partition)
         self._ready = deque(item for item in self._ready if item[0] != (topic, partition))
-        offset, seeks = ray.get(child.seek.remote(offset))
+        offset, seeks = ray.get(host.seek.remote(topic, partition, offset))
         self._seeks[(topic, partition)] = seeks  # a poll answered before the seek is dropped when it lands
         self.positions[(topic, partition)] = offset
         return offset
 
     def unassign(self, topic: str, partition: int) -> None:
-        """Stop consuming `topic`/`partition` (also one that failed); its actor is killed even if it
-        is dead or does not answer."""
+        """Stop consuming `topic`/`partition` (also one that failed): its partition consumer drops
+        it and goes on with the others (and ends at `close`)."""
         key = (topic, partition)
-        child = self._children.pop(key) if key in self._children else self._ended.pop(key)
+        if key in self._ended:
+            self._ended.discard(key)
+            return
+        host = self._hosts[self._slots.pop(key)]
         try:
-            ray.get(child.close.remote(), timeout=CLOSE_TIMEOUT)
+            ray.get(host.unassign.remote(topic, partition), timeout=CLOSE_TIMEOUT)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
-            log.warning("consumer %s: %s/%d did not close: %s", self.id, topic, partition,
-                        str(exc).strip().splitlines()[-1][:300])
-        finally:
-            ray.kill(child)
+            log.warning("consumer %s: %s/%d did not close: %s", self.id, topic, partition, death_cause(exc))
 
-    def _ensure_broker_consumers(self) -> None:
-        """One broker consumer per broker, owned by this driver so they outlive any partition."""
-        async def go() -> list[int]:
-            assert self._cluster is not None
-            return list((await self._cluster.refresh_metadata()).brokers)
-        for node in self._run(go()):
-            if node not in self._brokers:
+    def _ensure_broker_consumers(self, leaders: list[int]) -> None:
+        """A broker consumer for each of these leaders, owned by this driver so that it outlives
+        any partition consumer (a partition whose leader is unknown finds it when it starts)."""
+        for node in leaders:
+            if node >= 0 and node not in self._brokers:
                 self._brokers[node] = new_broker_consumer(self.config, self.id, node)
 
     def broker_consumer_stats(self) -> dict[int, Any]:
         return {node: ray.get(handle.stats.remote()) for node, handle in self._brokers.items()}
+
+    def _live_hosts(self) -> list[Any]:
+        return [host for host in self._hosts if host is not None]
 
     def close(self) -> dict[str, str]:
         """Stop every partition consumer and broker consumer of this consumer, dead or alive,
@@ -298,25 +384,31 @@ class Consumer:
             return {}
         self._closed = True
         self.reports.close()  # the last report, while the actors can still be asked
-        children = {**self._ended, **self._children}
-        self._children, self._ended = {}, {}
+        hosted = {slot: [f"{t}/{p}" for (t, p), s in sorted(self._slots.items()) if s == slot]
+                  for slot in range(len(self._hosts))}
+        hosts = dict(enumerate(self._hosts))
+        self._hosts, self._slots, self._ended = [], {}, set()
         self._polls.clear()
         unclean: dict[str, str] = {}
-        refs = {c.close.remote(): key for key, c in children.items()}
+        refs = {host.close.remote(): slot for slot, host in hosts.items() if host is not None}
         ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=CLOSE_TIMEOUT) if refs else ([], [])
-        for ref, (topic, partition) in refs.items():
-            name = f"{topic}/{partition}"
+        for ref, slot in refs.items():
+            why = None
             if ref not in ready:
-                unclean[name] = f"close did not answer within {CLOSE_TIMEOUT:.0f}s"
-                continue
-            try:
-                ray.get(ref)
-            except ray.exceptions.RayActorError as exc:
-                unclean[name] = f"partition consumer died: {str(exc).strip().splitlines()[-1][:300]}"
-            except Exception as exc:  # noqa: BLE001 - reported: close goes on with the rest
-                unclean[name] = f"close failed: {type(exc).__name__}: {exc}"
-        for c in children.values():
-            ray.kill(c)
+                why = f"close did not answer within {CLOSE_TIMEOUT:.0f}s"
+            else:
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayActorError as exc:
+                    why = f"partition consumer died: {death_cause(exc)}"
+                except Exception as exc:  # noqa: BLE001 - reported: close goes on with the rest
+                    why = f"close failed: {type(exc).__name__}: {exc}"
+            if why is not None:
+                for name in hosted[slot] or [f"partition consumer {slot}"]:
+                    unclean[name] = why
+        for host in hosts.values():
+            if host is not None:
+                ray.kill(host)
         brokers, self._brokers = self._brokers, {}
         for handle in brokers.values():
             ray.kill(handle)

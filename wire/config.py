@@ -253,6 +253,8 @@ PROPERTIES: dict[str, Property] = {
                                              "on consume, else the partition fails (fetch.max.bytes' default)"),
     "topic.metadata.refresh.interval.ms": Property(300000, POSITIVE, "a group member checks its topics' partition counts this often"),
     "max.processing.time.ms": Property(100, POSITIVE, "Sarama's MaxProcessingTime: a partition whose batch is not taken this long pauses"),
+    "partition.consumer.actors": Property(1, _int(1, 1024), "PartitionConsumer actors of a Consumer, however many "
+                                          "partitions it is assigned; its partitions are spread over them"),
     "key.deserializer": Property("bytes", _serde, "bytes, str, json, msgpack or a callable of one key's bytes"),
     "value.deserializer": Property("bytes", _serde, "bytes, str, json, msgpack or a callable of one value's bytes"),
 }
@@ -266,8 +268,9 @@ PRODUCER_KEYS = COMMON_KEYS | frozenset(list(PROPERTIES)[list(PROPERTIES).index(
 GROUP_ONLY_KEYS = frozenset({"group.id", "group.instance.id", "session.timeout.ms", "heartbeat.interval.ms",
                              "rebalance.timeout.ms", "partition.assignment.strategy", "enable.auto.commit",
                              "auto.commit.interval.ms", "topic.metadata.refresh.interval.ms"})
-GROUP_KEYS = COMMON_KEYS | (frozenset(PROPERTIES) - PRODUCER_KEYS)
-CONSUMER_KEYS = GROUP_KEYS - GROUP_ONLY_KEYS
+CONSUMER_ONLY_KEYS = frozenset({"partition.consumer.actors"})
+GROUP_KEYS = COMMON_KEYS | (frozenset(PROPERTIES) - PRODUCER_KEYS - CONSUMER_ONLY_KEYS)
+CONSUMER_KEYS = (GROUP_KEYS - GROUP_ONLY_KEYS) | CONSUMER_ONLY_KEYS
 ROLES: dict[str, tuple[str, frozenset[str]]] = {
     "producer": ("a Producer", PRODUCER_KEYS),
     "consumer": ("a Consumer with assigned partitions (it joins no group and commits nothing)", CONSUMER_KEYS),

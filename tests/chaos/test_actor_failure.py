@@ -144,8 +144,9 @@ def test_no_message_written_during_a_heal_is_reported_not_delivered(ray_session,
 
 def test_killed_partition_consumer_is_replaced_and_its_partition_read_once(ray_session, bootstrap, topic_name, kit,
                                                                            record, live_actors_of):
-    """Consumer with 3 assigned partitions; one PartitionConsumer actor is killed mid-stream: the
-    Consumer replaces it at the offset after the last record it handed out."""
+    """Consumer with 3 assigned partitions, all hosted by its one PartitionConsumer actor, which
+    is killed mid-stream: the Consumer replaces it, each partition at the offset after the last
+    record of it handed out."""
     from raykafka.driver.consumer import Consumer
 
     topic = topic_name("pckill")
@@ -157,7 +158,7 @@ def test_killed_partition_consumer_is_replaced_and_its_partition_read_once(ray_s
     read: list[tuple[int, bytes]] = []  # (partition, value) in the order handed out
     try:
         consumer.assign_topic(topic, "earliest")
-        victim = consumer._children[(topic, 1)]
+        victim = consumer._host_of(topic, 1)
         ray.kill(victim, no_restart=True)
         t0 = time.monotonic()
         for batch in consumer.batches(timeout=20, until_end=True):
@@ -174,7 +175,7 @@ def test_killed_partition_consumer_is_replaced_and_its_partition_read_once(ray_s
            actors_killed=["partition_consumer " + topic + "/1"], partition_consumers_replaced=sum(heals.values()),
            seconds_to_read_all=round(read_s, 1), close_reported=unclean, close_seconds=round(close_s, 1))
     assert figures == {"lost": 0, "duplicated": 0, "reordered": 0}
-    assert heals == {(topic, 1): 1} and not failed, (heals, failed)
+    assert heals == {(topic, p): 1 for p in range(3)} and not failed, (heals, failed)
     assert unclean == {}, unclean
     assert live_actors_of() == [], "close leaves no consumer actor, dead or alive"
 

@@ -1,10 +1,10 @@
 """Consumer actors killed mid-read, as a process crash or a lost node kills them
 (`ray.kill(no_restart=False)`), against tansu while a producer writes: a `PartitionConsumer`
-(the `Consumer` replaces it at the offset after the last record it handed out) and a
-`BrokerConsumer` (Ray restarts it; its partition consumers subscribe again from their own
-positions). Every offset of every partition is handed out once, in order, across both kills;
-the seconds from each kill to the next record of the partitions it stopped are recorded (time
-to heal)."""
+hosting several partitions (the `Consumer` replaces it, each partition at the offset after the
+last record of it handed out) and a `BrokerConsumer` (Ray restarts it; its partitions subscribe
+again from their own positions). Every offset of every partition is handed out once, in order,
+across both kills; the seconds from each kill to the next record of the partitions it stopped
+are recorded (time to heal)."""
 
 from __future__ import annotations
 
@@ -19,15 +19,17 @@ from raykafka.driver.producer import Producer
 
 pytestmark = [pytest.mark.ray, pytest.mark.broker, pytest.mark.timeout(300)]
 
-PARTITIONS = 2
+PARTITIONS = 4
+PARTITION_CONSUMERS = 2  # each hosts 2 of the partitions: one kill stops two, the other two read on
 CHUNK, PACE = 50, 0.02  # messages written per step, seconds between steps
 
 
 def test_killed_partition_and_broker_consumers_heal_with_no_gap_and_no_repeat(
         ray_session, bootstrap, topic_name, record, kit):
-    """A producer writes 2 partitions (~2,000 msg/s) until both kills have healed; the partition
-    consumer of partition 0 is killed once 1,000 of its records were handed out, then the broker
-    consumer once 3,000 records were in all; then everything written is read."""
+    """A producer writes 4 partitions (~2,000 msg/s) until both kills have healed; the partition
+    consumer hosting partition 0 (and another) is killed once 1,000 records of partition 0 were
+    handed out, then the broker consumer once 3,000 records were in all; then everything written
+    is read."""
     topic = topic_name("heal")
     kit.create_topic(bootstrap, topic, PARTITIONS)
     sent: list[bytes] = []
@@ -48,7 +50,8 @@ def test_killed_partition_and_broker_consumers_heal_with_no_gap_and_no_repeat(
     read: list[tuple[int, bytes]] = []
     kills: list[tuple[str, float, set[int]]] = []  # (what, when, the partitions it stopped)
     healed: dict[str, float] = {}
-    with Consumer({"bootstrap.servers": bootstrap, "fetch.max.wait.ms": 100}) as consumer:
+    with Consumer({"bootstrap.servers": bootstrap, "fetch.max.wait.ms": 100,
+                   "partition.consumer.actors": PARTITION_CONSUMERS}) as consumer:
         consumer.assign_topic(topic, "earliest")
         writer.start()
         try:
@@ -61,8 +64,9 @@ def test_killed_partition_and_broker_consumers_heal_with_no_gap_and_no_repeat(
                     if what not in healed and partition in stopped:
                         healed[what] = round(now - when, 3)
                 if not kills and len(offsets[0]) >= 1000:
-                    ray.kill(consumer._children[(topic, 0)], no_restart=False)
-                    kills.append(("partition_consumer", time.monotonic(), {0}))
+                    hosted = {p for (_, p), slot in consumer._slots.items() if slot == consumer._slots[(topic, 0)]}
+                    ray.kill(consumer._host_of(topic, 0), no_restart=False)
+                    kills.append(("partition_consumer", time.monotonic(), hosted))
                 elif len(kills) == 1 and "partition_consumer" in healed and len(read) >= 3000:
                     (broker_consumer,) = consumer._brokers.values()
                     ray.kill(broker_consumer, no_restart=False)
@@ -91,4 +95,6 @@ def test_killed_partition_and_broker_consumers_heal_with_no_gap_and_no_repeat(
     for p in range(PARTITIONS):
         assert offsets[p] == list(range(len(sent[p::PARTITIONS]))), f"partition {p}: every offset once, in order"
     assert figures == {"lost": 0, "duplicated": 0, "reordered": 0}
-    assert heals == {(topic, 0): 1}
+    (_, _, hosted), _ = kills
+    assert len(hosted) == PARTITIONS // PARTITION_CONSUMERS, f"the killed actor hosted {sorted(hosted)}"
+    assert heals == {(topic, p): 1 for p in hosted}, "each partition it hosted healed once, the others never"

@@ -36,20 +36,43 @@ def test_leader_moves_and_the_consumer_follows_without_loss_or_repeat(ray_sessio
         assert cluster.faults["leader_move"] == 1
 
 
+def test_only_the_leaders_of_assigned_partitions_get_a_broker_consumer(ray_session, kit, live_actors_of):
+    """8 brokers, one partition assigned: one BrokerConsumer; when leadership moves to a broker
+    that has none, one starts there, and the partition reads on without loss or repeat."""
+    with MockCluster(n_brokers=8, topics={"t": 8}) as cluster, \
+            Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 100}) as consumer:
+        kit.mock_produce(cluster, "t", 3, [b"a%d" % i for i in range(20)], per_batch=5)
+        consumer.assign("t", 3, "earliest")
+        assert sorted(live_actors_of()) == ["BrokerConsumer", "PartitionConsumer"]
+        assert list(consumer._brokers) == [cluster.leader("t", 3)]
+        before = consumer.read_all(timeout=20).column("offset").to_pylist()
+        first = cluster.leader("t", 3)
+        other = next(n for n in range(1, 9) if n != first)  # it leads another partition, none of ours
+        cluster.move_leader("t", 3, other)
+        kit.mock_produce(cluster, "t", 3, [b"b%d" % i for i in range(20)], per_batch=5)
+        after = consumer.read_all(timeout=20).column("offset").to_pylist()
+        assert before + after == list(range(40)), "every offset once, in order"
+        assert sorted(live_actors_of()) == ["BrokerConsumer", "BrokerConsumer", "PartitionConsumer"]
+        assert cluster.requests(messages.FETCH, node_id=other), "it fetched from the new leader"
+    assert live_actors_of() == [], "close leaves no consumer actor"
+
+
 def test_a_slow_partition_pauses_only_itself(ray_session, kit):
     with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, \
             Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 50,
-                      "max.partition.fetch.bytes": 1, "max.processing.time.ms": 100}) as consumer:
+                      "max.partition.fetch.bytes": 1, "max.processing.time.ms": 100,
+                      "partition.consumer.actors": 2}) as consumer:
         kit.mock_produce(cluster, "t", 0, [b"x%d" % i for i in range(30)], per_batch=1)  # 30 one-record batches
         consumer.assign("t", 0, "earliest")
         consumer.assign("t", 1, "earliest")
-        slow, fast = consumer._children[("t", 0)], consumer._children[("t", 1)]
+        slow, fast = consumer._host_of("t", 0), consumer._host_of("t", 1)
+        assert slow is not fast, "two partition consumers, one partition each"
         (broker,) = consumer._brokers.values()
 
         def stats():
             return ray.get(broker.stats.remote())
 
-        from raykafka.actors.partition_consumer import MAX_BUFFERED
+        from raykafka.actors.partition_consumer_state import MAX_BUFFERED
 
         # nobody takes t/0's batches: its buffer fills and its fetching pauses
         deadline = 0
@@ -62,7 +85,7 @@ def test_a_slow_partition_pauses_only_itself(ray_session, kit):
         kit.mock_produce(cluster, "t", 1, [b"y%d" % i for i in range(5)])
         got = []
         for _ in range(100):
-            got += [o for b in ray.get(fast.poll.remote(0.1))["batches"] for o in b.column("offset").to_pylist()]
+            got += [o for b in ray.get(fast.poll.remote(0.1))[0].batches for o in b.column("offset").to_pylist()]
             if len(got) == 5:
                 break
         assert got == [0, 1, 2, 3, 4]
@@ -70,7 +93,7 @@ def test_a_slow_partition_pauses_only_itself(ray_session, kit):
         # once t/0 is taken it resumes and nothing is lost
         offsets = []
         for _ in range(200):
-            offsets += [o for b in ray.get(slow.poll.remote(0.1))["batches"] for o in b.column("offset").to_pylist()]
+            offsets += [o for b in ray.get(slow.poll.remote(0.1))[0].batches for o in b.column("offset").to_pylist()]
             if len(offsets) >= 30:
                 break
         assert offsets == list(range(30))

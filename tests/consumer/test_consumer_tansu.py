@@ -101,3 +101,23 @@ def test_unknown_topic_is_a_clear_error(bootstrap, ray_session):
     with Consumer({"bootstrap.servers": bootstrap}) as consumer:
         with pytest.raises(UnknownTopicError, match="no-such-topic"):
             consumer.assign("no-such-topic-x", 0)
+
+
+def test_24_partitions_take_at_most_4_actors_and_read_every_record_once(bootstrap, ray_session, kit, topic_name,
+                                                                       live_actors_of):
+    """The process budget: 24 partitions of one broker are hosted by one partition consumer and
+    fetched by one broker consumer; each partition reads back what was written to it, in order."""
+    topic = topic_name("budget")
+    kit.create_topic(bootstrap, topic, 24)
+    kit.produce(bootstrap, topic, [{"value": b"v%03d" % i, "partition": i % 24} for i in range(240)])
+    with Consumer({"bootstrap.servers": bootstrap}) as consumer:
+        assert consumer.assign_topic(topic, "earliest") == dict.fromkeys(range(24), 0)
+        actors = live_actors_of()
+        table = consumer.read_all(timeout=30)
+    assert len(actors) <= 4, actors
+    assert actors == ["BrokerConsumer", "PartitionConsumer"], actors
+    for p in range(24):
+        rows = [r for r in table.to_pylist() if r["partition"] == p]
+        assert [r["offset"] for r in rows] == list(range(10)), p
+        assert [r["value"] for r in rows] == [b"v%03d" % i for i in range(p, 240, 24)], p
+    assert live_actors_of() == [], "close leaves no consumer actor"
