@@ -220,7 +220,7 @@ class NodeWriter:
         """Send `block` (an Arrow table or pandas frame with Kafka sink columns; only its rows
         [start, end) if `rows` is given) and wait until every row of it has ended. `key`: the
         block's identity in its write (transactional writers only answer it once)."""
-        table = sink_table(block)
+        table = sink_table(block, topic)
         if rows is not None:
             table = table.slice(rows[0], rows[1] - rows[0])
         if self.transactions is not None:

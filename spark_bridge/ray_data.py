@@ -210,6 +210,12 @@ class KafkaDatasink(Datasink):
     fails with `KafkaWriteError`, naming the causes, if any row failed. Order: within a block,
     per partition; none across blocks (see `node_writers`).
 
+    Blocks hold Spark's Kafka sink columns (`value`; `key`, `topic`, `partition`, `headers`).
+    A read's rows go as they are: its `offset`, `timestamp` and `timestampType` columns are
+    dropped (the broker sets them; Spark's Kafka sink ignores them too), and `topic`, when given,
+    overrides a `topic` column, as Spark's `topic` option does. Any other column is refused,
+    named, when the write starts.
+
     After the write, `result` holds the counts, the failures by cause and the rows each node's
     pipelines took.
 

@@ -15,6 +15,9 @@ import pyarrow as pa
 from ..wire.errors import ConfigError
 
 SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
+# What a read gives beside the sink columns and a write cannot set (the broker assigns them):
+# dropped, as Spark's Kafka sink ignores them, so a read's rows can be written back as they are.
+READ_ONLY_COLUMNS = ("offset", "timestamp", "timestampType")
 
 
 def check_exactly_once(exactly_once: Any, config: Any, producer: Any = None) -> None:
@@ -77,21 +80,25 @@ class WriteResult:
         return {"delivered": self.delivered, "failed": self.failed}
 
 
-def sink_table(block: Any) -> pa.Table:
-    """A block as an Arrow table holding only Spark's Kafka sink columns."""
+def sink_table(block: Any, topic: str | None = None) -> pa.Table:
+    """A block as an Arrow table holding only Spark's Kafka sink columns: a read's
+    `READ_ONLY_COLUMNS` dropped, and with a `topic` given its `topic` column too (the topic
+    given overrides the column, as Spark's `topic` option does)."""
     table = block if isinstance(block, pa.Table) else pa.Table.from_pandas(block, preserve_index=False)
     check_sink_columns(table.column_names)
-    return table
+    dropped = [c for c in table.column_names if c in READ_ONLY_COLUMNS or (c == "topic" and topic is not None)]
+    return table.drop_columns(dropped) if dropped else table
 
 
 def check_sink_columns(columns: list[str]) -> None:
-    """Refuse columns that are not Spark's Kafka sink columns, or no `value` column."""
+    """Refuse a block with no `value` column, or with a column that is neither one of Spark's
+    Kafka sink columns nor one of a read's `READ_ONLY_COLUMNS` (those are dropped)."""
     if "value" not in columns:
         raise ValueError(f"a Kafka sink needs a 'value' column; got {columns}")
-    unknown = [c for c in columns if c not in SINK_COLUMNS]
+    unknown = [c for c in columns if c not in SINK_COLUMNS and c not in READ_ONLY_COLUMNS]
     if unknown:
-        raise ValueError(f"columns {unknown} are not Kafka sink columns {list(SINK_COLUMNS)}")
-
+        raise ValueError(f"columns {unknown} are not Kafka sink columns {list(SINK_COLUMNS)} "
+                         f"(nor a read's {list(READ_ONLY_COLUMNS)}, which a sink drops)")
 
 
 def count_causes(errors: list) -> dict[str, int]:
