@@ -132,8 +132,13 @@ class Admin:
     def describe_group(self, group_id: str) -> GroupDescription:
         return self.describe_groups([group_id])[group_id]
 
+    def require_group(self, group_id: str) -> GroupDescription:
+        """The group's description; `GroupNotFoundError` if the group does not exist."""
+        return self._run("require_group", self.client.require_group(group_id))
+
     def delete_groups(self, group_ids: Iterable[str] | str, missing_ok: bool = False) -> None:
-        """Delete groups with their committed offsets; `GroupNotEmptyError` while one has members."""
+        """Delete groups with their committed offsets; `GroupNotEmptyError` while one has members,
+        `GroupNotFoundError` for one that does not exist unless `missing_ok`."""
         ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
         self._run("delete_groups", self.client.delete_groups(ids, missing_ok))
 
