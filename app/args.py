@@ -1,5 +1,6 @@
-"""What every `raykafka` command shares: the exit statuses, the usage error, and a client config
-from `-b` and `-X`. Imported by cli.py and each cli_<command>.py; imports nothing of ours."""
+"""What every `raykafka` command shares: the exit statuses, the usage error, the help's format,
+the `-b` and `-X` options and a client config from them, and counted nouns. Imported by cli.py
+and each cli_<command>.py; imports nothing of ours."""
 
 from __future__ import annotations
 
@@ -14,6 +15,31 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 
 class UsageError(ValueError):
     """A command line that cannot work, found after parsing (exit status EXIT_USAGE)."""
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's help line ends with its default, where it has one (not None, not a flag's
+    False): `-p PARTITIONS  partitions of each topic (default: 1)`."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and default is not None and default is not False
+                and default != argparse.SUPPRESS and "%(default)" not in text):
+            text += " (default: %(default)s)"
+        return text
+
+
+def add_client_options(parser: argparse.ArgumentParser, properties_of: str = "client") -> None:
+    """`-b` (bootstrap servers, required) and `-X key=value` (any property), for a command that
+    talks to a broker."""
+    parser.add_argument("-b", "--brokers", required=True, help="bootstrap servers, host:port[,host:port]")
+    parser.add_argument("-X", action="append", metavar="key=value", help=f"{properties_of} property (may be given again)")
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 message`, `0 messages`, `1000 messages`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def properties(pairs: list[str] | None) -> dict[str, str]:

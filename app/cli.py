@@ -20,9 +20,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from typing import Any
 
-from .args import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, client_config
+from .args import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    HelpFormatter,
+    UsageError,
+    add_client_options,
+    client_config,
+)
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
@@ -52,26 +61,36 @@ def cmd_topic(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
     parser = argparse.ArgumentParser(prog="raykafka", description="A Kafka client for Ray.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     broker = sub.add_parser("broker", help="run the embedded tansu broker in the foreground")
-    broker.add_argument("--port", type=int, default=9092)
-    broker.add_argument("--host", default="127.0.0.1")
+    broker.add_argument("--port", type=int, default=9092, help="the port to listen on")
+    broker.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     broker.set_defaults(func=cmd_broker)
 
     topic = sub.add_parser("topic", help="create, delete or list topics")
-    topic.add_argument("action", choices=["create", "delete", "list"])
-    topic.add_argument("topics", nargs="*")
-    topic.add_argument("-b", "--brokers", required=True, help="bootstrap servers, host:port[,host:port]")
-    topic.add_argument("-p", "--partitions", type=int, default=1)
-    topic.add_argument("-r", "--replication-factor", type=int, default=1)
-    topic.add_argument("--if-not-exists", action="store_true")
-    topic.add_argument("--if-exists", action="store_true")
-    topic.add_argument("-X", action="append", metavar="key=value", help="client property")
-    topic.set_defaults(func=cmd_topic)
+    actions = topic.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="create topics")
+    create.add_argument("topics", nargs="*", metavar="TOPIC")
+    create.add_argument("-p", "--partitions", type=int, default=1, help="partitions of each topic")
+    create.add_argument("-r", "--replication-factor", type=int, default=1, help="replicas of each partition")
+    create.add_argument("--if-not-exists", action="store_true", help="a topic that exists already is no error")
+    delete = actions.add_parser("delete", help="delete topics")
+    delete.add_argument("topics", nargs="*", metavar="TOPIC")
+    delete.add_argument("--if-exists", action="store_true", help="a topic that does not exist is no error")
+    listing = actions.add_parser("list", help="list topics with their partition counts")
+    listing.set_defaults(topics=[])
+    for name, action in (("create", create), ("delete", delete), ("list", listing)):
+        add_client_options(action)
+        action.set_defaults(func=cmd_topic, action=name)
 
     _add_more_commands(sub)
+    for each in _all_parsers(parser):
+        each.formatter_class = HelpFormatter
     return parser
 
 
@@ -90,14 +109,23 @@ def _add_more_commands(sub: Any) -> None:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """The command and its options, the options anywhere on the line (before or after the
-    command word, between positionals), as kafka-topics and kcat users type them."""
+    """The command (and its action, for `topic` and `group`) and its options, the options
+    anywhere on the line (before or after the command word, between positionals), as
+    kafka-topics and kcat users type them."""
     parser = build_parser()
+    taking_value = {option for each in _all_parsers(parser) for action in each._actions if action.nargs != 0
+                    for option in action.option_strings}
     commands = _commands(parser)
-    command, rest = _split_command(argv, commands)
+    command, rest = _split_command(argv, commands, taking_value)
     if command is None:
-        return parser.parse_args(argv)  # help, or the error saying which command is missing
+        return parser.parse_args(argv)  # help, the version, or the error saying which command is missing
     sub = commands[command]
+    actions = _subcommands(sub)
+    if actions:
+        action, rest_of_action = _split_command(rest, actions, taking_value)
+        if action is None:
+            return sub.parse_args(rest)  # its help, or the error naming the missing or unknown action
+        sub, rest = actions[action], rest_of_action
     args = sub.parse_intermixed_args(rest)
     if command == "topic" and args.action in ("create", "delete") and not args.topics:
         sub.error(f"topic {args.action} needs at least one topic name")
@@ -105,18 +133,32 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parsers of a parser's subcommands (the commands; a command's actions), or none."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)
-    raise AssertionError("the raykafka parser has no commands")
+    return {}
 
 
-def _split_command(argv: list[str], commands: dict[str, argparse.ArgumentParser]) -> tuple[str | None, list[str]]:
-    """The command word (the first word that is no option and no option's value) and the line
-    without it."""
-    taking_value = {option for sub in commands.values() for action in sub._actions if action.nargs != 0
-                    for option in action.option_strings}
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    commands = _subcommands(parser)
+    if not commands:
+        raise AssertionError("the raykafka parser has no commands")
+    return commands
+
+
+def _all_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """`parser`, its commands' parsers and their actions' parsers."""
+    yield parser
+    for sub in _subcommands(parser).values():
+        yield from _all_parsers(sub)
+
+
+def _split_command(argv: list[str], words: dict[str, argparse.ArgumentParser],
+                   taking_value: set[str]) -> tuple[str | None, list[str]]:
+    """The command (or action) word, the first word that is no option and no option's value,
+    and the line without it."""
     i = 0
     while i < len(argv):
         word = argv[i]
@@ -125,7 +167,7 @@ def _split_command(argv: list[str], commands: dict[str, argparse.ArgumentParser]
         if word.startswith("-") and word != "-":
             i += 2 if word in taking_value else 1
             continue
-        return (word, argv[:i] + argv[i + 1:]) if word in commands else (None, argv)
+        return (word, argv[:i] + argv[i + 1:]) if word in words else (None, argv)
     return None, argv
 
 

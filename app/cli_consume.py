@@ -34,7 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .args import EXIT_OK, UsageError, client_config
+from .args import EXIT_OK, UsageError, add_client_options, client_config, counted
 from .progress import bar, printing
 
 
@@ -44,16 +44,19 @@ class _Stop(Exception):
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("consume", help="print messages from a topic")
-    p.add_argument("-b", "--brokers", required=True, help="bootstrap servers, host:port[,host:port]")
-    p.add_argument("-t", "--topic", required=True)
-    p.add_argument("-g", "--group", help="consume as a member of this group")
-    p.add_argument("-o", "--offset", default="beginning", help="beginning, end, or an offset (negative: from the end)")
+    add_client_options(p, "consumer")
+    p.add_argument("-t", "--topic", required=True, help="the topic to read")
+    p.add_argument("-g", "--group", help="consume as a member of this group; a partition without a committed offset "
+                   "starts at -o: the beginning by default, as kcat's, to show what the topic holds (the Python "
+                   "API starts a group at auto.offset.reset, latest by default as in Kafka, so that a new group "
+                   "of a running job takes new records only)")
+    p.add_argument("-o", "--offset", default="beginning",
+                   help="beginning, end, or an offset (negative: from the end); with -g beginning or end")
     p.add_argument("-c", "--count", type=int, help="exit after COUNT messages")
     p.add_argument("-e", "--exit-at-end", action="store_true",
                    help="exit at the end of every partition (the topic must exist)")
     p.add_argument("-f", "--format", default="value", metavar="FORMAT",
                    help="value, json, or a kcat format string such as '%%t %%p %%o %%k %%s\\n'")
-    p.add_argument("-X", action="append", metavar="key=value", help="client property")
     p.set_defaults(func=cmd_consume)
 
 
@@ -277,7 +280,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         progress.close()
         sys.stdout.flush()
         interrupts.uninstall()
-    print(f"raykafka: {printer.printed} messages", file=sys.stderr)
+    print(f"raykafka: {counted(printer.printed, 'message')}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -296,10 +299,13 @@ def _consume_assigned(args: argparse.Namespace, config: dict[str, Any], printer:
                       interrupts: _Interrupts) -> None:
     from ..driver.consumer import Consumer
 
+    start = _start(args.offset)
     consumer = Consumer(config)
     try:
         with interrupts.waiting():
-            consumer.assign_topic(args.topic, _start(args.offset))
+            partitions = sorted(consumer.assign_topic(args.topic, start))
+            if isinstance(start, int) and start >= 0:
+                _say_past_end(args.topic, start, consumer.high_watermarks(args.topic, partitions))
         batches = consumer.batches(until_end=args.exit_at_end)
         while not printer.done.is_set():
             with interrupts.waiting():
@@ -312,6 +318,16 @@ def _consume_assigned(args: argparse.Namespace, config: dict[str, Any], printer:
     finally:
         sys.stdout.flush()
         consumer.close()
+
+
+def _say_past_end(topic: str, start: int, ends: dict[int, int]) -> None:
+    """A line on stderr naming the partitions whose end is below an offset -o asked for: there
+    is nothing at that offset to read (yet)."""
+    past = sorted(p for p, end in ends.items() if end < start)
+    if past:
+        where = "every partition" if len(past) == len(ends) else f"partitions {', '.join(map(str, past))}"
+        print(f"raykafka: offset {start} is past the end of {where} of {topic} "
+              f"(ends: {', '.join(f'{p}:{ends[p]}' for p in past)})", file=sys.stderr)
 
 
 def _consume_group(args: argparse.Namespace, config: dict[str, Any], printer: _Printer,

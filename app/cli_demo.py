@@ -23,7 +23,7 @@ def add_parser(sub: Any) -> None:
     demo = sub.add_parser("demo", help="the main job: Spark → Kafka → Ray consumer group → Spark, on an embedded broker")
     demo.add_argument("--rows", type=int, default=None,
                       help="synthetic events to generate (default 1,000,000; 200,000 with --exactly-once)")
-    demo.add_argument("--partitions", type=int, default=6)
+    demo.add_argument("--partitions", type=int, default=6, help="partitions of the demo's topic")
     demo.add_argument("--members", type=int, default=2, help="consumer group members (Ray actors)")
     demo.add_argument("-v", "--verbose", action="store_true",
                       help="show Ray's and Spark's own output (else it goes to a log file named at the end)")

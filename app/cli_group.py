@@ -14,7 +14,9 @@ it would commit and commits nothing unless `--execute` is given (kafka-consumer-
 `-t TOPIC` means every partition of TOPIC, `-t TOPIC:0,2` those partitions, `--all-topics` every
 partition the group has committed offsets in. A `--to-datetime` without a zone is local time.
 Resetting, and deleting a group, are refused while the group has members (EXIT_ERROR, naming
-its state): stop its consumers first.
+its state): stop its consumers first. Describing or deleting a group that does not exist is
+EXIT_ERROR too (`delete --if-exists` excepted). `list` and `describe` name a group's state alike
+(`Admin.list_groups` asks the coordinator where a listing names none).
 """
 
 from __future__ import annotations
@@ -27,30 +29,36 @@ from datetime import datetime
 from typing import Any
 
 from ..wire.admin import GroupDescription, PartitionOffsets
-from .args import EXIT_OK, UsageError, client_config
-
-ACTIONS = ("list", "describe", "delete", "reset-offsets")
+from .args import EXIT_OK, UsageError, add_client_options, client_config, counted
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("group", help="list, describe or delete consumer groups; reset their offsets")
-    p.add_argument("action", choices=ACTIONS)
-    p.add_argument("groups", nargs="*", metavar="GROUP")
-    p.add_argument("-b", "--brokers", required=True, help="bootstrap servers, host:port[,host:port]")
-    p.add_argument("-t", "--topic", action="append", metavar="TOPIC[:P,P...]",
-                   help="reset-offsets: a topic, or some of its partitions (may be given again)")
-    p.add_argument("--all-topics", action="store_true", help="reset-offsets: every partition with a committed offset")
-    to = p.add_argument_group("reset-offsets targets (one of)")
-    to.add_argument("--to-earliest", dest="to_named", action="append_const", const="earliest")
-    to.add_argument("--to-latest", dest="to_named", action="append_const", const="latest")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="list the groups with their states")
+    listing.set_defaults(groups=[])
+    describe = actions.add_parser("describe", help="each partition's committed offset, log end, lag and member")
+    delete = actions.add_parser("delete", help="delete groups with their committed offsets (refused while in use)")
+    reset = actions.add_parser("reset-offsets", help="show, or with --execute commit, new offsets for a group")
+    for action in (describe, delete, reset):
+        action.add_argument("groups", nargs="*", metavar="GROUP")
+    for action in (listing, describe, reset):
+        action.add_argument("-f", "--format", choices=["text", "json"], default="text", help="how to print")
+    delete.add_argument("--if-exists", action="store_true", help="a group that does not exist is no error")
+    reset.add_argument("-t", "--topic", action="append", metavar="TOPIC[:P,P...]",
+                       help="a topic, or some of its partitions (may be given again)")
+    reset.add_argument("--all-topics", action="store_true", help="every partition with a committed offset")
+    to = reset.add_argument_group("targets (one of)")
+    to.add_argument("--to-earliest", dest="to_named", action="append_const", const="earliest",
+                    help="each partition's log start")
+    to.add_argument("--to-latest", dest="to_named", action="append_const", const="latest", help="each partition's end")
     to.add_argument("--to-datetime", metavar="ISO-8601", help="the first offset at or after this time")
     to.add_argument("--to-offset", type=int, metavar="N", help="this offset, clamped to the log (negative: from the end)")
-    p.add_argument("--dry-run", action="store_true", help="reset-offsets: show the new offsets only (the default)")
-    p.add_argument("--execute", action="store_true", help="reset-offsets: commit the new offsets")
-    p.add_argument("--if-exists", action="store_true", help="delete: a group that does not exist is no error")
-    p.add_argument("-f", "--format", choices=["text", "json"], default="text")
-    p.add_argument("-X", action="append", metavar="key=value", help="client property")
-    p.set_defaults(func=cmd_group)
+    reset.add_argument("--dry-run", action="store_true", help="show the new offsets only (what happens without --execute)")
+    reset.add_argument("--execute", action="store_true", help="commit the new offsets")
+    for name, action in (("list", listing), ("describe", describe), ("delete", delete), ("reset-offsets", reset)):
+        add_client_options(action)
+        action.set_defaults(func=cmd_group, action=name)
 
 
 def cmd_group(args: argparse.Namespace) -> int:
@@ -142,7 +150,7 @@ def _list(admin: Any, fmt: str) -> None:
 
 
 def _describe(admin: Any, group_id: str, fmt: str) -> None:
-    group = admin.describe_group(group_id)
+    group = admin.require_group(group_id)
     holders = {(topic, p): m for m in group.members for topic, ps in m.assignment.items() for p in ps}
     committed = {(o.topic, o.partition) for o in admin.group_offsets(group_id)}
     wanted: dict[str, list[int]] = {}
@@ -195,8 +203,7 @@ def _reset(admin: Any, group_id: str, plan: ResetPlan, fmt: str) -> None:
 def _state_line(group: GroupDescription) -> str:
     if not group.members:
         return f"Consumer group '{group.group_id}' has no active members ({group.state})."
-    n = len(group.members)
-    return (f"Consumer group '{group.group_id}': {group.state}, {n} member{'' if n == 1 else 's'}, "
+    return (f"Consumer group '{group.group_id}': {group.state}, {counted(len(group.members), 'member')}, "
             f"assignor {group.protocol or '-'}, coordinator {group.coordinator}.")
 
 

@@ -16,15 +16,14 @@ from typing import Any
 
 from ..wire.cluster import Metadata
 from ..wire.errors import code_for
-from .args import EXIT_ERROR, EXIT_OK, client_config
+from .args import EXIT_ERROR, EXIT_OK, add_client_options, client_config
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("metadata", help="list brokers, topics and partitions (kcat -L)")
-    p.add_argument("-b", "--brokers", required=True, help="bootstrap servers, host:port[,host:port]")
+    add_client_options(p)
     p.add_argument("-t", "--topic", action="append", help="only this topic (may be given again)")
-    p.add_argument("-f", "--format", choices=["text", "json"], default="text")
-    p.add_argument("-X", action="append", metavar="key=value", help="client property")
+    p.add_argument("-f", "--format", choices=["text", "json"], default="text", help="how to print")
     p.set_defaults(func=cmd_metadata)
 
 

@@ -30,7 +30,7 @@ from concurrent.futures import Future
 from typing import Any, BinaryIO
 
 from ..wire.config import INT_MAX
-from .args import EXIT_ERROR, EXIT_OK, client_config
+from .args import EXIT_ERROR, EXIT_OK, add_client_options, client_config, counted
 from .progress import bar
 
 CHUNK = 10_000  # lines handed to send_batch at a time, at most
@@ -40,11 +40,10 @@ CAUSES_KEPT = 100  # distinct failure causes counted by name; the rest together
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser("produce", help="send each line of files or stdin as a message")
-    parser.add_argument("-b", "--brokers", required=True, help="bootstrap servers, host:port[,host:port]")
-    parser.add_argument("-t", "--topic", required=True)
+    add_client_options(parser, "producer")
+    parser.add_argument("-t", "--topic", required=True, help="the topic to send to")
     parser.add_argument("-K", dest="key_separator", metavar="SEP", help="split each line into key SEP value")
     parser.add_argument("-p", "--partition", type=int, default=None, help="send every line to this partition")
-    parser.add_argument("-X", action="append", metavar="key=value", help="producer property")
     parser.add_argument("files", nargs="*", metavar="FILE", help="read lines from these files (- is stdin)")
     parser.set_defaults(func=cmd_produce)
 
@@ -69,7 +68,7 @@ def cmd_produce(args: argparse.Namespace, stdin: Any = None) -> int:
                     progress.update(size)
             producer.flush()
         tally.finish()
-    print(f"raykafka produce: {tally.delivered} delivered, {tally.failed} failed of {tally.lines} lines to "
+    print(f"raykafka produce: {tally.delivered} delivered, {tally.failed} failed of {counted(tally.lines, 'line')} to "
           f"{args.topic}", file=sys.stderr)
     for cause, count in tally.causes.most_common(5):
         print(f"  {count} x {cause}", file=sys.stderr)

@@ -24,6 +24,8 @@ from typing import Any
 
 import ray
 
+from .args import counted
+
 KINDS = ("view", "cart", "purchase", "refund")
 
 
@@ -171,6 +173,15 @@ def expected_aggregates(rows: int) -> dict[str, tuple[int, int]]:
     return {KINDS[k]: (int((kinds == k).sum()), int(amounts[kinds == k].sum())) for k in range(len(KINDS))}
 
 
+def read_line(consumed: int, members: int, seconds: float, duplicates: int) -> str:
+    """The demo's line for the group's read: rows, members, time, rate, and the rows a member
+    was handed again (after a rebalance), which the collector counted once."""
+    again = ("no row redelivered" if duplicates == 0
+             else f"{counted(duplicates, 'row')} redelivered after a rebalance, dropped as duplicates")
+    return (f"read     {consumed:,} rows through a consumer group of {members} Ray actors in "
+            f"{seconds:.1f}s ({consumed / seconds:,.0f} rows/s; {again})")
+
+
 def demo_events(spark: Any, rows: int) -> Any:
     """The demo's events, made by Spark: a key of 1,000 users, a JSON value, one header."""
     return spark.range(0, rows).selectExpr(
@@ -238,8 +249,7 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
             read_seconds = time.monotonic() - started
             bar.close()
             consumed, duplicates = ray.get(collector.count.remote())
-            say(f"read     {consumed:,} rows through a consumer group of {members} Ray actors in "
-                f"{read_seconds:.1f}s ({consumed / read_seconds:,.0f} rows/s; {duplicates} redelivered, dropped)")
+            say(read_line(consumed, members, read_seconds, duplicates))
 
             df = ray.data.from_arrow_refs(ray.get(collector.tables.remote())).to_spark(spark)
             df.createOrReplaceTempView("events")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import weakref
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -38,6 +39,31 @@ PartitionSpec = str | Iterable[str] | Mapping[str, Iterable[int] | None]
 """A topic, topics (all their partitions), or {topic: partitions or None for all}."""
 
 
+def _bounded(loop: LoopThread, what: str, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+    """Run `coro` on `loop`, cancelled after `timeout` seconds (`request.timeout.ms`)."""
+    async def bounded() -> T:
+        try:
+            return await asyncio.wait_for(coro, timeout)
+        except TimeoutError:
+            raise RequestTimedOutError(f"Admin {what}: no answer within request.timeout.ms "
+                                       f"({timeout:.1f}s)") from None
+
+    future = loop.submit(bounded())
+    try:
+        return future.result(timeout + 5)  # a margin over the bound above, for a loop that never runs it
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise RequestTimedOutError(f"Admin {what}: the client's loop did not answer") from None
+
+
+def _close(loop: LoopThread, cluster: Cluster, timeout: float) -> None:
+    """Close `cluster`'s connections on `loop`, then stop the loop."""
+    try:
+        _bounded(loop, "close", cluster.close(), timeout)
+    finally:
+        loop.stop()
+
+
 class Admin:
     """Create, describe, grow and delete topics; list, describe and delete groups; read a group's
     offsets and lag, reset or alter them while it is empty; describe the cluster."""
@@ -50,22 +76,14 @@ class Admin:
         self.cluster = Cluster(self.config)
         self.client = AdminClient(self.cluster)
         self._timeout = self.config["request.timeout.ms"] / 1000
+        # closes the connections and stops the loop once: by close(), or when an Admin never
+        # closed is collected or the interpreter exits (else its read loops end as pending tasks
+        # destroyed, each printing "Task was destroyed but it is pending!")
+        self._closer = weakref.finalize(self, _close, self._loop, self.cluster, self._timeout)
 
     def _run(self, what: str, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the loop, cancelled after `request.timeout.ms`."""
-        async def bounded() -> T:
-            try:
-                return await asyncio.wait_for(coro, self._timeout)
-            except TimeoutError:
-                raise RequestTimedOutError(f"Admin {what}: no answer within request.timeout.ms "
-                                           f"({self._timeout:.1f}s)") from None
-
-        future = self._loop.submit(bounded())
-        try:
-            return future.result(self._timeout + 5)  # a margin over the bound above, for a loop that never runs it
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise RequestTimedOutError(f"Admin {what}: the client's loop did not answer") from None
+        return _bounded(self._loop, what, coro, self._timeout)
 
     # -- topics ------------------------------------------------------------
 
@@ -114,8 +132,13 @@ class Admin:
     def describe_group(self, group_id: str) -> GroupDescription:
         return self.describe_groups([group_id])[group_id]
 
+    def require_group(self, group_id: str) -> GroupDescription:
+        """The group's description; `GroupNotFoundError` if the group does not exist."""
+        return self._run("require_group", self.client.require_group(group_id))
+
     def delete_groups(self, group_ids: Iterable[str] | str, missing_ok: bool = False) -> None:
-        """Delete groups with their committed offsets; `GroupNotEmptyError` while one has members."""
+        """Delete groups with their committed offsets; `GroupNotEmptyError` while one has members,
+        `GroupNotFoundError` for one that does not exist unless `missing_ok`."""
         ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
         self._run("delete_groups", self.client.delete_groups(ids, missing_ok))
 
@@ -164,10 +187,7 @@ class Admin:
     # -- lifecycle ---------------------------------------------------------
 
     def close(self) -> None:
-        try:
-            self._run("close", self.cluster.close())
-        finally:
-            self._loop.stop()
+        self._closer()
 
     def __enter__(self) -> Admin:
         return self

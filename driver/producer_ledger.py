@@ -33,9 +33,15 @@ class RecordMetadata(NamedTuple):
     timestamp: int
 
 
-@dataclass
+REPR_ERRORS = 3  # errors a BatchResult's repr shows, each with its record's index
+
+
+@dataclass(repr=False)
 class BatchResult:
-    """How each record of one `send_batch` ended, as arrays in the order the records were given."""
+    """How each record of one `send_batch` ended, as arrays in the order the records were given.
+
+    Its repr is one line: the counts and the first `REPR_ERRORS` errors with their records'
+    indexes (the arrays hold the rest)."""
 
     delivered: int
     failed: int
@@ -46,6 +52,16 @@ class BatchResult:
     @property
     def ok(self) -> bool:
         return self.failed == 0
+
+    def __repr__(self) -> str:
+        first = []
+        for i, error in enumerate(self.errors):
+            if error is not None:
+                first.append(f"[{i}] {type(error).__name__}: {error}")
+                if len(first) == REPR_ERRORS:
+                    break
+        shown = f", errors=[{'; '.join(first)}{'; ...' if self.failed > len(first) else ''}]" if first else ""
+        return f"BatchResult(delivered={self.delivered}, failed={self.failed}{shown})"
 
 
 # a message sent alone, settled: its future, and its metadata or its error

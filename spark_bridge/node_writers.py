@@ -47,10 +47,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..driver.producer_input import check_write_columns
 from ..wire.admin import TopicPartition
 from ..wire.errors import KafkaError, TransactionFatalError
-from .sink import WriteResult, count_causes, sink_table
+from .sink import WriteResult, check_sink_columns, count_causes, sink_table
 
 log = logging.getLogger("raykafka.spark_bridge")
 
@@ -221,7 +220,7 @@ class NodeWriter:
         """Send `block` (an Arrow table or pandas frame with Kafka sink columns; only its rows
         [start, end) if `rows` is given) and wait until every row of it has ended. `key`: the
         block's identity in its write (transactional writers only answer it once)."""
-        table = sink_table(block)
+        table = sink_table(block, topic)
         if rows is not None:
             table = table.slice(rows[0], rows[1] - rows[0])
         if self.transactions is not None:
@@ -496,7 +495,7 @@ def write_bundles(routes: Routes, topic: str | None, bundles: Iterable[Any],
     index = 0
     for bundle in bundles:
         if bundle.schema is not None and hasattr(bundle.schema, "names"):
-            check_write_columns(list(bundle.schema.names))
+            check_sink_columns(list(bundle.schema.names))
         for entry, part in zip(bundle.blocks, bundle.slices, strict=True):
             rows = None if part is None else (part.start_offset, part.end_offset)
             count = entry.metadata.num_rows if part is None else part.end_offset - part.start_offset

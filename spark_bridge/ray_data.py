@@ -22,7 +22,6 @@ from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasink
 
-from ..driver.producer_input import check_write_columns
 from ..wire import messages
 from ..wire.arrow_batches import SCHEMA
 from ..wire.cluster import Cluster
@@ -32,6 +31,7 @@ from ..wire.fetch import OFFSET_OUT_OF_RANGE, fetch_body, fetch_version
 from ..wire.fetcher import Data, PartitionFetch, Refetch, Reset, Retry, decode
 from ..wire.serde import require_raw
 from .offsets import PartitionRange, resolve_ranges
+from .sink import check_sink_columns
 
 READ_ATTEMPTS = 20
 
@@ -211,6 +211,12 @@ class KafkaDatasink(Datasink):
     fails with `KafkaWriteError`, naming the causes, if any row failed. Order: within a block,
     per partition; none across blocks (see `node_writers`).
 
+    Blocks hold Spark's Kafka sink columns (`value`; `key`, `topic`, `partition`, `headers`)
+    and may hold a `timestamp`. A read's rows go as they are: its `offset` and `timestampType`
+    columns are dropped (the broker sets them), its `timestamp` is each record's time, and
+    `topic`, when given, overrides a `topic` column, as Spark's `topic` option does. Any other
+    column is refused, named, when the write starts.
+
     After the write, `result` holds the counts, the failures by cause and the rows each node's
     pipelines took.
 
@@ -245,7 +251,7 @@ class KafkaDatasink(Datasink):
         from .node_writers import POOLS, PoolKind
 
         if schema is not None:
-            check_write_columns(list(schema.names))
+            check_sink_columns(list(schema.names))
         self.write_id = uuid.uuid4().hex
         kind = PoolKind(self.pipelines_per_node, True) if self.exactly_once else self.pipelines_per_node
         self._pool = POOLS.acquire(self.config, kind)

@@ -16,6 +16,11 @@ import pyarrow as pa
 from ..driver.producer_input import check_write_columns
 from ..wire.errors import ConfigError
 
+# What a read gives beside the columns a write takes, and a write cannot set (the broker assigns
+# them): dropped, so a read's rows can be written back as they are. A read's `timestamp` is one
+# a write takes (`check_write_columns`): a copy keeps each record's time.
+READ_ONLY_COLUMNS = ("offset", "timestampType")
+
 
 def check_exactly_once(exactly_once: Any, config: Any, producer: Any = None) -> None:
     """Refuse, before anything starts, an `exactly_once` that is not a bool; exactly once with a
@@ -77,11 +82,21 @@ class WriteResult:
         return {"delivered": self.delivered, "failed": self.failed}
 
 
-def sink_table(block: Any) -> pa.Table:
-    """A block (Arrow or pandas) as an Arrow table holding only columns a Kafka write takes."""
+def sink_table(block: Any, topic: str | None = None) -> pa.Table:
+    """A block (Arrow or pandas) as an Arrow table holding only columns a Kafka write takes: a
+    read's `READ_ONLY_COLUMNS` dropped, and with a `topic` given its `topic` column too (the
+    topic given overrides the column, as Spark's `topic` option does); any other column no write
+    takes is refused, by name (`check_write_columns`)."""
     table = block if isinstance(block, pa.Table) else pa.Table.from_pandas(block, preserve_index=False)
-    check_write_columns(table.column_names)
-    return table
+    check_sink_columns(table.column_names)
+    dropped = [c for c in table.column_names if c in READ_ONLY_COLUMNS or (c == "topic" and topic is not None)]
+    return table.drop_columns(dropped) if dropped else table
+
+
+def check_sink_columns(names: list[str]) -> None:
+    """A sink's columns by the write rule (`check_write_columns`), a read's `READ_ONLY_COLUMNS`
+    aside (dropped): refused at once, naming what no write takes."""
+    check_write_columns([name for name in names if name not in READ_ONLY_COLUMNS])
 
 
 def count_causes(errors: list) -> dict[str, int]:

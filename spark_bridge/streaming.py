@@ -51,7 +51,7 @@ from typing import Any
 
 from ..driver.admin import Admin
 from ..wire.admin import TopicPartition
-from ..wire.config import parse_config
+from ..wire.config import common_part, parse_config
 from ..wire.errors import ConfigError, TransactionFatalError
 from ..wire.serde import require_raw
 from .offsets import PartitionRange, check_range, offsets_json, parse_offsets, pick_offset, subscribed_topics
@@ -178,7 +178,7 @@ class KafkaStream:
         self.batches = 0  # micro-batches handed to a step that returned, in this run
         self._ending: dict[TopicPartition, int] | None = None
         self._stopped = threading.Event()
-        self._admin = Admin(self.config)
+        self._admin = Admin(common_part(self.config))  # the keys it reads: it warns of none
 
     # -- the loop ----------------------------------------------------------
 

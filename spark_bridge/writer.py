@@ -65,7 +65,7 @@ def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, 
     try:
         futures = []
         for block in blocks:  # a block larger than buffer.memory allows goes in slices (send_batch)
-            futures.append(producer.send_batch(topic, sink_table(block)))
+            futures.append(producer.send_batch(topic, sink_table(block, topic)))
         for future in futures:
             batch_result = future.result()
             result.add(batch_result)

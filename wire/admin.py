@@ -17,9 +17,10 @@ Results are small frozen dataclasses: `TopicDescription` (with `ConfigEntry`s),
 assignments decoded), `PartitionOffsets` (committed, log start, end, lag),
 `ClusterDescription`. What tansu 0.6 leaves out: DescribeGroups carries no member metadata,
 assignment, client id or host (they read empty); ListGroups lists only groups that have
-committed offsets, in state "Unknown"; DescribeConfigs lists only the configs a topic was
-created with; there is no CreatePartitions (`UnsupportedVersionError`, as tansu closes the
-connection on one).
+committed offsets, in state "Unknown" (`list_groups` asks their coordinator for the state), and
+DescribeGroups describes any group id, existing or not, as Empty (`require_group` tells them
+apart); DescribeConfigs lists only the configs a topic was created with; there is no
+CreatePartitions (`UnsupportedVersionError`, as tansu closes the connection on one).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .errors import (
     BrokerConnectionError,
     BrokerError,
     GroupNotEmptyError,
+    GroupNotFoundError,
     UnknownTopicError,
     UnsupportedVersionError,
     code_for,
@@ -79,6 +81,9 @@ CONFIG_SOURCES = {
 }
 # the states in which a group's offsets may be changed (kafka-consumer-groups' check)
 INACTIVE_STATES = frozenset({"Empty", "Dead"})
+# what a ListGroups answer carries when it names no state (before v4; tansu 0.6 always): the
+# group's coordinator is asked instead, so that a listing and a description name the same state
+UNSTATED = frozenset({"", "Unknown"})
 
 
 # ---------------------------------------------------------------------------
@@ -292,7 +297,21 @@ class AdminClient:
 
         found = await asyncio.gather(*(ask(node_id) for node_id in metadata.brokers))
         unique = {g.group_id: g for listings in found for g in listings}
+        unstated = [g.group_id for g in unique.values() if g.state in UNSTATED]
+        for group_id, described in (await self.describe_groups(unstated)).items():
+            unique[group_id] = GroupListing(group_id, unique[group_id].protocol_type, described.state)
         return [unique[g] for g in sorted(unique)]
+
+    async def require_group(self, group_id: str) -> GroupDescription:
+        """The group's description; `GroupNotFoundError` if it does not exist: its coordinator
+        describes it as Dead, or as Empty and no broker lists it (a group is listed while it holds
+        committed offsets)."""
+        group = await self._describe_group(group_id)
+        exists = bool(group.members) or group.state not in INACTIVE_STATES or (
+            group.state != "Dead" and group_id in {g.group_id for g in await self.list_groups()})
+        if not exists:
+            raise GroupNotFoundError(GROUP_ID_NOT_FOUND, f"group {group_id!r}")
+        return group
 
     async def describe_groups(self, group_ids: list[str]) -> dict[str, GroupDescription]:
         """State, assignor and members (client, subscription, assignment) of each group."""
@@ -316,6 +335,9 @@ class AdminClient:
         """Delete groups and their committed offsets; refused while a group has members."""
         for group_id in group_ids:
             await self._require_inactive(group_id, "delete")
+        if not missing_ok:  # as Kafka answers GROUP_ID_NOT_FOUND, where tansu says nothing
+            for group_id in group_ids:
+                await self.require_group(group_id)
 
         async def delete(group_id: str) -> None:
             async def ask(conn: Any) -> None:
@@ -324,6 +346,8 @@ class AdminClient:
                     code = result.error_code
                     if code == GROUP_ID_NOT_FOUND and missing_ok:
                         continue
+                    if code == GROUP_ID_NOT_FOUND:
+                        raise GroupNotFoundError(code, f"delete group {result.group_id!r}")
                     if code == NON_EMPTY_GROUP:
                         raise GroupNotEmptyError(code, f"delete group {result.group_id!r}")
                     if code:

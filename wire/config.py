@@ -333,10 +333,12 @@ def parse_config(user: Mapping[str, Any] | None, *, require_bootstrap: bool = Tr
 
 
 def common_part(user: Mapping[str, Any]) -> dict[str, Any]:
-    """The entries of `user` that every kind of client reads (connection, security, timeouts):
-    what a helper client, such as an Admin looking up a consumer's topic, is given."""
+    """The entries of `user` that every kind of client reads (connection, security, timeouts)
+    and an Admin takes: what a helper Admin of the library's own, such as one looking up a
+    consumer's topic or a stream's offsets, is given, so that it warns of no key of the user's."""
+    _who, admin_keys = ROLES["admin"]
     return {name: value for name, value in user.items()
-            if (name if name in PROPERTIES else ALIASES.get(name)) in COMMON_KEYS}
+            if (name if name in PROPERTIES else ALIASES.get(name)) in admin_keys}
 
 
 def _warn_unused(role: str, given: dict[str, str]) -> None:

@@ -181,6 +181,12 @@ class GroupNotEmptyError(BrokerError):
     checks), since some brokers (tansu 0.6) delete a group with members."""
 
 
+class GroupNotFoundError(BrokerError):
+    """GROUP_ID_NOT_FOUND: the group does not exist; raised from the broker's answer, or by
+    `Admin` when the group's coordinator describes it as Dead, or as Empty while no broker lists
+    it (tansu 0.6 describes any group id as Empty and deletes a missing group without error)."""
+
+
 class DecodeError(KafkaError):
     """Bytes from the network (or a caller) do not parse as the expected Kafka structure."""
 

@@ -197,3 +197,20 @@ def test_group_exits_non_zero_naming_a_fatal_error(kit, tmp_path):
     said = [line for line in stderr.splitlines() if line.startswith("raykafka: ")]
     assert len(said) == 1 and "FENCED_INSTANCE_ID" in said[0], stderr
     assert ended_in < 30
+
+
+@pytest.mark.ray
+def test_in_process_one_message_and_an_offset_past_every_end_are_said(bootstrap, topic, ray_session, capsys):
+    """`raykafka consume` in this process (its Consumer's actors on the module's Ray): `-c 1` says
+    `1 message`; `-o 5000 -e`, past the end (5) of both partitions, prints nothing, exits 0 and
+    says on stderr that the offset is past the end."""
+    from raykafka.app.cli import main
+
+    assert main(["consume", "-b", bootstrap, "-t", topic, "-c", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 1 and err.splitlines()[-1] == "raykafka: 1 message", err
+    assert main(["consume", "-b", bootstrap, "-t", topic, "-o", "5000", "-e"]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"raykafka: offset 5000 is past the end of every partition of {topic} (ends: 0:5, 1:5)" in err, err
+    assert err.splitlines()[-1] == "raykafka: 0 messages"

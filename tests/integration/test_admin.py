@@ -330,3 +330,22 @@ def test_a_broker_that_never_answers_fails_the_call_within_request_timeout_ms():
             with pytest.raises(RequestTimedOutError):
                 admin.reset_offsets("g", "t", "earliest")
     assert 1.4 < elapsed < 6, elapsed
+
+
+def test_an_admin_never_closed_lets_the_interpreter_exit_quietly(bootstrap, topic_name):
+    """`Admin(config).create_topics(...)` as the README's tour writes it, and an Admin held to the
+    end and never closed: the process exits 0 and says nothing of pending tasks on stderr."""
+    import subprocess
+    import sys
+
+    script = (
+        "from raykafka import Admin\n"
+        f"config = {{'bootstrap.servers': {bootstrap!r}}}\n"
+        f"Admin(config).create_topics({{{topic_name('unclosed')!r}: 2}})\n"
+        "held = Admin(config)\n"
+        "print(len(held.list_topics()) > 0)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True\n"
+    assert "Task was destroyed but it is pending" not in done.stderr, done.stderr
+    assert done.stderr == "", done.stderr

@@ -163,3 +163,39 @@ def test_a_line_that_cannot_work_exits_2_naming_why(bootstrap, line, says):
     r = raykafka(*line, "-b", bootstrap)
     assert r.returncode == 2, r.stderr
     assert says in r.stderr
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    """`raykafka ARGS` in this process (the group commands start no Ray): status, stdout, stderr."""
+    from raykafka.app.cli import main
+
+    status = main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_a_group_that_does_not_exist_is_an_error_to_describe_and_to_delete(bootstrap, capsys):
+    missing = f"no-such-group-{time.monotonic_ns()}"
+    status, out, err = run_cli(capsys, "group", "describe", missing, "-b", bootstrap)
+    assert (status, out) == (1, "") and f"group '{missing}'" in err and "GROUP_ID_NOT_FOUND" in err, err
+    status, _, err = run_cli(capsys, "group", "delete", missing, "-b", bootstrap)
+    assert status == 1 and "GROUP_ID_NOT_FOUND" in err, err
+    status, _, err = run_cli(capsys, "group", "delete", missing, "-b", bootstrap, "--if-exists")
+    assert status == 0, err
+
+
+def test_list_and_describe_name_a_groups_state_alike(bootstrap, topic, capsys):
+    group = f"cli-state-{time.monotonic_ns()}"
+    with Admin(bootstrap) as admin:
+        admin.alter_offsets(group, {(topic, 0): 4})
+    status, out, err = run_cli(capsys, "group", "list", "-b", bootstrap)
+    assert status == 0, err
+    (listed,) = [line.split("\t") for line in out.splitlines() if line.startswith(group + "\t")]
+    status, out, err = run_cli(capsys, "group", "describe", group, "-b", bootstrap)
+    assert status == 0, err
+    assert f"Consumer group '{group}' has no active members ({listed[1]})." in err
+    assert listed[1] == "Empty"
+    status, out, _ = run_cli(capsys, "group", "list", "-b", bootstrap, "-f", "json")
+    assert [g["state"] for g in json.loads(out) if g["group"] == group] == ["Empty"]
+    status, _, err = run_cli(capsys, "group", "delete", group, "-b", bootstrap)  # it exists: deleted
+    assert status == 0, err

@@ -102,6 +102,38 @@ def test_datasink_then_datasource_round_trip_a_dataset_exactly(ray_for_spark, bo
     assert {p: sorted(o) for p, o in per_partition.items()} == {0: list(range(2500)), 1: list(range(2500))}
 
 
+def test_a_read_written_back_as_it_is_goes_to_the_sink_topic_without_its_read_only_columns(
+        ray_for_spark, bootstrap, filled_topic, topic_name):
+    """The README's "Ray Data without Spark": a read's rows (with `offset`, `timestamp`,
+    `timestampType` and a `topic` column naming the source) into another topic. The read-only
+    columns are dropped and the sink's topic overrides the column, as in Spark's Kafka sink."""
+    from raykafka.spark_bridge.ray_data import KafkaDatasink
+
+    copy = topic_name("copy")
+    config = {"bootstrap.servers": bootstrap}
+    with Admin(config) as admin:
+        admin.create_topics({copy: 3})
+        source_before = sum(o.end for o in admin.group_offsets("none", filled_topic))
+    source = KafkaDatasource([filled_topic], config)
+    ds = ray.data.read_datasource(source, override_num_blocks=source.task_count())
+    sink = KafkaDatasink(copy, config)
+    ds.write_datasink(sink)
+    assert (sink.delivered, sink.failed) == (3000, 0)
+    back = ray.data.read_datasource(KafkaDatasource(copy, config)).take_all()
+    assert sorted((r["partition"], r["key"], r["value"]) for r in back) == sorted(
+        (i % 3, b"k%d" % i, b"v%d" % i) for i in range(3000))
+    with Admin(config) as admin:  # nothing went back into the topic the rows came from
+        assert sum(o.end for o in admin.group_offsets("none", filled_topic)) == source_before
+
+
+def test_a_column_neither_a_sink_column_nor_a_read_column_is_refused_naming_it(ray_for_spark, bootstrap, topic_name):
+    from raykafka.spark_bridge.ray_data import KafkaDatasink
+
+    rows = [{"value": b"v", "offset": 1, "colour": "red"}]
+    with pytest.raises(ValueError, match=r"columns \['colour'\] are not Kafka sink columns"):
+        ray.data.from_items(rows).write_datasink(KafkaDatasink(topic_name("refused"), {"bootstrap.servers": bootstrap}))
+
+
 def test_a_block_larger_than_buffer_memory_is_written_in_slices(ray_for_spark, bootstrap, topic_name):
     import pyarrow as pa
 

@@ -134,3 +134,27 @@ def test_without_fail_on_data_loss_a_position_past_the_log_moves_into_it(ray_for
     assert sorted(seen) == [(0, o) for o in range(10, 15)]
     with Admin(bootstrap) as admin:
         assert admin.committed_offsets(group, topic) == {TopicPartition(topic, 0): 15}
+
+
+def test_a_stream_with_a_group_id_warns_of_nothing_it_does_itself(ray_for_spark, bootstrap, topic_name, caplog):
+    """The README's stream config (`bootstrap.servers` and `group.id`) is used by the stream's
+    own Admin too: that internal Admin is given only the keys it reads, so nothing is logged or
+    warned of `group.id` (warnings are routed to logging here, as `logging.captureWarnings` does)."""
+    import logging
+    import warnings
+
+    topic = topic_name("quiet")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 2})
+    produce(bootstrap, topic, 0, 20, 2)
+    config = {"bootstrap.servers": bootstrap, "group.id": f"etl-{uuid.uuid4().hex[:8]}"}
+    seen: list[int] = []
+    logging.captureWarnings(True)
+    try:
+        with caplog.at_level(logging.WARNING), warnings.catch_warnings():
+            warnings.simplefilter("always")
+            stream_kafka([topic], config, lambda ds, batch: seen.append(ds.count()), ending_offsets="latest")
+    finally:
+        logging.captureWarnings(False)
+    assert sum(seen) == 20
+    assert not [r for r in caplog.records if "not used by" in r.getMessage()], caplog.text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raykafka.app.cli import _commands, build_parser, parse_args
+from raykafka.app.cli import _all_parsers, _commands, build_parser, main, parse_args
 
 
 def parsed(argv: list[str]) -> dict:
@@ -61,7 +61,7 @@ def test_no_option_takes_a_value_in_one_command_and_none_in_another():
     """The command word is found by skipping options and their values: an option must mean the
     same in every command for that to work."""
     takes: dict[str, set[bool]] = {}
-    for sub in _commands(build_parser()).values():
+    for sub in _all_parsers(build_parser()):
         for action in sub._actions:
             for option in action.option_strings:
                 takes.setdefault(option, set()).add(action.nargs != 0)
@@ -96,3 +96,43 @@ def test_reset_offsets_targets():
 
 def test_every_command_is_covered():
     assert {name.split()[0] for name in LINES} == set(_commands(build_parser()))
+
+
+def test_each_action_has_its_own_help(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["topic", "create", "--help"])
+    assert exited.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: raykafka topic create ")
+    assert "--partitions" in text and "--if-not-exists" in text and "--if-exists " not in text
+    with pytest.raises(SystemExit):
+        main(["group", "-b", "h:1", "delete", "--help"])  # options before the action too
+    text = capsys.readouterr().out
+    assert text.startswith("usage: raykafka group delete ") and "--to-offset" not in text
+    with pytest.raises(SystemExit):
+        main(["group", "--help"])  # the command's help lists its actions
+    assert "reset-offsets" in capsys.readouterr().out
+
+
+def test_every_option_has_a_help_line_showing_its_default():
+    import argparse
+
+    missing, undefaulted = [], []
+    for parser in _all_parsers(build_parser()):
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if not action.option_strings or isinstance(action, argparse._HelpAction | argparse._VersionAction):
+                continue
+            if not action.help:
+                missing.append(f"{parser.prog} {action.option_strings[0]}")
+            elif action.default not in (None, False) and f"(default: {action.default})" not in text:
+                undefaulted.append(f"{parser.prog} {action.option_strings[0]}")
+    assert missing == [] and undefaulted == []
+
+
+def test_version_prints_the_version(capsys):
+    from raykafka import __version__
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out == f"raykafka {__version__}\n"

@@ -249,5 +249,5 @@ def test_common_part_keeps_what_every_client_reads_under_the_name_given():
     from raykafka.wire.config import common_part
 
     given = {"metadata.broker.list": "k:9092", "sasl.mechanisms": "PLAIN", "group.id": "g", "linger.ms": 5,
-             "retry.backoff.ms": 10}
+             "retry.backoff.ms": 10, "statistics.interval.ms": 1000}  # an Admin takes no stats_cb
     assert common_part(given) == {"metadata.broker.list": "k:9092", "sasl.mechanisms": "PLAIN", "retry.backoff.ms": 10}

@@ -51,3 +51,12 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 2
     assert "--plot needs matplotlib" in result.stderr and "raykafka[bench]" in result.stderr
+
+
+def test_the_read_line_says_what_became_of_redelivered_rows():
+    from raykafka.app.demo import read_line
+
+    assert read_line(1000, 2, 2.0, 0) == ("read     1,000 rows through a consumer group of 2 Ray actors in 2.0s "
+                                          "(500 rows/s; no row redelivered)")
+    assert read_line(1000, 2, 2.0, 1).endswith("(500 rows/s; 1 row redelivered after a rebalance, dropped as duplicates)")
+    assert read_line(1000, 2, 2.0, 30).endswith("; 30 rows redelivered after a rebalance, dropped as duplicates)")

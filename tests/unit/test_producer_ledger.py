@@ -71,3 +71,19 @@ def test_the_accumulator_wakes_the_sender_when_a_buffer_opens_and_when_it_is_ful
     assert [b.topic for b in batches] == ["b", "a"]  # in the order the topics were first sent to
     assert list(batches[0].ids) == list(range(0, FLUSH_MESSAGES, 2))
     assert acc.count == acc.nbytes == 0 and not acc.open and not acc.ready
+
+
+def test_a_batch_result_prints_as_one_short_line_its_counts_and_first_errors():
+    from raykafka.driver.producer_ledger import REPR_ERRORS, BatchResult
+
+    n = 1000
+    errors: list = [None] * n
+    for i in (7, 8, 9, 500, 999):
+        errors[i] = MessageTooLargeError(f"record {i} too large")
+    result = BatchResult(n - 5, 5, np.zeros(n, np.int32), np.zeros(n, np.int64), errors)
+    text = repr(result)
+    assert "\n" not in text and len(text) < 300, text
+    assert text.startswith("BatchResult(delivered=995, failed=5, errors=[[7] MessageTooLargeError: record 7 too large")
+    assert text.count("MessageTooLargeError") == REPR_ERRORS and text.endswith("; ...])")
+    clean = BatchResult(n, 0, np.zeros(n, np.int32), np.zeros(n, np.int64), [None] * n)
+    assert repr(clean) == "BatchResult(delivered=1000, failed=0)"

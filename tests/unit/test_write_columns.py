@@ -19,7 +19,7 @@ def both(table: pa.Table) -> list:
     return [batch_columns(table, None, None, None, None), sink_table(table), sink_table(table.to_pandas())]
 
 
-@pytest.mark.parametrize("extra", [{"colour": ["red"]}, {"offset": [7]}, {"Value": [b"b"]}])
+@pytest.mark.parametrize("extra", [{"colour": ["red"]}, {"Value": [b"b"]}])
 def test_a_column_no_kafka_write_takes_is_refused_by_send_batch_and_the_sinks_alike(extra):
     table = pa.table({"value": [b"a"], "key": [b"k"], **extra})
     (name,) = extra
@@ -28,6 +28,16 @@ def test_a_column_no_kafka_write_takes_is_refused_by_send_batch_and_the_sinks_al
         with pytest.raises(ValueError, match=rf"columns \['{name}'\] are not Kafka sink columns \(key, value, "
                                              r"topic, partition, headers, timestamp\)"):
             read()
+
+
+def test_a_reads_offset_and_timestamp_type_are_dropped_by_the_sinks_and_refused_by_send_batch():
+    """The sinks take a read's rows as they are (the broker sets those two); send_batch, given
+    them in a table of its caller's, refuses them by name, as any column it does not write."""
+    table = pa.table({"value": [b"a"], "offset": [7], "timestampType": pa.array([0], pa.int32())})
+    for taken in (sink_table(table), sink_table(table.to_pandas())):
+        assert taken.column_names == ["value"]
+    with pytest.raises(ValueError, match=r"columns \['offset', 'timestampType'\] are not Kafka sink columns"):
+        batch_columns(table, None, None, None, None)
 
 
 def test_a_table_without_a_value_column_is_refused_alike():

@@ -1,0 +1,167 @@
+"""Every Python block of README.md runs as written, against an embedded broker of this module's
+own (the blocks use fixed topic and group names, "events" and "g", which other tests' topics
+on the session's broker must not meet), on the session's Ray (`ray_for_spark`).
+
+What a block is given, and the only changes made to its text:
+- `"broker:9092"` (the blocks' stand-in for your cluster) becomes this broker's address, and
+  `EmbeddedBroker().start()` becomes the already running broker (`readme_broker`);
+- the names a block reads and does not define are given, as the README's reader has them from
+  the blocks above or from their own program (`GIVEN`): `config`, `arrow_table` and `table`
+  (Kafka sink columns), `Producer`, `KafkaDatasink`, `write_kafka`; with Spark also `spark`,
+  `df`, `df_monday`, `df_tuesday` and `ds`. A block reading a name not given fails, as a README
+  change that leaves a name undefined must;
+- the streams (`stream_kafka`, `foreach_batch_kafka`), unbounded as written, get
+  `ending_offsets="latest"` (Spark's AvailableNow), and their `/out/` goes to a temporary
+  directory;
+- the topics the blocks write to and read from exist beforehand (`TOPICS`), with the records
+  the blocks before would have written.
+A block left open (the metrics block's `producer`) is closed after it.
+
+Blocks that use Spark are marked `spark` and `slow`; every other block runs in the default tier.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raykafka.driver.admin import Admin
+from raykafka.driver.embedded_broker import EmbeddedBroker
+from raykafka.tests.integration.test_ray_job import free_names
+
+pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(600)]
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+README_BOOTSTRAP = "broker:9092"
+STARTED_BROKER = "EmbeddedBroker().start()"
+TOPICS = {"events": 6, "events-copy": 6, "events-eu": 1, "orders": 1, "orders-clean": 1, "clean": 1}
+SPARK_NAMES = {"spark", "df", "df_monday", "df_tuesday", "ds", "init_spark", "foreach_batch_kafka"}
+GIVEN = {"config", "arrow_table", "table", "Producer", "KafkaDatasink", "write_kafka", *SPARK_NAMES}
+ROWS = 1000  # rows of `arrow_table` and `table`
+
+
+def readme_blocks() -> list[tuple[str, str]]:
+    """(an id naming its section, the code) of every ```python block, in README order."""
+    text = README.read_text()
+    found, heading, seen = [], "top", {}
+    for match in re.finditer(r"^(#+ [^\n]*)$|^```python\n(.*?)^```", text, re.M | re.S):
+        if match.group(1):
+            heading = re.sub(r"[^a-z0-9]+", "-", match.group(1).lstrip("# ").lower()).strip("-")[:40]
+            continue
+        seen[heading] = seen.get(heading, 0) + 1
+        found.append((f"{heading}-{seen[heading]}", match.group(2)))
+    return found
+
+
+def uses_spark(code: str) -> bool:
+    return bool(free_names(code) & SPARK_NAMES) or "init_spark" in code or "foreach_batch_kafka" in code
+
+
+def as_run(code: str, bootstrap: str, out: Path) -> str:
+    """The block with the substitutions the module's docstring lists."""
+    code = code.replace(README_BOOTSTRAP, bootstrap).replace(STARTED_BROKER, "readme_broker")
+    code = code.replace('"/out/', f'"{out}/')
+    return _bounded_streams(code)
+
+
+def _bounded_streams(code: str) -> str:
+    """Each `stream_kafka(...)` / `foreach_batch_kafka(...)` call with `ending_offsets="latest"`."""
+    tree = ast.parse(code)
+    ends = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                "stream_kafka", "foreach_batch_kafka"):
+            ends.append((node.end_lineno, node.end_col_offset))
+    lines = code.splitlines(keepends=True)
+    for line, col in sorted(ends, reverse=True):  # insert before each call's closing parenthesis
+        text = lines[line - 1]
+        lines[line - 1] = text[:col - 1] + ', ending_offsets="latest"' + text[col - 1:]
+    return "".join(lines)
+
+
+BLOCKS = readme_blocks()
+
+
+@pytest.fixture(scope="module")
+def readme_broker(tmp_path_factory) -> Any:
+    with EmbeddedBroker(log_path=tmp_path_factory.mktemp("readme") / "tansu.log") as running:
+        with Admin(running.bootstrap) as admin:
+            admin.create_topics(TOPICS)
+        yield running
+
+
+@pytest.fixture()
+def given(readme_broker) -> dict[str, Any]:
+    import pyarrow as pa
+
+    from raykafka import Producer
+    from raykafka.spark_bridge import write_kafka
+    from raykafka.spark_bridge.ray_data import KafkaDatasink
+
+    rows = pa.table({"key": [b"k%d" % i for i in range(ROWS)], "value": [b"v%d" % i for i in range(ROWS)]})
+    return {"readme_broker": readme_broker, "config": {"bootstrap.servers": readme_broker.bootstrap},
+            "arrow_table": rows, "table": rows, "Producer": Producer, "KafkaDatasink": KafkaDatasink,
+            "write_kafka": write_kafka}
+
+
+def run_block(code: str, namespace: dict[str, Any], bootstrap: str, out: Path) -> dict[str, Any]:
+    assert free_names(code) <= GIVEN, f"the block reads names nothing gives it: {free_names(code) - GIVEN}"
+    try:
+        exec(compile(as_run(code, bootstrap, out), "README.md", "exec"), namespace)
+    finally:
+        producer = namespace.get("producer")
+        if producer is not None and not getattr(producer, "closed", False):
+            producer.close()
+    return namespace
+
+
+def fill(bootstrap: str, topic: str, n: int) -> None:
+    from raykafka import Producer
+
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        result = producer.send_batch(topic, [b"r%d" % i for i in range(n)]).result(60)
+    assert result.failed == 0, result
+
+
+DEFAULT_TIER = [pytest.param(code, id=name) for name, code in BLOCKS if not uses_spark(code)]
+SPARK_TIER = [pytest.param(code, id=name, marks=[pytest.mark.spark, pytest.mark.slow])
+              for name, code in BLOCKS if uses_spark(code)]
+
+
+def test_the_readme_has_the_blocks_this_module_runs():
+    assert len(BLOCKS) >= 11 and len(DEFAULT_TIER) + len(SPARK_TIER) == len(BLOCKS)
+    names = [name for name, _ in BLOCKS]
+    for section in ("in-a-ray-job", "transactions", "ray-data-without-spark", "watching-a-consumer-group", "metrics"):
+        assert any(n.startswith(section) for n in names), section
+
+
+@pytest.mark.parametrize("code", DEFAULT_TIER)
+def test_a_readme_block_runs_as_written(code, ray_for_spark, given, readme_broker, tmp_path, capsys):
+    bootstrap = readme_broker.bootstrap
+    fill(bootstrap, "events", 60)  # what the blocks above would have written
+    namespace = run_block(code, dict(given), bootstrap, tmp_path)
+    out = capsys.readouterr().out
+    if "ConsumerGroup" in code:  # the group shows what it handled, in the driver
+        handled = re.search(r"^(\d+) records handled$", out, re.M)
+        assert handled and int(handled[1]) >= 1 + ROWS, out
+        assert "BatchResult" not in out and len(out.splitlines()) < 10, out
+    if "KafkaDatasink" in code and "exactly_once" not in code:
+        assert namespace["ds"].count() > 0
+
+
+@pytest.mark.parametrize("code", SPARK_TIER)
+def test_a_readme_block_with_spark_runs_as_written(code, spark, given, readme_broker, tmp_path):
+    bootstrap = readme_broker.bootstrap
+    fill(bootstrap, "events", 60)
+    fill(bootstrap, "events-eu", 10)
+    config = given["config"]
+    df = spark.range(0, 1000).selectExpr("cast(id % 10 as string) as key", "cast(id as string) as value")
+    import ray
+
+    namespace = {**given, "spark": spark, "df": df, "df_monday": df, "df_tuesday": df,
+                 "ds": ray.data.from_arrow(given["table"]), "config": config}
+    run_block(code, namespace, bootstrap, tmp_path)
