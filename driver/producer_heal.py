@@ -23,11 +23,12 @@ Where the log is read: a partition from after its last acknowledged offset, and 
 the first offset stamped at or after the oldest time its unresolved messages can carry
 (ListOffsets by time, less `CLOCK_SKEW_MS`), so another producer's older data is skipped.
 
-Fencing (KIP-360): the heal first asks for the old producer id's next epoch. A broker that gives
-it refuses the old epoch in a partition once a batch of the new epoch lands there, so a dead
-Flusher's request still on its way can be written only until the heal's own first write to
-that partition. tansu refuses the bump (UNKNOWN_SERVER_ERROR) and the new pipeline takes a new
-id; the old one is never fenced there. Either way the log is read again until quiet
+Fencing (KIP-360): the heal first asks InitProducerId for the old producer id's next epoch. A
+broker that gives it (the mock cluster does) refuses the old epoch in a partition once a batch of
+the new epoch lands there, so a dead Flusher's request still on its way can be written only
+until the heal's own first write to that partition. tansu refuses the bump (UNKNOWN_SERVER_ERROR)
+and Kafka's coordinator answers a producer without `transactional.id` with a new id, so there
+the new pipeline takes a new id and the old one is never fenced. Either way the log is read again until quiet
 (`SETTLE_S`), which narrows the window; a read that cannot settle within `request.timeout.ms`
 raises `HealScanIncomplete` and the heal tries again: it is never taken as complete.
 """
@@ -330,14 +331,20 @@ def read_log(config: Any, plan: Mapping[TopicPartition, PartitionScan], ends: Ma
     timeout = config["request.timeout.ms"] / 1000
 
     async def bumped(cluster: Cluster) -> tuple[int, int] | None:
+        """The old id with its next epoch, if the broker gives it; else None (not fenced)."""
         if bump is None or bump[0] < 0:
             return None
         try:
-            return await asyncio.wait_for(init_producer_id(cluster, bump), timeout)
+            answer = await asyncio.wait_for(init_producer_id(cluster, bump), timeout)
         except (TimeoutError, KafkaError) as exc:
             log.info("heal: the broker did not bump producer %d's epoch %d (%s); its old epoch is not fenced",
                      bump[0], bump[1], exc)
             return None
+        if answer[0] != bump[0] or answer[1] <= bump[1]:  # a new id (Kafka does so without a transactional.id)
+            log.info("heal: asked to bump producer %d epoch %d, the broker gave %d epoch %d: the old epoch is not "
+                     "fenced", *bump, *answer)
+            return None
+        return answer
 
     async def expand(cluster: Cluster) -> dict[TopicPartition, PartitionScan]:
         """The plan with each whole topic (`ALL_PARTITIONS`) as its partitions."""

@@ -24,9 +24,10 @@ BUMP_MIN_VERSION = 3  # InitProducerId carries the producer id and epoch to bump
 async def init_producer_id(cluster: Any, bump: tuple[int, int] | None = None) -> tuple[int, int]:
     """A producer id and epoch from InitProducerId, or (-1, -1) when the broker has none.
 
-    `bump`: the (producer id, epoch) of an idempotent producer whose writer died (KIP-360). The
-    broker answers the same id with the next epoch, and from then on refuses the old epoch's
-    requests: a dead writer's request still on its way can no longer be written. A broker that
+    `bump`: the (producer id, epoch) of an idempotent producer whose writer died (KIP-360). A
+    broker that bumps answers the same id with the next epoch, and a partition refuses the old
+    epoch once a batch of the new one lands there; Kafka's coordinator answers a producer
+    without `transactional.id` with a new id instead (the caller checks which). A broker that
     cannot bump raises (`UnsupportedVersionError` before v3, else the `BrokerError` it answers;
     tansu answers UNKNOWN_SERVER_ERROR)."""
     conn = await cluster.any_connection()

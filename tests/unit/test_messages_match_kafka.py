@@ -1,11 +1,14 @@
 """Our message declarations against Kafka's own JSON definitions, field by field.
 
-Skipped where the definitions are not checked out next to the repository.
+Skipped where the definitions are not checked out next to the repository (`../shared/
+kafka-message-schemas`, or the folder `RAYKAFKA_KAFKA_SCHEMAS` names): the skip's reason says
+that the protocol was then not checked, and where to put Kafka's JSON files so that it is.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -15,9 +18,12 @@ import pytest
 from raykafka.wire import messages
 from raykafka.wire.protocol import PRIMITIVES, Field, Schema
 
-KAFKA_SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-message-schemas"
+KAFKA_SCHEMAS = Path(os.environ.get("RAYKAFKA_KAFKA_SCHEMAS")
+                     or Path(__file__).resolve().parents[2].parent / "shared" / "kafka-message-schemas")
 
-pytestmark = pytest.mark.skipif(not KAFKA_SCHEMAS.is_dir(), reason=f"{KAFKA_SCHEMAS} not present")
+pytestmark = pytest.mark.skipif(not KAFKA_SCHEMAS.is_dir(), reason=(
+    f"our message declarations were NOT checked against Kafka's: no definitions at {KAFKA_SCHEMAS} (copy "
+    "Kafka's clients/src/main/resources/common/message/*.json there, or set RAYKAFKA_KAFKA_SCHEMAS)"))
 
 DECLARED: list[tuple[str, Schema, int | None]] = [
     (schema.name, schema, api.key) for api in messages.APIS.values() for schema in (api.request, api.response)

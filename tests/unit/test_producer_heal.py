@@ -297,3 +297,20 @@ def test_a_scan_that_cannot_settle_raises_rather_than_passing_for_complete(monke
         config = parse_config({"bootstrap.servers": f"127.0.0.1:{mock.brokers[1].port}", "request.timeout.ms": 1000})
         with pytest.raises(HealScanIncomplete, match="request.timeout.ms=1000"):
             read_log(config, {("t", 0): PartitionScan(frozenset({(7, 0)}), 0)}, {}, bump=None)
+
+
+def test_a_new_id_for_a_bump_is_not_taken_for_a_fence(monkeypatch):
+    """Kafka's coordinator answers InitProducerId without a transactional.id with a new producer
+    id, whatever id and epoch it is given: that fences nothing, and the heal says so (None)."""
+    from raykafka.driver.producer_heal import read_log
+    from raykafka.mock import MockCluster
+    from raykafka.wire import producer_id
+    from raykafka.wire.config import parse_config
+
+    async def a_new_id(cluster, bump=None):
+        return (bump[0] + 1, 0)
+
+    monkeypatch.setattr(producer_id, "init_producer_id", a_new_id)
+    with MockCluster(n_brokers=1, topics={"t": 1}) as mock:
+        config = parse_config({"bootstrap.servers": f"127.0.0.1:{mock.brokers[1].port}"})
+        assert read_log(config, {}, {}, bump=(7, 3)).bumped is None
