@@ -175,7 +175,7 @@ def test_a_heal_ends_what_the_dead_flusher_wrote_at_its_offsets(ray_session, led
             producer.close(30)
         log = {p: [(r.offset, r.value) for r in cluster.records(TOPIC, p)] for p in range(PARTITIONS)}
         checks = ledger.check_log(log)
-        heals = [h._asdict() for h in producer.heals_done]
+        heals = [{**h._asdict(), "seconds": round(h.seconds, 2)} for h in producer.heals_done]
         record(**figures, **checks, actors_killed=[flusher], heals=heals, handler_errors=len(cluster.handler_errors))
     assert producer.healed == 1
     assert figures["delivered"] == 2000, figures["failed_by_cause"]
