@@ -214,12 +214,23 @@ class PartitionConsumer:
     # -- the broker consumers (`BrokerConsumers`, for the partitions' states) ----
 
     async def subscribe(self, node_id: int, topic: str, partition: int, offset: int, sub_id: int) -> None:
+        """Subscribe at the broker consumer of `node_id`. One that Ray is restarting is asked
+        again, `retry.backoff.ms` apart, for up to `request.timeout.ms` (a subscription is taken
+        again as it stands: the same id, the same offset)."""
         broker_consumer = self._broker_consumer(node_id)
-        try:
-            await broker_consumer.subscribe.remote(topic, partition, offset,
-                                                   ray.get_runtime_context().current_actor, sub_id)
-        except ray.exceptions.RayActorError as exc:
-            raise BrokerConsumerGone(f"broker consumer {node_id}: {death_cause(exc)}") from exc
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config["request.timeout.ms"] / 1000
+        while True:
+            try:
+                await broker_consumer.subscribe.remote(topic, partition, offset,
+                                                       ray.get_runtime_context().current_actor, sub_id)
+                break
+            except ray.exceptions.ActorUnavailableError as exc:  # restarting: it answers again soon
+                if loop.time() > deadline:
+                    raise BrokerConsumerGone(f"broker consumer {node_id}: {death_cause(exc)}") from exc
+                await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+            except ray.exceptions.RayActorError as exc:
+                raise BrokerConsumerGone(f"broker consumer {node_id}: {death_cause(exc)}") from exc
         self._watch(node_id, broker_consumer)
 
     async def unsubscribe(self, node_id: int, topic: str, partition: int, sub_id: int) -> None:
