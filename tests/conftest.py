@@ -1,5 +1,5 @@
 """Shared fixtures: one real tansu broker per test session, on a free loopback port; a tansu
-that keeps its log across a restart (S3 storage on a local moto_server); Ray per test module;
+that keeps its log across a restart (S3 storage on a local moto_server); one Ray for the run;
 waiting on a condition; a producer's live actors. Tests marked `slow` run only with
 `--run-slow` or `RAYKAFKA_SLOW=1` (CI's default run stays short)."""
 
@@ -55,17 +55,55 @@ def topic_name() -> Callable[[str], str]:
     return make
 
 
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[None]:
-    """Ray for one test module (started here unless it already runs), shut down after it."""
+# the run's one Ray, started on first use: (gcs address) when this file started it, else None
+_SHARED_RAY: dict[str, str | None] = {"address": None}
+
+
+def start_shared_ray(replace_foreign: bool = False) -> None:
+    """Start the test run's one Ray unless Ray is up: a local Ray of 2 CPUs (the machine's), with
+    the JVM options Spark-on-Ray needs, so that the Spark tests share it rather than start their
+    own. With `replace_foreign`, a Ray that is not the run's one (a bare `Producer` started one
+    with Ray's defaults) is shut down first. With RAYKAFKA_ACTOR_LOGS=1 the actors log at INFO
+    and their lines come to this process's stderr (run pytest with -s), to see what a pipeline
+    did under a fault."""
     import ray
 
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
+    from raykafka.spark_bridge.session import JVM_OPTIONS
+
+    if ray.is_initialized():
+        if not replace_foreign or ray.get_runtime_context().gcs_address == _SHARED_RAY["address"]:
+            return
         ray.shutdown()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    logs = os.environ.get("RAYKAFKA_ACTOR_LOGS", "") not in ("", "0")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=logs,
+             logging_config=ray.LoggingConfig(log_level="INFO") if logs else None,
+             job_config=ray.job_config.JobConfig(jvm_options=JVM_OPTIONS))
+    _SHARED_RAY["address"] = ray.get_runtime_context().gcs_address
+
+
+@pytest.fixture(scope="session")
+def ray_runtime() -> Iterator[Callable[..., None]]:
+    """start_shared_ray, for the fixtures that need Ray; the run's Ray is shut down at the end."""
+    yield start_shared_ray
+    import ray
+
+    if ray.is_initialized():
+        from raykafka.spark_bridge.producer_cache import PRODUCERS
+
+        PRODUCERS.close_all()  # while Ray is up, so the cached pipelines' actors are stopped cleanly
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_session(ray_runtime: Callable[..., None]) -> Iterator[None]:
+    """Ray for a test module: the run's one Ray, started on first use (and again after a module
+    that needed a Ray of its own and shut it down: the multi-node cluster, the metrics port).
+    It is not shut down between modules: starting Ray costs seconds, and a module's actors are
+    gone by its end (each test closes what it built)."""
+    ray_runtime()
+    yield
 
 
 def _wait_for(predicate: Callable[[], bool], timeout: float = 30.0, interval: float = 0.05) -> None:

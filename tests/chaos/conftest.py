@@ -61,22 +61,6 @@ def chaos_full(request: pytest.FixtureRequest) -> bool:
     return is_full(request.config)
 
 
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[None]:
-    """Ray for one module. With RAYKAFKA_ACTOR_LOGS=1 the actors log at INFO and their lines come
-    to this process's stderr (run pytest with -s), to see what a pipeline did under a fault."""
-    import ray
-
-    started = not ray.is_initialized()
-    if started:
-        logs = os.environ.get("RAYKAFKA_ACTOR_LOGS", "") not in ("", "0")
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=logs, configure_logging=False,
-                 logging_config=ray.LoggingConfig(log_level="INFO") if logs else None)
-    yield
-    if started:
-        ray.shutdown()
-
-
 def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.05, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

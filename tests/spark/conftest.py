@@ -1,5 +1,5 @@
-"""Ray with the JVM options Spark needs, one Spark session (RayDP) for the whole test run, and a
-read_committed read back."""
+"""The run's one Ray (it has the JVM options Spark needs), one Spark session (RayDP) for the whole
+test run, and a read_committed read back."""
 
 from __future__ import annotations
 
@@ -10,19 +10,11 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def ray_for_spark() -> Iterator[None]:
-    import ray
-
-    from raykafka.spark_bridge.session import init_ray
-
-    if ray.is_initialized():  # started by another folder's fixture without the JVM options
-        ray.shutdown()
-    init_ray(num_cpus=2)
+def ray_for_spark(ray_runtime: Callable[..., None]) -> Iterator[None]:
+    """The run's one Ray (tests/conftest.py), which has the JVM options Spark needs; a Ray
+    started otherwise (by a bare `Producer`, with Ray's defaults) is replaced by it."""
+    ray_runtime(replace_foreign=True)
     yield
-    from raykafka.spark_bridge.producer_cache import PRODUCERS
-
-    PRODUCERS.close_all()  # while Ray is up, so the cached pipelines' actors are stopped cleanly
-    ray.shutdown()
 
 
 @pytest.fixture(scope="session")
