@@ -2,7 +2,7 @@
 getBrokerProducer / unrefBrokerProducer), without Ray.
 
 One per producer, inside the RetryHandler actor, which serialises its calls as Sarama's mutex
-does. A broker's worker (its Aggregator, with the Flusher behind it) is started on the first
+does. A broker's worker (its BrokerWorker: the aggregator and the flusher) is started on the first
 reference, or ahead of it (`prestart`), and handed back to be closed when the last
 LeaderDispatcher using it lets go, or at close (`release_all`: one nobody took, or one whose
 holder died). A generation number tells a late `unref` for a worker already replaced from one
@@ -20,7 +20,7 @@ StartWorker = Callable[[int, str, int, int], Any]  # (node id, host, port, gener
 
 @dataclass
 class BrokerWorker:
-    handle: Any  # the broker's Aggregator
+    handle: Any  # the broker's BrokerWorker actor
     generation: int
     refs: int = 0  # LeaderDispatchers holding it
 

@@ -346,7 +346,7 @@ class PartitionRoute:
         self.window = CallWindow(actor.ctx.window, self._call_failed)
 
     def update_leader(self) -> None:
-        from .aggregator import get_broker_worker
+        from .broker_worker import get_broker_worker
 
         cluster = self.actor.cluster
         try:

@@ -1,10 +1,10 @@
-"""RetryHandler: one per producer. Takes the messages a Flusher could not deliver, waits
+"""RetryHandler: one per producer. Takes the messages a BrokerWorker could not deliver, waits
 `retry.backoff.ms`, and puts them back into the TopicDispatcher.
 
-Called by every Flusher (`retry`; a Flusher holds a reference from its creation until its last
-response is handled), by the LeaderDispatchers (`get_broker`/`unref_broker`) and by the driver.
-Calls the TopicDispatcher, from one forwarding thread, in the order the retries arrived; and the
-Aggregators it owns (`close`).
+Called by every BrokerWorker (`retry`; a worker holds a reference from its creation until its
+last response is handled), by the LeaderDispatchers (`get_broker`/`unref_broker`) and by the
+driver. Calls the TopicDispatcher, from one forwarding thread, in the order the retries arrived;
+and the BrokerWorkers it owns (`close`).
 
 `retry` never blocks (Sarama's retryHandler is always ready to read): the pipeline is a loop, and
 a retry handler that waited on the TopicDispatcher could deadlock it. The batches wait out the
@@ -12,7 +12,7 @@ backoff in a `RetryQueue` (unbounded for that reason); the forwarding thread is 
 
 It also holds the producer's registry of broker workers (`BrokerRegistry`, Sarama's
 getBrokerProducer and unrefBrokerProducer: a single synchronous actor serialises them as
-Sarama's mutex does), and counts the Flushers that may still call `retry` (`ref`/`unref`).
+Sarama's mutex does), and counts the BrokerWorkers that may still call `retry` (`ref`/`unref`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class RetryHandler:
         self.ctx = ctx
         ctx.retry_handler = ray.get_runtime_context().current_actor  # the broker workers it starts call back here
         self.queue = RetryQueue(ctx.config["retry.backoff.ms"] / 1000)
-        self.writers = 0  # live Flushers, each may still call `retry`
+        self.writers = 0  # live BrokerWorkers (and the driver), each may still call `retry`
         self.brokers = BrokerRegistry(self._start_worker)
         self.closing = False
         self.forwarded = 0
@@ -72,7 +72,7 @@ class RetryHandler:
             window.submit(ref, batches)
             self.forwarded += len(batches)
 
-    # -- references: the Flushers that may still write here ------------------------
+    # -- references: the BrokerWorkers that may still write here ---------------------
 
     def ref(self) -> None:
         self.writers += 1
@@ -86,16 +86,16 @@ class RetryHandler:
     # -- the broker registry ------------------------------------------------------
 
     def get_broker(self, node_id: int, host: str, port: int) -> tuple[Any, int]:
-        """The Aggregator of broker `node_id` and its generation, with one more reference on it."""
+        """The BrokerWorker of broker `node_id` and its generation, with one more reference on it."""
         return self.brokers.get(node_id, host, port)
 
     def _start_worker(self, node_id: int, host: str, port: int, generation: int) -> Any:
-        from .aggregator import Aggregator
+        from .broker_worker import BrokerWorker
         from .options import create
 
-        self.writers += 1  # its Flusher's reference, released after its last response
+        self.writers += 1  # the worker's reference, released after its last response
         log.info("producer/broker/%d starting", node_id)
-        return create(Aggregator, "aggregator", self.ctx, f"{node_id}-{generation}", node_id, host, port)
+        return create(BrokerWorker, "broker_worker", self.ctx, f"{node_id}-{generation}", node_id, host, port)
 
     def prestart(self, brokers: list[tuple[int, str, int]]) -> None:
         """Start the workers of these brokers with no reference yet (closed by `release_all` if

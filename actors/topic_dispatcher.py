@@ -157,7 +157,7 @@ class TopicDispatcher:
         self.ctx.producer_id, self.ctx.producer_epoch = producer_id, producer_epoch
 
     def _prestart_brokers(self) -> None:
-        """Have the broker workers (Aggregator and Flusher) of every broker start now, while the
+        """Have the BrokerWorkers of every broker start now, while the
         first messages are still on their way: each is a process that takes about a second."""
         try:
             self.loop.run(self.cluster.refresh_metadata([]), self.ctx.timeout)

@@ -1,0 +1,77 @@
+"""The BrokerWorker (actors/broker_worker.py) without Ray: `CallerOrder` takes each caller's
+calls in the order it numbered them; a worker built without Ray, against one broker of the mock
+cluster, writes a partition's batches in the caller's order even when its calls start out of
+order (Ray does not promise an async actor starts one caller's calls in order), and feeds the
+compression ratios its Flusher measures to its `AggregatorState` without a Ray call."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from raykafka.actors.batch import MessageBatch
+from raykafka.actors.broker_worker import BrokerWorker, CallerOrder
+from raykafka.mock import MockCluster
+from raykafka.wire.config import parse_config
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Calls:
+    """Stands in for an actor handle: `handle.method.remote(*args)` is recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple]] = []
+
+    def __getattr__(self, method: str) -> SimpleNamespace:
+        return SimpleNamespace(remote=lambda *args: self.calls.append((method, args)))
+
+
+def batch(partition: int, *values: bytes) -> MessageBatch:
+    return MessageBatch(topic="t", partition=partition, ids=list(range(len(values))), values=list(values)).measure()
+
+
+def test_a_callers_calls_are_taken_in_its_order_whatever_order_they_come_in():
+    order = CallerOrder()
+    assert order.take("a", 1, "a1") == []  # early: held for a0
+    assert order.take("b", 0, "b0") == ["b0"]  # another caller is not held by it
+    assert order.waiting() == 1
+    assert order.take("a", 2, "a2") == []
+    assert order.take("a", 0, "a0") == ["a0", "a1", "a2"]
+    assert order.take("a", 3, "a3") == ["a3"]
+    assert order.waiting() == 0
+
+
+def test_calls_that_start_out_of_order_reach_the_broker_in_the_callers_order():
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
+        config = parse_config({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": False,
+                               "linger.ms": 0, "compression.type": "lz4"})
+        ctx = SimpleNamespace(config=config, retry_handler=Calls(), results=Calls(), prefix="p/", transactions=None,
+                              window=8)
+
+        async def scenario() -> BrokerWorker:
+            worker = BrokerWorker(ctx, 1, "127.0.0.1", cluster.brokers[1].port)
+            try:
+                later = asyncio.ensure_future(worker.add("ld", 1, [batch(0, b"c" * 200, b"d" * 200)]))
+                await asyncio.sleep(0.05)  # the second call started first: it waits for the first
+                assert cluster.records("t", 0) == [] and worker.order.waiting() == 1
+                await worker.add("ld", 0, [batch(0, b"a" * 200, b"b" * 200)])
+                await later
+                deadline = time.monotonic() + 10
+                while len(cluster.records("t", 0)) < 4:
+                    assert time.monotonic() < deadline, "the batches reached the mock"
+                    await asyncio.sleep(0.01)
+            finally:
+                worker.timer.cancel()
+                for task in worker.flusher.tasks:
+                    task.cancel()
+                await worker.flusher.conn.close()
+            return worker
+
+        worker = asyncio.run(asyncio.wait_for(scenario(), 30))
+        assert [r.value for r in cluster.records("t", 0)] == [b"a" * 200, b"b" * 200, b"c" * 200, b"d" * 200]
+    assert "t" in worker.state.ratios, "the Flusher's measured ratio reached the AggregatorState"
+    assert worker.state.ratios["t"] < 0.5  # 200 repeated bytes compress well
