@@ -5,7 +5,7 @@ restarted by Ray and never retries a task (`max_restarts=0`, `max_task_retries=0
 task could run a caller's calls out of order, and order within a partition is what the pipeline
 keeps. The producer heals instead: the driver replaces a pipeline an actor died in with a new
 one, whole (driver/producer.py, `_heal`), as an actor restarted alone would have lost its state. The
-broker worker, which owns a broker connection, is an async actor (it numbers its callers' calls
+broker worker, which owns broker connections, is an async actor (it numbers its callers' calls
 to take them in order, actors/broker_worker.py); the results actor, whose `poll` waits, is a
 threaded one; the transaction owner, which awaits its coordinator while broker workers ask it,
 is an async one; every other role is a synchronous actor, which runs one caller's calls in the

@@ -78,7 +78,9 @@ class ProducerPipeline:
 
     def shut_down(self, stop_by: float, pending: Callable[[], int], dead_workers: int) -> None:
         """Sarama's order, by `stop_by`: the dispatchers, the broker workers (waiting while
-        messages are `pending` and more BrokerWorkers live than the `dead_workers`), the retry handler.
+        messages are `pending` and more brokers are open than the `dead_workers` held: a dead
+        worker that hosted several brokers keeps them open, so then the wait runs to `stop_by`
+        unless nothing is pending), the retry handler.
         What a broken step held stays unresolved, for the caller to fail."""
         import ray
 
