@@ -65,3 +65,13 @@ def test_a_worker_whose_last_broker_closes_takes_no_new_one():
     assert reg.unref(2, 2) == Closing("worker-1-1", 2, last=True)  # it exits after this one
     assert reg.get(3, "h", 3) == ("worker-3-3", 3)  # so a new worker starts
     assert started == [(1, 1), (3, 3)] and hosted == [("worker-1-1", 2, 2)]
+
+
+def test_the_cap_is_broker_worker_actors_or_the_nodes_cpus():
+    import os
+
+    from raykafka.actors.retry_handler import max_broker_workers
+    from raykafka.wire.config import parse_config
+
+    assert max_broker_workers(parse_config({"bootstrap.servers": "h:1"})) == (os.cpu_count() or 1)
+    assert max_broker_workers(parse_config({"bootstrap.servers": "h:1", "broker.worker.actors": 3})) == 3
