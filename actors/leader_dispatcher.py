@@ -1,12 +1,12 @@
-"""LeaderDispatcher: one per topic, with a state machine per partition (Sarama's
-partitionProducer). Finds each partition's leader and sends its messages to that broker's
-Aggregator, keeping their order across retries and leader changes.
+"""LeaderDispatcher: one per producer, with a state machine per partition of every topic
+(Sarama's partitionProducer). Finds each partition's leader and sends its messages to that
+broker's worker, keeping their order across retries and leader changes.
 
-Called by its PartitionDispatcher only, with the topic's new messages and, interleaved in no
-particular order, the messages the RetryHandler sends back (through the TopicDispatcher and the
-PartitionDispatcher). A synchronous actor runs one caller's calls in order, but two streams meet
-here, so order within a partition is kept by Sarama's chaser protocol, held in
-`LeaderDispatcherState`:
+Called by the PartitionDispatcher only, with the new messages of every topic and, interleaved
+in no particular order, the messages the RetryHandler sends back (through the TopicDispatcher and
+the PartitionDispatcher); and once by the TopicDispatcher (`set_producer_id`, before any
+message). A synchronous actor runs one caller's calls in order, but two streams meet here, so
+order within a partition is kept by Sarama's chaser protocol, held in `LeaderDispatcherState`:
 
 - a batch whose retry count equals the retry level passes through;
 - a higher retry count is a new retry level: raise the retry level, send a chaser (FIN) down
@@ -249,23 +249,22 @@ class LeaderDispatcherState:
 
 
 class LeaderDispatcher:
-    """The actor: one per topic, a `LeaderDispatcherState` per partition, each with its own
+    """The actor: a `LeaderDispatcherState` per partition of every topic, each with its own
     route (`PartitionRoute`) to the broker that leads it.
 
-    One process per topic rather than per partition: a Ray actor is a process (~130 MB, ~1 s to
-    start), and a topic of a hundred partitions would otherwise cost a hundred. The state
-    machines share the actor's one thread, so a partition waiting on a metadata refresh holds
-    the others of its topic up to `request.timeout.ms`; their order is not affected."""
+    One process for every topic and partition: a Ray actor is a process (~130 MB, ~1 s to
+    start), and a hundred partitions would otherwise cost a hundred. The state machines share
+    the actor's one thread, so a partition waiting on a metadata refresh holds the others up to
+    `request.timeout.ms`; their order is not affected."""
 
-    def __init__(self, ctx: Any, topic: str):
+    def __init__(self, ctx: Any):
         from ..wire.cluster import Cluster
         from ..wire.loop import LoopThread
 
         self.ctx = ctx
-        self.topic = topic
-        self.loop = LoopThread(f"leader-{topic}")
+        self.loop = LoopThread("leader-dispatcher")
         self.cluster = Cluster(ctx.config)
-        self.partitions: dict[int, LeaderDispatcherState] = {}
+        self.partitions: dict[tuple[str, int], LeaderDispatcherState] = {}
         self.backoff = HoldBackoff(ctx.config["retry.backoff.ms"])
         self.timer = SelfTimer("retry_held")
         # a producer that heals is told what each numbered batch carries (not a transactional one)
@@ -274,13 +273,24 @@ class LeaderDispatcher:
     def ping(self) -> bool:
         return True
 
+    def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        """The id and epoch to number under (InitProducerId, or init_transactions): set by the
+        TopicDispatcher before it forwards any message, so every partition starts under it."""
+        if self.partitions:
+            from ..wire.errors import TransactionStateError
+
+            raise TransactionStateError(f"producer id set after messages went out under "
+                                        f"{self.ctx.producer_id}/{self.ctx.producer_epoch}")
+        self.ctx.producer_id, self.ctx.producer_epoch = producer_id, producer_epoch
+
     def dispatch(self, batches: list[MessageBatch]) -> None:
         try:
             for batch in batches:
-                state = self.partitions.get(batch.partition)
+                key = (batch.topic, batch.partition)
+                state = self.partitions.get(key)
                 if state is None:
-                    state = self.partitions[batch.partition] = LeaderDispatcherState(
-                        self.topic, batch.partition, PartitionRoute(self, batch.partition),
+                    state = self.partitions[key] = LeaderDispatcherState(
+                        batch.topic, batch.partition, PartitionRoute(self, batch.topic, batch.partition),
                         producer_id=self.ctx.producer_id, producer_epoch=self.ctx.producer_epoch,
                         delivery_timeout_ms=self.ctx.config["delivery.timeout.ms"])
                 state.dispatch(batch)
@@ -334,12 +344,12 @@ class PartitionRoute:
     """One partition's backend: its leader's Aggregator (with the reference held on it) and the
     calls in flight there; metadata and producer ids come through the actor's shared cluster."""
 
-    def __init__(self, actor: LeaderDispatcher, partition: int):
+    def __init__(self, actor: LeaderDispatcher, topic: str, partition: int):
         from .calls import CallWindow
 
         self.actor = actor
         self.ctx = actor.ctx
-        self.topic = actor.topic
+        self.topic = topic
         self.partition = partition
         self.path = f"producer/leader/{self.topic}/{partition}"
         self.aggregator: Any = None

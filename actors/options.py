@@ -45,6 +45,8 @@ class PipelineContext:
     results: Any = None  # ProducerResults handle
     retry_handler: Any = None  # RetryHandler handle
     topic_dispatcher: Any = None
+    partition_dispatcher: Any = None  # PartitionDispatcher handle: every topic's partitioners
+    leader_dispatcher: Any = None  # LeaderDispatcher handle: every partition's state machine
     transactions: Any = None  # TransactionOwner handle, with transactional.id
     producer_id: int = -1
     producer_epoch: int = -1

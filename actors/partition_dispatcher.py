@@ -1,18 +1,23 @@
-"""PartitionDispatcher: one per topic. Partitions the topic's messages with the configured
+"""PartitionDispatcher: one per producer. Partitions each topic's messages with the configured
 partitioner (an explicit `partition=` wins) and dispatches each partition's messages to that
-partition's state in the topic's LeaderDispatcher.
+partition's state in the LeaderDispatcher.
 
-Called by the TopicDispatcher, and by the driver once it has the route (`TopicDispatcher.route`,
-given only after the TopicDispatcher's calls here are done): new messages come as one ordered
-stream, first through the one, then from the other; retried ones (already partitioned, passed
-straight through) interleave with them. Calls the
-LeaderDispatcher (created on the topic's first message) and the ProducerResults (a message
-asking for a partition the topic does not have fails here, alone). Keeps the order of each
-partition's messages as they arrived.
+Every topic's partitioner lives here as a `TopicPartitioner` (Ray-free): a new topic adds one,
+never a process. The TopicDispatcher adds a topic (`add_topic`, once its metadata says how many
+partitions it has) before it forwards the topic's first batch here.
+
+Called by the TopicDispatcher, and by the driver once it has the topic's route
+(`TopicDispatcher.route`, given only after the TopicDispatcher's calls here are done): new
+messages come as one ordered stream per topic, first through the one, then from the other;
+retried ones (already partitioned, passed straight through) interleave with them. Calls the
+LeaderDispatcher (one call per `dispatch`, every topic's parts together) and the
+ProducerResults (a message asking for a partition its topic does not have fails here, alone).
+Keeps the order of each partition's messages as they arrived.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,34 +28,21 @@ from ..wire.partitioners import get_partitioner
 from .batch import MessageBatch
 from .producer_results import Outcome
 
+Fail = Callable[[list[Outcome]], None]  # reports messages that cannot be partitioned
 
-class PartitionDispatcher:
-    def __init__(self, ctx: Any, topic: str, num_partitions: int, leader: Any = None):
-        self.ctx = ctx
+
+class TopicPartitioner:
+    """One topic's partitioning, without Ray: its partition count and partitioner state (the
+    sticky partitioner's current partition, say)."""
+
+    def __init__(self, topic: str, num_partitions: int, spec: Any, sticky_linger_ms: int):
         self.topic = topic
         self.num_partitions = num_partitions
-        spec = ctx.config["partitioner"]
-        self.partitioner = None if callable(spec) else get_partitioner(
-            spec, ctx.config["sticky.partitioning.linger.ms"])
         self.custom = spec if callable(spec) else None
-        self.leader: Any = leader  # the topic's LeaderDispatcher (started by the TopicDispatcher alongside this one)
-        self.window: Any = None
+        self.partitioner = None if self.custom is not None else get_partitioner(spec, sticky_linger_ms)
 
-    def ping(self) -> bool:
-        return True
-
-    def dispatch(self, batches: list[MessageBatch]) -> None:
-        parts: list[MessageBatch] = []
-        for batch in batches:
-            if batch.partition >= 0:  # a retry, or a control message: already partitioned
-                parts.append(batch)
-                continue
-            parts.extend(part for _, part in self.partition(batch))
-        if parts:
-            self._leaders().submit(self.leader.dispatch.remote(parts), parts)
-
-    def partition(self, batch: MessageBatch) -> list[tuple[int, MessageBatch]]:
-        """`batch` cut by partition, each part in arrival order; bad explicit partitions fail here."""
+    def partition(self, batch: MessageBatch, fail: Fail) -> list[tuple[int, MessageBatch]]:
+        """`batch` cut by partition, each part in arrival order; bad explicit partitions `fail` here."""
         n = self.num_partitions
         keys = batch.keys if batch.keys is not None else [None] * len(batch)
         if self.custom is not None:
@@ -66,8 +58,7 @@ class PartitionDispatcher:
             if bad.any():
                 for p in np.unique(explicit[bad]).tolist():
                     idx = np.flatnonzero(explicit == p).tolist()
-                    failed = batch.take(idx)
-                    self.ctx.results.report.remote([Outcome.failed(failed.ids, UnknownTopicError(
+                    fail([Outcome.failed(batch.take(idx).ids, UnknownTopicError(
                         f"topic {self.topic!r} has no partition {p} (it has {n})"), self.topic, int(p))])
                 keep = np.flatnonzero(~bad)
                 if not len(keep):
@@ -82,17 +73,49 @@ class PartitionDispatcher:
         return [(int(parts[idx[0]]), batch.take(idx.tolist(), int(parts[idx[0]])))
                 for idx in np.split(order, bounds)]
 
-    def _leaders(self) -> Any:
-        """The window of calls to the topic's LeaderDispatcher (started here if not given)."""
-        if self.window is None:
-            from .calls import CallWindow
-            from .leader_dispatcher import LeaderDispatcher
-            from .options import create
 
-            if self.leader is None:
-                self.leader = create(LeaderDispatcher, "leader_dispatcher", self.ctx, self.topic, self.topic)
-            self.window = CallWindow(self.ctx.window, self._call_failed)
-        return self.window
+class PartitionDispatcher:
+    """The actor: a `TopicPartitioner` per topic, and the window of calls to the LeaderDispatcher."""
+
+    def __init__(self, ctx: Any, leader: Any):
+        from .calls import CallWindow
+
+        self.ctx = ctx
+        self.topics: dict[str, TopicPartitioner] = {}
+        self.leader = leader  # the LeaderDispatcher, started beside this actor
+        self.window = CallWindow(ctx.window, self._call_failed)
+
+    def ping(self) -> bool:
+        return True
+
+    def add_topic(self, topic: str, num_partitions: int) -> None:
+        """The TopicDispatcher looked the topic up: partition its messages from now on."""
+        if topic not in self.topics:
+            config = self.ctx.config
+            self.topics[topic] = TopicPartitioner(topic, num_partitions, config["partitioner"],
+                                                  config["sticky.partitioning.linger.ms"])
+
+    def dispatch(self, batches: list[MessageBatch]) -> None:
+        parts: list[MessageBatch] = []
+        for batch in batches:
+            if batch.partition >= 0:  # a retry, or a control message: already partitioned
+                parts.append(batch)
+                continue
+            partitioner = self.topics.get(batch.topic)
+            if partitioner is None:  # only the TopicDispatcher sends a topic before adding it: a bug
+                self._report([Outcome.failed(batch.ids, UnknownTopicError(
+                    f"topic {batch.topic!r} was never looked up for this producer"), batch.topic)])
+                continue
+            parts.extend(part for _, part in partitioner.partition(batch, self._report))
+        if parts:
+            self.window.submit(self.leader.dispatch.remote(parts), parts)
+
+    def partition(self, batch: MessageBatch) -> list[tuple[int, MessageBatch]]:
+        """`batch` cut by partition by its topic's partitioner (which must have been added)."""
+        return self.topics[batch.topic].partition(batch, self._report)
+
+    def _report(self, outcomes: list[Outcome]) -> None:
+        self.ctx.results.report.remote(outcomes)
 
     def _call_failed(self, parts: list[MessageBatch], exc: BaseException) -> None:
         """A call to the LeaderDispatcher failed (it died, say): its own batches fail with why."""
@@ -102,12 +125,11 @@ class PartitionDispatcher:
         report_failed(self.ctx.results, parts, pipeline_error(exc))
 
     def shutdown(self) -> None:
+        """Close the LeaderDispatcher once every call to it has been taken."""
         import ray
 
-        if self.leader is not None:
-            self._leaders().drain()
-            try:
-                ray.get(self.leader.shutdown.remote())  # raises if it died: the TopicDispatcher says so
-            finally:
-                ray.kill(self.leader, no_restart=True)
-                self.leader = None
+        self.window.drain()
+        try:
+            ray.get(self.leader.shutdown.remote())  # raises if it died: the TopicDispatcher says so
+        finally:
+            ray.kill(self.leader, no_restart=True)

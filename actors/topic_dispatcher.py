@@ -1,27 +1,29 @@
-"""TopicDispatcher: one per producer. Takes batches of messages and dispatches each topic's
-messages to that topic's PartitionDispatcher.
+"""TopicDispatcher: one per producer. Takes batches of messages, looks each new topic up, and
+dispatches the messages to the PartitionDispatcher.
 
 Called by two callers: the driver (`Producer`, new messages) and the RetryHandler (messages
 coming back for another try, already partitioned). The driver hands it a topic's messages
-until it has asked for and been given the topic's PartitionDispatcher (`route`), then hands
-them there itself. It runs each caller's calls in the order
+until it has asked for and been given the topic's route to the PartitionDispatcher (`route`),
+then hands them there itself. It runs each caller's calls in the order
 they were made, with no order between the two streams; the LeaderDispatchers restore the order
-that matters (Sarama's chasers). Calls the PartitionDispatchers (created on a topic's first
-message, after its metadata says how many partitions it has) and the ProducerResults (messages
-for a topic that does not exist fail here, alone, with `UnknownTopicError`).
+that matters (Sarama's chasers). Calls the PartitionDispatcher (`add_topic` on a topic's first
+message, once its metadata says how many partitions it has, then `dispatch`) and the
+ProducerResults (messages for a topic that does not exist fail here, alone, with
+`UnknownTopicError`). A new topic adds state there, never a process: the PartitionDispatcher and
+the LeaderDispatcher are started with the pipeline, beside this actor.
 
 A topic whose partition count cannot be looked up (no broker reachable, a retriable error, a
 timeout) holds its batches in `TopicsAwaitingMetadata`, in the order they came: the actor's timer
-calls `retry_held` after `HoldBackoff`'s wait, and once a look-up answers, the topic's
-PartitionDispatcher is started and the held batches go to it in that order; those still held
+calls `retry_held` after `HoldBackoff`'s wait, and once a look-up answers, the topic is added to
+the PartitionDispatcher and the held batches go to it in that order; those still held
 when their delivery.timeout.ms runs out fail with `DeliveryTimeoutError` naming the look-up's
 last error. While a topic holds, `route` refuses it, so its batches keep coming here, behind.
 
 Also asks the cluster for a producer id (InitProducerId) when idempotence is on and the broker
-supports it; every LeaderDispatcher numbers its partition's messages under that id. A
-transactional producer's id and epoch come from `init_transactions` instead (the
-TransactionOwner's InitProducerId with the transactional.id), handed here by the driver
-(`set_producer_id`) before its first message.
+supports it, and hands it to the LeaderDispatcher, which numbers every partition's messages
+under that id, before it forwards a message. A transactional producer's id and epoch come from
+`init_transactions` instead (the TransactionOwner's InitProducerId with the transactional.id),
+handed here by the driver (`set_producer_id`) before its first message, and on from here.
 """
 
 from __future__ import annotations
@@ -124,9 +126,12 @@ class TopicDispatcher:
 
         self.ctx = ctx
         self.loop = LoopThread("topic-dispatcher")
+        from .calls import CallWindow
+
         self.cluster = Cluster(ctx.config)
-        self.partition_dispatchers: dict[str, Any] = {}
-        self.windows: dict[str, Any] = {}
+        self.partitioner = ctx.partition_dispatcher  # the PartitionDispatcher
+        self.known: set[str] = set()  # topics looked up and added to the PartitionDispatcher
+        self.window = CallWindow(ctx.window, self._call_failed)  # calls to the PartitionDispatcher
         self.closed = False
         self.awaiting = TopicsAwaitingMetadata(ctx.config["delivery.timeout.ms"])
         self.backoff = HoldBackoff(ctx.config["retry.backoff.ms"])
@@ -137,6 +142,8 @@ class TopicDispatcher:
                 ctx.producer_id, ctx.producer_epoch = self.loop.run(init_producer_id(self.cluster), ctx.timeout * 2)
             else:
                 self.loop.run(self.cluster.any_connection(), ctx.timeout * 2)  # fail early: no broker
+            if ctx.producer_id >= 0:
+                self._number_under(ctx.producer_id, ctx.producer_epoch)
         except Exception as exc:  # reported by `ping`, so the driver raises the cause itself
             self.init_error = exc
         else:
@@ -149,12 +156,21 @@ class TopicDispatcher:
         return self.ctx.producer_id, self.ctx.producer_epoch
 
     def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
-        """init_transactions answered: the LeaderDispatchers number under this id and epoch. None
-        has started yet: a transactional producer sends nothing before init_transactions."""
-        if self.partition_dispatchers:
+        """init_transactions answered: the LeaderDispatcher numbers under this id and epoch. No
+        message has gone yet: a transactional producer sends nothing before init_transactions."""
+        if self.known:
             raise TransactionStateError(f"producer id set after messages went out under "
                                         f"{self.ctx.producer_id}/{self.ctx.producer_epoch}")
         self.ctx.producer_id, self.ctx.producer_epoch = producer_id, producer_epoch
+        self._number_under(producer_id, producer_epoch)
+
+    def _number_under(self, producer_id: int, producer_epoch: int) -> None:
+        """Hand the id to the LeaderDispatcher, answered before this actor forwards a message (so
+        every partition is numbered under it: only what is forwarded from here reaches it)."""
+        import ray
+
+        ray.get(self.ctx.leader_dispatcher.set_producer_id.remote(producer_id, producer_epoch),
+                timeout=self.ctx.timeout)
 
     def _prestart_brokers(self) -> None:
         """Have the BrokerWorkers of every broker start now, while the
@@ -190,7 +206,7 @@ class TopicDispatcher:
             if deadline_ms is not None:
                 timeout = min(timeout, max(0.05, (deadline_ms - time.time() * 1000) / 1000 + 0.05))
             try:
-                self._partition_dispatcher(topic, timeout)
+                self._look_up(topic, timeout)
             except (KafkaError, TimeoutError) as exc:
                 if not lookup_can_wait(exc):
                     self._fail_all(self.awaiting.release(topic), exc)
@@ -206,10 +222,10 @@ class TopicDispatcher:
         self._arm_timer()
 
     def _forward(self, topic: str, batches: list[MessageBatch]) -> None:
-        """Hand `batches` to the topic's PartitionDispatcher; hold them if its partition count
+        """Hand `batches` to the PartitionDispatcher; hold them if the topic's partition count
         cannot be looked up for now; fail them if the topic cannot be written (unknown, say)."""
         try:
-            dispatcher = self._partition_dispatcher(topic)
+            self._look_up(topic)
         except (KafkaError, TimeoutError) as exc:
             if lookup_can_wait(exc):
                 if isinstance(exc, TimeoutError):
@@ -218,15 +234,14 @@ class TopicDispatcher:
             else:
                 self._fail_all(batches, exc)
             return
-        for batch in batches:
-            self.windows[topic].submit(dispatcher.dispatch.remote([batch]), [batch])
+        self.window.submit(self.partitioner.dispatch.remote(batches), batches)
 
     def _arm_timer(self) -> None:
         if self.awaiting and not self.timer.armed:
             self.timer.arm(self.backoff.next())
 
     def route(self, topic: str) -> Any:
-        """The topic's PartitionDispatcher, for the driver to hand new batches to directly
+        """The PartitionDispatcher, for the driver to hand the topic's new batches to directly
         (`driver.topic_routes`). Answered once every batch forwarded there has been taken, so
         that the driver's next batches cannot overtake them. Refused while the topic's batches
         wait here for its metadata: they go on coming here, behind those."""
@@ -234,29 +249,23 @@ class TopicDispatcher:
             raise ProducerClosedError("producer closed")
         if self.awaiting.holds(topic):
             raise self.awaiting.last_error[topic]
-        handle = self._partition_dispatcher(topic)  # raises UnknownTopicError
-        self.windows[topic].drain()
-        return handle
+        self._look_up(topic)  # raises UnknownTopicError
+        self.window.drain()
+        return self.partitioner
 
-    def _partition_dispatcher(self, topic: str, timeout: float | None = None) -> Any:
-        found = self.partition_dispatchers.get(topic)
-        if found is not None:
-            return found
-        from .calls import CallWindow
-        from .leader_dispatcher import LeaderDispatcher
-        from .options import create
-        from .partition_dispatcher import PartitionDispatcher
+    def _look_up(self, topic: str, timeout: float | None = None) -> None:
+        """Look a new topic up and add it to the PartitionDispatcher (answered before anything of
+        the topic is forwarded); raises why it cannot be (UnknownTopicError, a timeout)."""
+        import ray
 
+        if topic in self.known:
+            return
         info = self.loop.run(self.cluster.topic(topic), timeout or self.ctx.timeout)  # raises UnknownTopicError
-        # both processes start at once: each takes about a second to come up
-        leader = create(LeaderDispatcher, "leader_dispatcher", self.ctx, topic, topic)
-        handle = create(PartitionDispatcher, "partition_dispatcher", self.ctx, topic, topic, len(info.partitions), leader)
-        self.partition_dispatchers[topic] = handle
-        self.windows[topic] = CallWindow(self.ctx.window, self._call_failed)
-        return handle
+        ray.get(self.partitioner.add_topic.remote(topic, len(info.partitions)), timeout=self.ctx.timeout)
+        self.known.add(topic)
 
     def _call_failed(self, batches: list[MessageBatch], exc: BaseException) -> None:
-        """A call to a PartitionDispatcher failed (it died, say): its own batches fail with why."""
+        """A call to the PartitionDispatcher failed (it died, say): its own batches fail with why."""
         report_failed(self.ctx.results, batches, pipeline_error(exc))
 
     def _fail(self, batch: MessageBatch, error: Exception) -> None:
@@ -267,21 +276,19 @@ class TopicDispatcher:
             report_failed(self.ctx.results, batches, error)
 
     def shutdown(self) -> None:
-        """Close every PartitionDispatcher (each closes its LeaderDispatchers first)."""
+        """Close the PartitionDispatcher (which closes the LeaderDispatcher first)."""
         import ray
 
         self.closed = True
         self.timer.cancel()
         self._fail_all(self.awaiting.take_all(),
                        ProducerClosedError("producer closed while the message waited for its topic's metadata"))
-        for topic, handle in self.partition_dispatchers.items():
-            self.windows[topic].drain()
-            try:
-                ray.get(handle.shutdown.remote())
-            except Exception as exc:  # a dead one: the others still close in order
-                log.error("producer/topic/%s cannot close its dispatchers: %s", topic, pipeline_error(exc))
-            ray.kill(handle, no_restart=True)
-        self.partition_dispatchers.clear()
+        self.window.drain()
+        try:
+            ray.get(self.partitioner.shutdown.remote())
+        except Exception as exc:  # a dead one: what it held fails, named, at the driver
+            log.error("producer/topic: cannot close the dispatchers: %s", pipeline_error(exc))
+        ray.kill(self.partitioner, no_restart=True)
         try:
             self.loop.run(self.cluster.close(), 5)
         finally:

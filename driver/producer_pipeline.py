@@ -1,10 +1,11 @@
 """`ProducerPipeline`: the actors behind one `Producer`, started and stopped in order.
 
 Start: with `transactional.id`, the TransactionOwner first (every other actor carries its
-handle); the ProducerResults, the RetryHandler and the TopicDispatcher at once (each is a
-process), then the driver's reference on the RetryHandler, and the producer id the
-TopicDispatcher got (a broker that cannot be reached fails the start with that cause, not
-"actor task failed"). The TopicDispatcher starts everything further down itself.
+handle); the ProducerResults, the RetryHandler, the LeaderDispatcher, the PartitionDispatcher
+and the TopicDispatcher at once (each is a process, whatever the number of topics), then the
+driver's reference on the RetryHandler, and the producer id the TopicDispatcher got (a broker
+that cannot be reached fails the start with that cause, not "actor task failed"). The broker
+workers are started by the RetryHandler's registry, on demand.
 
 A producer that heals (driver/producer.py) kills an old pipeline whole, its ProducerResults
 last (`kill_all(keep_results=True)` first), and starts another under a new name.
@@ -42,6 +43,8 @@ class ProducerPipeline:
         (an epoch bump); else the TopicDispatcher asks the broker for one."""
         import ray
 
+        from ..actors.leader_dispatcher import LeaderDispatcher
+        from ..actors.partition_dispatcher import PartitionDispatcher
         from ..actors.producer_results import ProducerResults
         from ..actors.retry_handler import RetryHandler
         from ..actors.topic_dispatcher import TopicDispatcher
@@ -57,11 +60,16 @@ class ProducerPipeline:
 
                 ctx.transactions = create(TransactionOwner, "transaction_owner", ctx)
                 self.handles.append(ctx.transactions)
-            # the three start at once (each is a process); then the driver takes its reference
+            # they start at once (each is a process); then the driver takes its reference
             ctx.results = create(ProducerResults, "producer_results", ctx)
             self.handles.append(ctx.results)
             ctx.retry_handler = create(RetryHandler, "retry_handler", ctx)
             self.handles.append(ctx.retry_handler)
+            ctx.leader_dispatcher = create(LeaderDispatcher, "leader_dispatcher", ctx)
+            self.handles.append(ctx.leader_dispatcher)
+            ctx.partition_dispatcher = create(PartitionDispatcher, "partition_dispatcher", ctx, "",
+                                              ctx.leader_dispatcher)
+            self.handles.append(ctx.partition_dispatcher)
             self.topic_dispatcher = create(TopicDispatcher, "topic_dispatcher", ctx)
             self.handles.insert(0, self.topic_dispatcher)
             ray.get([ctx.retry_handler.ref.remote(),  # the driver's reference, released at close

@@ -35,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import report  # noqa: E402 - beside this file, on the path just set
 
 RECORDS = report.RECORDS
+# the short form's records go here, not committed: a quick run never replaces a full-form record
+SHORT_RECORDS = RECORDS.parent / "records-short"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,13 +47,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         pass
 
 
-@pytest.fixture(scope="session")
-def chaos_full(request: pytest.FixtureRequest) -> bool:
+def is_full(config: pytest.Config) -> bool:
+    """Whether this run is the chaos suite's long form (`--chaos-full` or RAYKAFKA_CHAOS_FULL=1)."""
     try:
-        flag = bool(request.config.getoption("--chaos-full"))
+        flag = bool(config.getoption("--chaos-full"))
     except ValueError:  # this conftest was not an initial one: only the env var works
         flag = False
     return flag or os.environ.get("RAYKAFKA_CHAOS_FULL", "") not in ("", "0")
+
+
+@pytest.fixture(scope="session")
+def chaos_full(request: pytest.FixtureRequest) -> bool:
+    return is_full(request.config)
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +202,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def record_path(item: pytest.Item) -> Path:
-    return RECORDS / f"{item.module.__name__.rsplit('.', 1)[-1]}.{item.name}.json"
+    """Where the test's record goes: `RECORDS` in the long form, `SHORT_RECORDS` in the short."""
+    folder = RECORDS if is_full(item.config) else SHORT_RECORDS
+    return folder / f"{item.module.__name__.rsplit('.', 1)[-1]}.{item.name}.json"
 
 
 @functools.cache
@@ -208,7 +217,8 @@ def run_commit() -> str:
 
     try:
         head = git("rev-parse", "HEAD")
-        changed = git("status", "--porcelain", "--", ".", f":!{RECORDS.relative_to(root)}")
+        changed = git("status", "--porcelain", "--", ".", f":!{RECORDS.relative_to(root)}",
+                      f":!{SHORT_RECORDS.relative_to(root)}")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("-dirty" if changed else "")
@@ -228,8 +238,9 @@ def record(request: pytest.FixtureRequest, chaos_full: bool) -> Iterator[Callabl
     out = {"test": node.name, "function": node.originalname, "module": node.module.__name__.rsplit(".", 1)[-1],
            "form": "full" if chaos_full else "short", "doc": (node.function.__doc__ or "").strip(),
            "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": run_commit(), **figures}
-    RECORDS.mkdir(parents=True, exist_ok=True)
-    record_path(node).write_text(json.dumps(out, indent=2, sort_keys=True, default=str) + "\n")
+    path = record_path(node)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2, sort_keys=True, default=str) + "\n")
 
 
 @pytest.fixture(scope="session")

@@ -46,6 +46,9 @@ def test_killed_producer_actor_heals_exactly_once_in_order(ray_session, bootstra
         t_kill = time.monotonic()
         for i in range(2 * n // 3, n):
             ledger.send(producer, topic, b"v%07d" % i, key=b"k%02d" % (i % 31))
+        # a death no message meets (the TopicDispatcher's: a written topic goes straight to its
+        # dispatcher) is healed all the same: the watchdog sees it in the actor table
+        kit.wait_for(lambda: producer.healed >= 1, timeout=60)
         figures = ledger.settle(timeout=90)
         healed_s = time.monotonic() - t_kill
     finally:
@@ -65,6 +68,49 @@ def test_killed_producer_actor_heals_exactly_once_in_order(ray_session, bootstra
     assert checks == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}
     assert close_s < 25, "close() ends within its bound"
     assert live_actors(producer.name) == [], "close() leaves no actor of the producer alive, of any pipeline"
+
+
+HOSTED_TOPICS = 3
+
+
+@pytest.mark.parametrize("role", ["partition_dispatcher", "leader_dispatcher"])
+def test_killed_dispatcher_hosting_several_topics_heals_exactly_once_on_each(
+        ray_session, bootstrap, topic_name, kit, ledger, record, role, live_actors):
+    """One PartitionDispatcher and one LeaderDispatcher host every topic: killed mid-stream while
+    three topics are written, every message of each topic is delivered once, in order per key."""
+    topics = [topic_name(f"killhost{i}") for i in range(HOSTED_TOPICS)]
+    for topic in topics:
+        kit.create_topic(bootstrap, topic, PARTITIONS)
+    ledgers = {topic: type(ledger)() for topic in topics}
+    n = 6_000  # per topic
+    config = {"bootstrap.servers": bootstrap, "linger.ms": 5, "request.timeout.ms": 3000,
+              "delivery.timeout.ms": 60_000, "enable.idempotence": True}
+    producer = Producer(config)
+
+    def send(lo: int, hi: int) -> None:
+        for i in range(lo, hi):
+            for topic in topics:
+                ledgers[topic].send(producer, topic, b"v%07d" % i, key=b"k%02d" % (i % 31))
+
+    try:
+        send(0, n // 3)
+        assert producer.flush(60) == 0
+        send(n // 3, 2 * n // 3)
+        second = [f for led in ledgers.values() for f in led.futures[n // 3:]]
+        kit.wait_for(lambda: sum(f.done() for f in second) >= len(second) // 10, timeout=60)
+        killed = kit.kill_by_role(producer.name + "/", role)
+        send(2 * n // 3, n)
+        figures = {topic: led.settle(timeout=90) for topic, led in ledgers.items()}
+    finally:
+        producer.close(30)
+    checks = {topic: ledgers[topic].check_log(kit.read_back(bootstrap, topic, PARTITIONS, figures[topic]["delivered"]))
+              for topic in topics}
+    record(topics=figures, checks=checks, actors_killed=[killed], heals=kit.heal_figures(producer))
+    assert producer.healed >= 1
+    assert [f["delivered"] for f in figures.values()] == [n] * HOSTED_TOPICS, figures
+    clean = {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}
+    assert list(checks.values()) == [clean] * HOSTED_TOPICS, checks
+    assert live_actors(producer.name) == []
 
 
 def test_killed_broker_worker_without_idempotence_heals_at_least_once(ray_session, bootstrap, topic_name, kit, ledger,

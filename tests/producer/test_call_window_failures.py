@@ -171,8 +171,8 @@ def test_a_leader_dispatchers_failed_call_to_the_aggregator_fails_its_own_batch(
     from raykafka.wire.errors import PipelineError
 
     results = Results.remote()
-    actor = SimpleNamespace(ctx=SimpleNamespace(window=1, results=results), topic="t", outbox=Outbox())
-    route = PartitionRoute(actor, 0)
+    actor = SimpleNamespace(ctx=SimpleNamespace(window=1, results=results), outbox=Outbox())
+    route = PartitionRoute(actor, "t", 0)
     route.aggregator = Stage.remote([1])  # as an Aggregator: `add` refuses batch 1
     for i in range(4):
         route.send(batch(i))

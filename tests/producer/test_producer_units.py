@@ -92,7 +92,7 @@ def test_topic_routes_hold_a_topic_until_its_route_then_account_for_every_batch(
     failed = routes.send([])
     assert [batches for batches, _ in failed] == [[second, third]]
     assert "the actor died" in str(failed[0][1])
-    assert routes.direct["t"][0] is dead and routes.held == {}
+    assert routes.partition_dispatcher is dead and routes.direct == {"t"} and routes.held == {}
 
     other = _Dispatcher()
     routes.topic_dispatcher = other
