@@ -794,7 +794,7 @@ class Producer:
         try:
             if self._wait_resolved(deadline, give_up=lambda: bool(dog.dead) and not self.heals):
                 dog.scan_now()  # before the shutdown kills actors on purpose: who died, if anyone
-            self.metrics.close()  # the last report, while the Flushers can still be asked
+            self.metrics.close()  # the last report, while the BrokerWorkers can still be asked
             with self._cond:
                 self._stopping = True  # the sender hands over what is left, then ends
                 self._cond.notify_all()
