@@ -2,8 +2,9 @@
 
 The producer, in the order messages flow (Sarama's pipeline):
 `topic_dispatcher` (one) → `partition_dispatcher` (one, a partitioner per topic) →
-`leader_dispatcher` (one, a retry state machine per partition of every topic) → `aggregator` and
-`flusher` (one each per broker), with `retry_handler` (one; it
+`leader_dispatcher` (one, a retry state machine per partition of every topic) → `broker_worker`
+(one per broker, the aggregator and the flusher in one process; past `broker.worker.actors`
+workers, one hosts several brokers), with `retry_handler` (one; it
 loops failed messages back into the topic dispatcher) and `producer_results` (one; the driver
 long-polls it). `batch` is the columnar batch they pass, `options` their `ray.remote` options,
 `calls` the bound on calls in flight between stages.

@@ -1,16 +1,15 @@
-"""Aggregator: one per broker. Batches the messages of every partition the broker leads, by
-`linger.ms`, `batch.size` and `batch.num.messages`, and hands Produce-sized sets to its Flusher.
+"""`AggregatorState`: one per broker, inside its BrokerWorker (actors/broker_worker.py), without
+Ray. Batches the messages of every partition the broker leads, by `linger.ms`, `batch.size` and
+`batch.num.messages`, into Produce-sized sets for the worker's Flusher.
 
-Called by the LeaderDispatchers that selected this broker (each holds a reference, taken and
-released through the RetryHandler's broker registry) and by the RetryHandler (`close`, once the
-last reference is gone). Calls its own Flusher, with a sequence number on every call so the
-async Flusher can run them in the order they were made.
+Called by its BrokerWorker only: `add` with a LeaderDispatcher's batches (in the order each
+LeaderDispatcher sent them), `poll` from the worker's linger timer, `drain` at close, `observe`
+with the compression ratios the Flusher measured. Calls nothing.
 
 With compression, `batch.size` and `max.request.size` count bytes on the wire, as the Java
 producer's do: a batch holds record bytes up to batch.size divided by the topic's compression
-ratio, an estimate the Flusher corrects with every batch it compresses (its `flush` returns the
-ratios it measured). Where the estimate was too hopeful, the Flusher cuts the batch before it
-sends it.
+ratio, an estimate the Flusher corrects after every set it compresses (`observe`). Where the
+estimate was too hopeful, the Flusher cuts the batch before it sends it.
 
 Order kept: a partition's messages leave in the order they arrived; a control message (SYN, FIN,
 SHUTDOWN) flushes everything buffered before it, so it stays in-band. A batch that comes back
@@ -20,19 +19,12 @@ batch the broker may already have written.
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .batch import BATCH_OVERHEAD, REQUEST_OVERHEAD, SHUTDOWN, MessageBatch
+from .batch import BATCH_OVERHEAD, REQUEST_OVERHEAD, MessageBatch
 
-log = logging.getLogger("raykafka.producer.aggregator")
-
-# at most this long (s) a lingered set waits for the Flusher to take the previous one
-NAGLE_WAIT = 0.05
-# the estimate of a topic's compression ratio: the largest measured in a Flusher call, with this
+# the estimate of a topic's compression ratio: the largest measured in one set the Flusher sent, with this
 # margin, and never below MIN_RATIO, which bounds a batch to 16 times batch.size in record bytes
 RATIO_MARGIN = 1.1
 MIN_RATIO = 1 / 16
@@ -156,101 +148,3 @@ class AggregatorState:
         last.count += len(piece)
         last.nbytes += piece.nbytes
         return len(queue) > 1 or last.count >= self.batch_num_messages or last.nbytes >= limit
-
-
-# ---------------------------------------------------------------------------- the Ray actor
-
-
-class Aggregator:
-    """The actor: an `AggregatorState`, a linger timer thread, and the Flusher it owns."""
-
-    def __init__(self, ctx: Any, node_id: int, host: str, port: int):
-        from .calls import CallWindow
-        from .flusher import Flusher
-        from .options import create
-
-        config = ctx.config
-        self.ctx = ctx
-        self.node_id = node_id
-        self.state = AggregatorState(config["linger.ms"], config["batch.size"], config["batch.num.messages"],
-                                     config["max.request.size"])
-        self.flusher = create(Flusher, "flusher", ctx, f"{node_id}-{time.monotonic_ns()}", node_id, host, port)
-        self.window = CallWindow(ctx.window, self._flush_failed)
-        self.compressed = config["compression.type"] != "none"  # only then do the Flusher's answers say anything
-        self.seq = 0
-        self.last: Any = None  # the previous call to the Flusher
-        self.lock = threading.Lock()
-        self.closing = False
-        self.wake = threading.Event()
-        self.timer = threading.Thread(target=self._linger_loop, name="linger", daemon=True)
-        self.timer.start()
-
-    def ping(self) -> bool:
-        return True
-
-    def add(self, batches: list[MessageBatch]) -> None:
-        with self.lock:
-            if self.compressed:
-                self._observe(self.window.finished())  # before cutting: the latest compression ratios
-            self._emit(self.state.add(batches, time.monotonic()))
-        self.wake.set()
-
-    def close(self) -> None:
-        """Flush, then shut the Flusher down after its last response, then exit."""
-        import ray
-
-        with self.lock:
-            self.closing = True
-            self._emit(self.state.drain())
-            self._emit([("control", MessageBatch.control("", -1, SHUTDOWN))])
-            self.window.drain()
-        self.wake.set()
-        ray.kill(self.flusher, no_restart=True)
-        log.info("producer/broker/%d closed", self.node_id)
-        ray.actor.exit_actor()
-
-    def _emit(self, entries: list[Entry]) -> None:
-        if entries:
-            self.last = self.flusher.flush.remote(self.seq, entries)
-            self._observe(self.window.submit(self.last, entries))
-            self.seq += 1
-
-    def _flush_failed(self, entries: list[Entry], exc: BaseException) -> None:
-        """A call to the Flusher failed (it died, say): the batches it carried fail with why."""
-        from .calls import pipeline_error
-        from .producer_results import report_failed
-
-        batches = [b for kind, item in entries for b in (item if kind == "produce" else [item])]
-        report_failed(self.ctx.results, batches, pipeline_error(exc))
-
-    def _observe(self, results: list[dict[str, float]]) -> None:
-        """The compression ratios returned by the Flusher's calls (see `AggregatorState.observe`)."""
-        for ratios in results:
-            if ratios:
-                self.state.observe(ratios)
-
-    def _linger_loop(self) -> None:
-        import ray
-
-        while not self.closing:
-            deadline = self.state.deadline()
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            self.wake.wait(timeout if timeout is not None else 1.0)
-            self.wake.clear()
-            last = self.last
-            if last is not None and self.state.deadline() is not None:
-                # Nagle: while the Flusher is still taking the previous set, let more gather
-                ray.wait([last], timeout=NAGLE_WAIT)
-            try:
-                with self.lock:
-                    if not self.closing:
-                        self._emit(self.state.poll(time.monotonic()))
-            except Exception:  # keep lingering; the flusher's failure surfaces in add()
-                log.exception("producer/broker/%d linger flush failed", self.node_id)
-
-
-def get_broker_worker(ctx: Any, node_id: int, host: str, port: int) -> tuple[Any, int]:
-    """Broker `node_id`'s Aggregator and its generation, one more reference on it (getBrokerProducer)."""
-    import ray
-
-    return ray.get(ctx.retry_handler.get_broker.remote(node_id, host, port))

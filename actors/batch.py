@@ -7,7 +7,7 @@ keeps the boundaries (and, with idempotence, the sequence numbers) it was first 
 
 Control messages travel in-band as batches without records, as in Sarama: `SYN` opens a
 partition on a broker's flusher (clears its retry flag), `FIN` is the chaser that follows the
-last message sent down an abandoned path, `SHUTDOWN` closes a flusher after everything before it,
+last message sent down an abandoned path, `SHUTDOWN` closes a broker's flusher after everything before it,
 `RESET` tells a LeaderDispatcher that its producer id's sequence broke (OUT_OF_ORDER_SEQUENCE).
 """
 

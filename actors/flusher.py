@@ -1,33 +1,38 @@
-"""Flusher: one per broker. Builds Produce requests from its Aggregator's sets, keeps up to
+"""Flusher: one per broker, inside its BrokerWorker (actors/broker_worker.py), not an actor of
+its own. Builds Produce requests from the sets the worker's `AggregatorState` makes, keeps up to
 `max.in.flight.requests.per.connection` of them on the broker connection, and handles the
 responses in the order the requests were sent.
 
-Called by its Aggregator only (`flush(seq, entries)`; an async actor may start calls out of
-order, so it runs them by `seq`). Calls the ProducerResults (successes and final errors) and the
-RetryHandler (messages to retry; it holds a reference there, released after its last response);
-in a transactional producer, the TransactionOwner too (`add_partitions` for each `flush` call's
-partitions, asked as the call comes in and awaited before its first Produce, as Java's Sender
-adds a partition before it drains it).
+Called by its BrokerWorker only, on the worker's event loop (`submit(entries)`, in the order the
+sets were made; the future it returns is done once the set's requests are on the wire). Calls
+the ProducerResults (successes and final errors) and the RetryHandler (messages to retry; its
+worker holds a reference there, released here after the last response); in a transactional
+producer, the TransactionOwner too (`add_partitions` for each set's partitions, asked as the set
+comes in and awaited before its first Produce, as Java's Sender adds a partition before it
+drains it).
 
 The decisions live in `FlusherState` (actors/flusher_state.py, no Ray, no asyncio): the
 in-flight ledger (requests, held batches, chasers, the shutdown mark, each a typed entry), the
 produce-response table (delivered, retried, RESET, halved, failed), the `PartitionMuter` that
 keeps one batch in flight per partition, and where a look-up for a batch written without its
-offset starts. This actor owns the connections and the event loop: it encodes and sends the
-requests, awaits their answers in order, looks up offsets the broker left out
-(`_locate_written`, on a second connection), and hands what the state decided to the
-RetryHandler and the ProducerResults.
+offset starts. This class owns the connections: it encodes and sends the requests, awaits their
+answers in order, looks up offsets the broker left out (`_locate_written`, on a second
+connection), and hands what the state decided to the RetryHandler and the ProducerResults.
 
-With compression, the Aggregator sizes batches by an estimate of each topic's compression ratio;
-`flush` returns the ratios measured since, to correct it. A batch whose first compression comes
-out larger than `max.request.size` (the estimate was too hopeful) is cut into pieces that fit,
-sent in consecutive requests; with idempotence the pieces keep consecutive sequence numbers.
+With compression, the `AggregatorState` sizes batches by an estimate of each topic's compression
+ratio; after each set it sends, the Flusher hands the ratios it measured to `observe` (the
+state's `observe`, a plain call in the same process) to correct it. A batch whose first
+compression comes out larger than `max.request.size` (the estimate was too hopeful) is cut into
+pieces that fit, sent in consecutive requests; with idempotence the pieces keep consecutive
+sequence numbers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from ..wire import messages
@@ -60,7 +65,9 @@ __all__ = ["Flusher", "PartitionMuter"]
 
 
 class Flusher:
-    def __init__(self, ctx: Any, node_id: int, host: str, port: int):
+    def __init__(self, ctx: Any, node_id: int, host: str, port: int,
+                 observe: Callable[[dict[str, float]], None] | None = None):
+        """`observe`: told the compression ratios measured, after each set is sent."""
         config = ctx.config
         self.ctx = ctx
         self.node_id = node_id
@@ -76,9 +83,9 @@ class Flusher:
         self.codec = int(Compression.from_name(config["compression.type"]))
         self.max_in_flight = config["max.in.flight.requests.per.connection"]
         self.max_request_size = config["max.request.size"]
-        self.ratios: dict[str, float] = {}  # topic -> compressed bytes per record byte, measured since the last flush
-        self.inbox: dict[int, tuple[list, asyncio.Future, Any]] = {}
-        self.next_seq = 0
+        self.ratios: dict[str, float] = {}  # topic -> compressed bytes per record byte, measured since the last set
+        self.observe = observe
+        self.inbox: deque[tuple[list, asyncio.Future, Any]] = deque()  # sets not taken by the sender yet
         self.metrics = FlusherMetrics(ctx.prefix.rstrip("/"), node_id)
         self.transactional_id = config["transactional.id"]  # with it, every batch is in a transaction
         self.state = FlusherState(self.path, max_retries=config["retries"],
@@ -89,25 +96,21 @@ class Flusher:
         self._started = False
         prepare_columnar()  # at start-up, not on the first large batch
 
-    def ping(self) -> bool:
-        return True
-
     def metrics_snapshot(self) -> dict[str, Any]:
         return self.metrics.stats.snapshot()
 
-    async def flush(self, seq: int, entries: list) -> dict[str, float]:
-        """Queue the Aggregator's `seq`-th call; returns once its requests are on the wire, with the
-        compression ratios measured since the last call returned."""
+    def submit(self, entries: list) -> asyncio.Future:
+        """Queue a set of entries (`("produce", [batches])` or `("control", batch)`), behind those
+        submitted before; the future is done once its requests are on the wire (for a SHUTDOWN,
+        once every response before it is handled and the connections are closed)."""
         if not self._started:
             self._start()
         done = asyncio.get_running_loop().create_future()
-        # in a transaction, the partitions are added while earlier calls are still being sent
+        # in a transaction, the partitions are added while earlier sets are still being sent
         adding = self._add_partitions([b for kind, item in entries if kind != "control" for b in item])
-        self.inbox[seq] = (entries, done, adding)
+        self.inbox.append((entries, done, adding))
         self.new_work.set()
-        await done
-        ratios, self.ratios = self.ratios, {}
-        return ratios
+        return done
 
     def _start(self) -> None:
         self._started = True
@@ -118,28 +121,36 @@ class Flusher:
         loop = asyncio.get_running_loop()
         self.tasks = [loop.create_task(self._sender()), loop.create_task(self._receiver())]
 
-    # -- sending, in the Aggregator's order ---------------------------------------
+    # -- sending, in the order the sets were submitted ------------------------------
 
     async def _sender(self) -> None:
         while True:
-            while self.next_seq not in self.inbox:
+            while not self.inbox:
                 self.new_work.clear()
                 await self.new_work.wait()
-            entries, done, adding = self.inbox.pop(self.next_seq)
-            self.next_seq += 1
+            entries, done, adding = self.inbox.popleft()
             try:
                 for kind, item in entries:
                     if kind == "control":
                         self._control(item, done)
                     else:
                         await self._send(item, adding)
-            except Exception as exc:  # a bug: fail loudly to the Aggregator, keep serving
+            except Exception as exc:  # a bug: fail loudly to the worker, keep serving
                 log.exception("%s sending failed", self.path)
                 if not done.done():
                     done.set_exception(exc)
             if not done.done() and not any(k == "control" and i.flags & SHUTDOWN for k, i in entries):
                 done.set_result(None)
+            self._observe_ratios()
             self._flush_calls()
+
+    def _observe_ratios(self) -> None:
+        """The compression ratios measured while the set was encoded, to the worker's
+        `AggregatorState` (which sizes the next batches by them)."""
+        if self.ratios:
+            ratios, self.ratios = self.ratios, {}
+            if self.observe is not None:
+                self.observe(ratios)
 
     def _control(self, batch: MessageBatch, done: asyncio.Future) -> None:
         tp = (batch.topic, batch.partition)
@@ -182,7 +193,7 @@ class Flusher:
         """In a transactional producer: ask the TransactionOwner to add the batches' partitions to
         the transaction (AddPartitionsToTxn; one added already costs no request), as Java's Sender
         does before it drains a partition. The call's ref, awaited before the first Produce; asked
-        as the Aggregator's call comes in, so the answer is there by the time its turn comes."""
+        as the set is submitted, so the answer is there by the time its turn comes."""
         if self.ctx.transactions is None or not batches:
             return None
         return self.ctx.transactions.add_partitions.remote(sorted({(b.topic, b.partition) for b in batches}))
@@ -248,7 +259,7 @@ class Flusher:
         return read_fetched(columns, refs, await asyncio.gather(*refs))
 
     def _encode(self, b: MessageBatch, column: Any) -> list[tuple[MessageBatch, tuple]]:
-        """The batch as one record batch; or, when compression did worse than the Aggregator
+        """The batch as one record batch; or, when compression did worse than the AggregatorState
         estimated and it is larger than max.request.size, cut into pieces that each fit."""
         records = encode_record_batch_parts(
             column, b.keys, b.timestamps, b.headers, compression=self.codec,

@@ -1,11 +1,12 @@
 """`FlusherState`: a Flusher's decisions, without Ray or asyncio: what becomes of each batch
 once its Produce request is answered, fails, or was held back.
 
-One per Flusher (one per broker); the actor (actors/flusher.py) owns the connection and the
-event loop, and calls this in request order: `handle_response` / `handle_failure` for a request,
-`retry_held` for batches held back, `chaser_back` for a FIN that came through. Every message
-ends here, in the results (`Outcome`, with the sequence span of a numbered batch) or back in the
-retry loop; the actor hands both on with `take_retries` / `take_results`.
+One per Flusher (one per broker, inside its BrokerWorker); the Flusher (actors/flusher.py) owns
+the connection and runs on the worker's event loop, and calls this in request order:
+`handle_response` / `handle_failure` for a request, `retry_held` for batches held back,
+`chaser_back` for a FIN that came through. Every message ends here, in the results (`Outcome`,
+with the sequence span of a numbered batch) or back in the retry loop; the Flusher hands both on
+with `take_retries` / `take_results`.
 
 - The in-flight ledger: `in_flight`, the requests, held batches, chasers and shutdown marks in
   the order they were put on the connection, each a typed entry.

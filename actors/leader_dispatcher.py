@@ -15,8 +15,8 @@ order within a partition is kept by Sarama's chaser protocol, held in `LeaderDis
 - a chaser back at the retry level closes that level: the retry level steps down, flushing
   each level's buffer, until a level still expects its chaser or the retry level is 0.
 
-A partition moves to another broker only for a batch back from the retry loop, and the Flusher
-that failed it muted the partition first (`flusher.PartitionMuter`): the partition's later
+A partition moves to another broker only for a batch back from the retry loop, and the broker's
+Flusher (in its BrokerWorker) that failed it muted the partition first (`flusher.PartitionMuter`): the partition's later
 batches there are retried, not sent. So without idempotence, with one request in flight per
 connection, a retry sent to the new leader never passes a batch of its partition still in
 flight to the old one: one batch of a partition is in flight at a time, across brokers too.
@@ -27,9 +27,9 @@ timer calls `retry_held` on itself after `HoldBackoff`'s wait, and once a refres
 they go through `dispatch` again in that order; those still held when their delivery.timeout.ms
 runs out fail with `DeliveryTimeoutError` naming the refresh's error.
 
-Calls: the Aggregator of the leader's broker (get/ref on selection, unref on abandon), the
+Calls: the BrokerWorker of the leader's broker (get/ref on selection, unref on abandon), the
 ProducerResults (messages that cannot be routed, and the batch of a call to the
-Aggregator that failed, with its cause). With idempotence, each batch gets its partition's
+BrokerWorker that failed, with its cause). With idempotence, each batch gets its partition's
 sequence numbers here as it leaves, in the partition's order, from the partition's
 `PartitionSequences` (actors/idempotence.py, which owns the producer id, epoch and sequences).
 """
@@ -56,7 +56,7 @@ class LeaderBackend(Protocol):
     """What the state machine needs from the world; the actor gives it Ray, tests give it lists."""
 
     def update_leader(self) -> None:
-        """Refresh metadata and select the leader's broker (ref its Aggregator); raise on failure."""
+        """Refresh metadata and select the leader's broker (ref its BrokerWorker); raise on failure."""
 
     def new_producer_id(self) -> tuple[int, int]:
         """A fresh producer id and epoch (InitProducerId)."""
@@ -65,10 +65,10 @@ class LeaderBackend(Protocol):
         """The first sequence of this numbering whose batch has not ended (succeeded or failed)."""
 
     def send(self, batch: MessageBatch) -> None:
-        """Send to the selected broker's Aggregator."""
+        """Send to the selected broker's BrokerWorker."""
 
     def abandon(self) -> None:
-        """Unref the selected broker's Aggregator."""
+        """Unref the selected broker's BrokerWorker."""
 
     def return_errors(self, batches: list[MessageBatch], error: Exception) -> None:
         """Report these messages as failed."""
@@ -320,7 +320,7 @@ class LeaderDispatcher:
             self.timer.arm(self.backoff.next())
 
     def shutdown(self) -> None:
-        """Release the brokers (a leader's Aggregator closes when its last writer has)."""
+        """Release the brokers (a leader's BrokerWorker closes it when its last writer has)."""
         from ..wire.errors import ProducerClosedError
 
         closed = ProducerClosedError("producer closed while the message waited for a retry")
@@ -341,7 +341,7 @@ class LeaderDispatcher:
 
 
 class PartitionRoute:
-    """One partition's backend: its leader's Aggregator (with the reference held on it) and the
+    """One partition's backend: its leader's BrokerWorker (with the reference held on it) and the
     calls in flight there; metadata and producer ids come through the actor's shared cluster."""
 
     def __init__(self, actor: LeaderDispatcher, topic: str, partition: int):
@@ -356,7 +356,7 @@ class PartitionRoute:
         self.window = CallWindow(actor.ctx.window, self._call_failed)
 
     def update_leader(self) -> None:
-        from .aggregator import get_broker_worker
+        from .broker_worker import get_broker_worker
 
         cluster = self.actor.cluster
         try:
@@ -390,7 +390,7 @@ class PartitionRoute:
         self.actor.outbox.put(self.aggregator, self, batch)
 
     def _call_failed(self, batches: list[MessageBatch], exc: BaseException) -> None:
-        """A call to the Aggregator failed (it died, say): its own batch fails, with the cause."""
+        """A call to the BrokerWorker failed (it died, say): its own batch fails, with the cause."""
         from .calls import pipeline_error
 
         self.return_errors(batches, pipeline_error(exc))
@@ -414,10 +414,11 @@ class PartitionRoute:
 
 class Outbox:
     """The batches one call of the actor sends, gathered and sent as it returns: one
-    `Aggregator.add` per broker for all its partitions' batches (a keyed hand-over spans every
+    `BrokerWorker.add` per broker for all its partitions' batches (a keyed hand-over spans every
     partition), rather than one per batch. Each partition's window holds that call with the
     partition's own batches, so a failed call fails each batch once, through its own route.
-    Order holds: an Aggregator takes one caller's calls in order, and a call's batches in order.
+    Order holds: a BrokerWorker takes one caller's calls in the order they were numbered
+    (`BrokerWorkerCalls`), and a call's batches in order.
 
     With `results` (a producer that heals), the numbered batches are first noted there
     (`NumberedBatch`, one call for them all), before they are handed on towards a broker."""

@@ -113,7 +113,7 @@ def snapshots_of(handles: Iterable[Any], owner: str) -> list[dict[str, Any]]:
 class ProducerMetrics:
     """The producer's driver side: messages handed on, how they ended, buffer.memory in use and
     the time spent blocked on it; with `stats_cb`, the reports (its own figures and those of its
-    Flushers, found by name)."""
+    BrokerWorkers, found by name)."""
 
     def __init__(self, producer: Any, stats_cb: Any):
         self.producer = producer
@@ -148,12 +148,12 @@ class ProducerMetrics:
         self.stats.count("raykafka_producer_blocked_seconds_total", max(seconds, 0.0))
 
     def collect(self) -> list[dict[str, Any]]:
-        """This side's snapshot and each living Flusher's."""
+        """This side's snapshot and each living BrokerWorker's."""
         import ray
 
         if not ray.is_initialized():
             return [self.stats.snapshot()]
-        prefix = self.producer.pipeline_prefix + "flusher"
+        prefix = self.producer.pipeline_prefix + "broker_worker"
         handles = []
         for name in ray.util.list_named_actors():
             if name.startswith(prefix):

@@ -5,10 +5,11 @@ restarted by Ray and never retries a task (`max_restarts=0`, `max_task_retries=0
 task could run a caller's calls out of order, and order within a partition is what the pipeline
 keeps. The producer heals instead: the driver replaces a pipeline an actor died in with a new
 one, whole (driver/producer.py, `_heal`), as an actor restarted alone would have lost its state. The
-flusher, which owns a broker connection, is an async actor; the results actor, whose `poll`
-waits, is a threaded one; the transaction owner, which awaits its coordinator while Flushers
-ask it, is an async one; every other role is a synchronous actor, which runs one caller's
-calls in the order they were submitted.
+broker worker, which owns broker connections, is an async actor (it numbers its callers' calls
+to take them in order, actors/broker_worker.py); the results actor, whose `poll` waits, is a
+threaded one; the transaction owner, which awaits its coordinator while broker workers ask it,
+is an async one; every other role is a synchronous actor, which runs one caller's calls in the
+order they were submitted.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ ROLES: dict[str, dict[str, Any]] = {
     "topic_dispatcher": SYNC,
     "partition_dispatcher": SYNC,
     "leader_dispatcher": SYNC,
-    "aggregator": SYNC,
-    "flusher": ASYNC,
+    "broker_worker": ASYNC,
     "retry_handler": SYNC,
     "producer_results": THREADED,
     "transaction_owner": ASYNC,

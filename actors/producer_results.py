@@ -1,7 +1,7 @@
 """ProducerResults: one per producer. Collects how every message ended (Sarama's Successes and
 Errors channels), for the driver to long-poll.
 
-Called by the Flushers (successes, final errors), the LeaderDispatchers, PartitionDispatchers and
+Called by the BrokerWorkers (successes, final errors), the LeaderDispatchers, PartitionDispatchers and
 the TopicDispatcher (messages that could not be routed), and the driver (`poll`). A threaded
 actor: a `poll` waits in one thread while reports come in on others. A call costs it about half
 what an async actor's does (0.34 against 0.6 ms of CPU, measured), and it takes a report and a

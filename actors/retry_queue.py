@@ -1,6 +1,6 @@
 """RetryQueue: the batches waiting out `retry.backoff.ms` before they go back to the TopicDispatcher.
 
-Ray-free; one per producer, inside the RetryHandler actor. `put` is called for every Flusher's
+Ray-free; one per producer, inside the RetryHandler actor. `put` is called for every BrokerWorker's
 retry and never blocks (the pipeline is a loop: a retry that waited on the TopicDispatcher could
 deadlock it, so the queue is unbounded); `take` is called by the one forwarding thread and
 blocks until the oldest batches are due. Order is kept: batches come out in the order they were

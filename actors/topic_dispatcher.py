@@ -173,7 +173,7 @@ class TopicDispatcher:
                 timeout=self.ctx.timeout)
 
     def _prestart_brokers(self) -> None:
-        """Have the broker workers (Aggregator and Flusher) of every broker start now, while the
+        """Have the BrokerWorkers of every broker start now, while the
         first messages are still on their way: each is a process that takes about a second."""
         try:
             self.loop.run(self.cluster.refresh_metadata([]), self.ctx.timeout)

@@ -4,14 +4,14 @@ transitions) and `TransactionCoordinator` (the requests, their retries and the c
 of their errors as fatal, abortable or retriable), both in wire/transactions.py.
 
 Called by the driver (driver/producer_transactions.py: `init_transactions`, `begin_transaction`,
-`send_offsets`, `commit_transaction`, `abort_transaction`) and by every Flusher
+`send_offsets`, `commit_transaction`, `abort_transaction`) and by every BrokerWorker's Flusher
 (`add_partitions`, before its first Produce to a partition in the transaction, as Java's Sender
 asks its TransactionManager). Calls the transaction coordinator (FindCoordinator key_type 1,
 InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) and the group coordinator
 (TxnOffsetCommit) through a `Cluster` of its own.
 
 Order kept: one coordinator request at a time (Java's one in-flight transactional request): the
-calls take a lock, so a Flusher's AddPartitionsToTxn and the driver's EndTxn never overlap, and
+calls take a lock, so a broker worker's AddPartitionsToTxn and the driver's EndTxn never overlap, and
 partitions added by one caller are found added by the next without a request.
 """
 
@@ -61,7 +61,7 @@ class TransactionOwner:
             self.coordinator.begin_transaction()
 
     async def add_partitions(self, partitions: list[tuple[str, int]]) -> None:
-        """A Flusher is about to produce to `partitions`: AddPartitionsToTxn for those not in the
+        """A BrokerWorker's Flusher is about to produce to `partitions`: AddPartitionsToTxn for those not in the
         transaction yet. Raises why they cannot be written in it (the flusher fails their batches
         with that error): the abortable error the transaction already has, or the fatal one."""
         async with self._one_request(None):

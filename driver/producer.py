@@ -15,7 +15,7 @@ BatchResult) gets the offset, or an error naming the cause.
 Bytes sent but not yet resolved are bounded by `buffer.memory`: `send` blocks up to
 `max.block.ms` for room, then raises `BufferExhaustedError`. `close()` delivers everything
 already accepted, then shuts the actors down in Sarama's order (dispatchers, then each broker's
-aggregator and flusher once its last writer has gone, then the retry handler) and leaves none
+worker once its last writer has gone, then the retry handler) and leaves none
 of this producer's actors alive; with one of them dead it still ends, in bounded time, and what
 that actor held fails naming it.
 
@@ -477,7 +477,7 @@ class Producer:
         """Rebuild the pipeline and send again what the old one left unanswered, in id order.
 
         1. Every actor of the old pipeline is killed but its ProducerResults, whose last reports
-           are then settled (so nothing the old Flushers answered is sent again), then it too.
+           are then settled (so nothing the old BrokerWorkers answered is sent again), then it too.
         2. With idempotence, what the log holds of the unanswered messages, written by the old
            producer id after each partition's last acknowledged offset, ends as delivered
            (`producer_heal`).
@@ -794,7 +794,7 @@ class Producer:
         try:
             if self._wait_resolved(deadline, give_up=lambda: bool(dog.dead) and not self.heals):
                 dog.scan_now()  # before the shutdown kills actors on purpose: who died, if anyone
-            self.metrics.close()  # the last report, while the Flushers can still be asked
+            self.metrics.close()  # the last report, while the BrokerWorkers can still be asked
             with self._cond:
                 self._stopping = True  # the sender hands over what is left, then ends
                 self._cond.notify_all()
@@ -806,7 +806,7 @@ class Producer:
             self._sender.join(left(stop_by))
             if not self._sender.is_alive():  # else stuck handing over: what it holds fails below
                 self._fail_handed_on(self._routes.drain(left(stop_by)))
-            self._pipeline.shut_down(stop_by, self.pending, self._watchdog.dead_count("flusher"))
+            self._pipeline.shut_down(stop_by, self.pending, self._watchdog.dead_count("broker_worker"))
         finally:
             self._take_last_results()
             self._fail_unresolved(self._close_error(timeout, deadline))

@@ -6,7 +6,7 @@ Cardinality: one `KeptBatches` and one `SequenceBook` per Producer, written by i
 results threads (`keep`, `add`, `prune`) and read by its healer, all under the Producer's lock.
 `written_outcomes` is Ray-free and does no I/O; `read_log` asks the brokers.
 
-Why the log is asked: a Flusher that dies with Produce requests in flight leaves their outcome
+Why the log is asked: a BrokerWorker that dies with Produce requests in flight leaves their outcome
 unknown; the broker may have written them. Sent again they would be written twice. With
 idempotence every record in the log names its producer id, epoch and sequence, and the
 LeaderDispatchers note which messages each numbered batch carries (`NumberedBatch`, kept here
@@ -25,7 +25,7 @@ the first offset stamped at or after the oldest time its unresolved messages can
 
 Fencing (KIP-360): the heal first asks InitProducerId for the old producer id's next epoch. A
 broker that gives it (the mock cluster does) refuses the old epoch in a partition once a batch of
-the new epoch lands there, so a dead Flusher's request still on its way can be written only
+the new epoch lands there, so a dead BrokerWorker's request still on its way can be written only
 until the heal's own first write to that partition. tansu refuses the bump (UNKNOWN_SERVER_ERROR)
 and Kafka's coordinator answers a producer without `transactional.id` with a new id, so there
 the new pipeline takes a new id and the old one is never fenced. Either way the log is read again until quiet
@@ -316,7 +316,7 @@ def read_log(config: Any, plan: Mapping[TopicPartition, PartitionScan], ends: Ma
     partition for its writers' records, from its acknowledged end (`ends`) or the first offset
     stamped at or after its `earliest_ms` less `CLOCK_SKEW_MS`, whichever is later.
 
-    A dead Flusher's last requests may still be on their way when the log is first read: its
+    A dead BrokerWorker's last requests may still be on their way when the log is first read: its
     process is gone, but the bytes it wrote to its socket reach the broker after it. So the
     log is read again, `SETTLE_S` after each read, from past what was found, until a read finds
     nothing more. All the reads together are bounded by `request.timeout.ms`; reads that have not

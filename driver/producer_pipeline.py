@@ -10,8 +10,8 @@ workers are started by the RetryHandler's registry, on demand.
 A producer that heals (driver/producer.py) kills an old pipeline whole, its ProducerResults
 last (`kill_all(keep_results=True)` first), and starts another under a new name.
 
-Stop, in Sarama's order: the dispatchers, then each broker's Aggregator and Flusher once its last
-writer has gone, then the retry handler; every step bounded, and a step an actor's death breaks
+Stop, in Sarama's order: the dispatchers, then each broker's BrokerWorker once its last writer
+has gone, then the retry handler; every step bounded, and a step an actor's death breaks
 is logged and skipped. Last, `kill_all` leaves no actor of the producer alive, those the
 pipeline started itself too (found by the producer's name prefix).
 
@@ -84,9 +84,11 @@ class ProducerPipeline:
             raise
         self.ctx = ctx
 
-    def shut_down(self, stop_by: float, pending: Callable[[], int], dead_flushers: int) -> None:
+    def shut_down(self, stop_by: float, pending: Callable[[], int], dead_workers: int) -> None:
         """Sarama's order, by `stop_by`: the dispatchers, the broker workers (waiting while
-        messages are `pending` and more Flushers live than the `dead_flushers`), the retry handler.
+        messages are `pending` and more brokers are open than the `dead_workers` held: a dead
+        worker that hosted several brokers keeps them open, so then the wait runs to `stop_by`
+        unless nothing is pending), the retry handler.
         What a broken step held stays unresolved, for the caller to fail."""
         import ray
 
@@ -95,10 +97,10 @@ class ProducerPipeline:
         rh = self.ctx.retry_handler
         if not self._ask("closing the broker workers", [rh.release_all.remote(), rh.unref.remote()], left(stop_by)):
             return
-        # each living Flusher answers what is in flight, then lets go; a dead one never does
+        # each living BrokerWorker answers what is in flight, then lets go; a dead one never does
         try:
             while (pending() and time.monotonic() < stop_by
-                   and ray.get(rh.live_writers.remote(), timeout=left(stop_by)) > dead_flushers):
+                   and ray.get(rh.live_writers.remote(), timeout=left(stop_by)) > dead_workers):
                 time.sleep(0.02)
         except Exception as exc:
             log.warning("%s: close: the retry handler did not answer: %s", self.name, pipeline_error(exc))

@@ -9,13 +9,13 @@ Why: pipeline actors are never restarted by Ray. A producer without `transaction
 a death seen here asks it to rebuild its pipeline (`request_heal`), and `healed()` then turns
 the watch to the new one (`pipeline_prefix`). A transactional producer does not heal, and a
 message inside an actor that dies (killed, out of memory, a crash) would otherwise stay pending
-until `close()`. The Flushers enforce
+until `close()`. The BrokerWorkers enforce
 `delivery.timeout.ms` only on messages that reach them. So the driver enforces it too: a message
 still unresolved `delivery.timeout.ms` + `request.timeout.ms` after `send` fails with
 `OutcomeUnknownError` (a `DeliveryTimeoutError` that says the broker may have written it: nothing
 answered for it, and it may be in a request on its way); when an actor of this producer has
 died, the error names it (and its death cause). The `request.timeout.ms` of grace lets the
-pipeline's own answer (an offset, or the Flusher's timeout with its last error) win the race,
+pipeline's own answer (an offset, or the BrokerWorker's timeout with its last error) win the race,
 and a healed pipeline's answer for what the heal sent again; only a transactional producer
 with a dead actor, which does not heal, gets no grace.
 
@@ -38,9 +38,6 @@ log = logging.getLogger("raykafka.producer.watchdog")
 
 TICK = 0.2  # seconds between checks
 ACTOR_SCAN = 1.0  # seconds between looks at the actor table
-# an Aggregator that closes kills its Flusher as it exits, so their end times fall together; a
-# Flusher that ended this long before its Aggregator died on its own, and the Aggregator closed later
-FLUSHER_DIED_FIRST_MS = 1000
 
 
 class ProducerWatchdog:
@@ -53,7 +50,6 @@ class ProducerWatchdog:
         self.dead: dict[str, str] = {}  # actor name -> death cause, for this producer's actors
         self.expired = 0
         self._last_scan = 0.0
-        self._suspects: dict[str, float] = {}
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"{producer.name}-watchdog", daemon=True)
 
@@ -67,19 +63,18 @@ class ProducerWatchdog:
         self._stop.set()
 
     def scan_now(self) -> None:
-        """Look at the actor table now, impatiently (close asks before it shuts the pipeline down)."""
+        """Look at the actor table now (close asks before it shuts the pipeline down)."""
         try:
-            self._scan_actors(patient=False)
+            self._scan_actors()
         except Exception:  # only a better error message is at stake
             log.exception("%s: actor scan failed", self.producer.name)
 
     def healed(self) -> None:
         """The producer rebuilt its pipeline: the deaths seen belong to the old one."""
         self.dead = {}
-        self._suspects = {}
 
     def dead_count(self, role: str) -> int:
-        """How many actors of `role` (e.g. "flusher") of the pipeline in use have been seen dead."""
+        """How many actors of `role` (e.g. "broker_worker") of the pipeline in use have been seen dead."""
         prefix = self.producer.pipeline_prefix + role
         return sum(1 for name in list(self.dead) if name.startswith(prefix))
 
@@ -116,38 +111,26 @@ class ProducerWatchdog:
             except Exception:  # never let the safety net die silently
                 log.exception("%s: watchdog check failed", p.name)
 
-    def _scan_actors(self, patient: bool = True) -> None:
+    def _scan_actors(self) -> None:
         """Note this producer's actors that died unexpectedly, with their death cause.
 
-        Broker workers close in normal life: an Aggregator exits by itself (`exit_actor`) after
-        killing its Flusher. A dead Flusher whose Aggregator (its owner) still lives, a few
-        seconds later, or that ended well before its Aggregator closed (the Aggregator closes
-        once the dispatchers let go of a broker whose Flusher is gone), or any other dead role,
-        is a death the pipeline did not ask for."""
+        Broker workers close in normal life: a BrokerWorker exits by itself (`exit_actor`) once
+        the dispatchers let go of its broker. Any other death (a BrokerWorker killed or crashed,
+        or any other role) is one the pipeline did not ask for."""
         if self.producer.stopping:
             return  # close() shuts them down on purpose
         import ray._private.state
 
         prefix = self.producer.pipeline_prefix
         mine = [a for a in ray._private.state.actors().values() if (a.get("Name") or "").startswith(prefix)]
-        owners = {(a.get("Address") or {}).get("Port"): a for a in mine}
-        now = time.monotonic()
         for a in mine:
             name = a["Name"]
             if a.get("State") != "DEAD" or name in self.dead:
                 continue
             text = str(a.get("DeathCause") or "")
             role = name[len(prefix):]
-            if role.startswith("aggregator") and _intended(text):
+            if role.startswith("broker_worker") and _intended(text):
                 continue
-            if role.startswith("flusher"):
-                owner = owners.get((a.get("OwnerAddress") or {}).get("Port"))
-                if owner is None or (owner.get("State") == "DEAD" and _intended(str(owner.get("DeathCause") or ""))
-                                     and not _ended_before(a, owner, FLUSHER_DIED_FIRST_MS)):
-                    continue
-                first = self._suspects.setdefault(name, now)
-                if patient and now - first < 3.0:  # its Aggregator may be closing right now
-                    continue
             if prefix != self.producer.pipeline_prefix:  # healed meanwhile: these were the old pipeline's
                 return
             self.dead[name] = _death_reason(text)
@@ -167,8 +150,8 @@ class ProducerWatchdog:
         entries = p.unresolved_before(cutoff)
         if not entries:
             return
-        if not self.dead:  # look once more, impatiently, so the error names a death if there was one
-            self._scan_actors(patient=False)
+        if not self.dead:  # look once more, so the error names a death if there was one
+            self._scan_actors()
         error = OutcomeUnknownError(self._message(bound))
         self.expired += sum(len(ids) for ids in entries)
         log.error("%s: %d message(s) expired: %s", p.name, sum(len(ids) for ids in entries), error)
@@ -179,12 +162,6 @@ class ProducerWatchdog:
                 "outcome unknown: it was handed to the pipeline and may have been written")
         dead = self.dead_actors()
         return f"{text}: {dead}" if dead else f"{text}; every producer actor is alive"
-
-
-def _ended_before(actor: dict, other: dict, margin_ms: float) -> bool:
-    """Whether Ray's actor table says `actor` ended more than `margin_ms` before `other`."""
-    end, other_end = actor.get("EndTime") or 0, other.get("EndTime") or 0
-    return bool(end and other_end and other_end - end > margin_ms)
 
 
 def _intended(text: str) -> bool:

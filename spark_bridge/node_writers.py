@@ -3,7 +3,7 @@
 Cardinality: one `WriterPool` per config and size (kept between writes in `POOLS`, as
 `producer_cache.PRODUCERS` keeps producers), holding `pipelines_per_node` `NodeWriter`s on every
 live node that has CPUs (write tasks run only there). Each `NodeWriter` owns one `Producer`: a
-whole Sarama pipeline (dispatchers, a per-broker aggregator and flusher, a retry handler) of
+whole Sarama pipeline (dispatchers, a per-broker worker, a retry handler) of
 its own. The writer lives in a placement group of its own, STRICT_PACK on its node as a soft
 target, and captures its children, so the Producer's actors start on the same node; if the
 node is lost, Ray places the group elsewhere and restarts the writer there (`max_restarts=-1`),

@@ -232,6 +232,8 @@ PROPERTIES: dict[str, Property] = {
                                  "begin/commit/abort_transaction); implies enable.idempotence and acks=all"),
     "transaction.timeout.ms": Property(60000, POSITIVE, "the transaction coordinator aborts a transaction open "
                                        "longer than this (at most the broker's transaction.max.timeout.ms)"),
+    "broker.worker.actors": Property(0, _int(0, 1024), "BrokerWorker actors (processes) of a Producer, each hosting "
+                                     "the aggregator and flusher of some brokers; 0: the node's CPUs"),
     # consumer and group
     "group.id": Property(None, _optional_str, ""),
     "group.instance.id": Property(None, _optional_str, "static membership"),

@@ -151,6 +151,13 @@ BATCH_CLOSE = (
     "column into the request buffer) and in the driver; on a node with more cores, a second pipeline.")
 
 
+def _encoder_cpu(figures: dict[str, str], run: str) -> str:
+    """The CPU a message of the process that encodes the record batches: the broker worker's,
+    or in runs made before it hosted the flusher, the flusher's."""
+    worker = f"{run}: broker_worker CPU per msg"
+    return figures[worker] if worker in figures else figures[f"{run}: flusher CPU per msg"]
+
+
 def batch_produce(paths: dict[str, Path] = SENDS_FIGURES) -> str:
     """The batch produce profile, with the figures of the last `scaling sends --batch`, `--batch
     --keyed` and `--confluent` runs written with `--out` (when one is missing, the profile names
@@ -163,7 +170,7 @@ def batch_produce(paths: dict[str, Path] = SENDS_FIGURES) -> str:
         figures = BATCH_FIGURES_TEXT.format(
             batch_cmd=b.command, confluent_cmd=c.command, keyed_cmd=k.command, day=", ".join(sorted({b.day, c.day, k.day})),
             b_all=b.figures["send_batch: all CPU per msg"], b_rate=_rate(ours),
-            b_flusher=b.figures["send_batch: flusher CPU per msg"], b_driver=b.figures["send_batch: driver CPU per msg"],
+            b_flusher=_encoder_cpu(b.figures, "send_batch"), b_driver=b.figures["send_batch: driver CPU per msg"],
             b_broker=b.figures["send_batch: broker CPU per msg"],
             b_results=b.figures["send_batch: producer_results CPU per msg"],
             c_all=c.figures["confluent-kafka produce(): all CPU per msg"],
@@ -171,7 +178,7 @@ def batch_produce(paths: dict[str, Path] = SENDS_FIGURES) -> str:
             c_broker=c.figures["confluent-kafka produce(): broker CPU per msg"],
             c_rate=_rate(theirs), need=2e6 / (1.5 * theirs["median"]), ratio=ours["median"] / theirs["median"],
             k_all=k.figures["send_batch, keyed: all CPU per msg"], k_rate=_rate(k.raw["send_batch, keyed: msg/s"]),
-            k_flusher=k.figures["send_batch, keyed: flusher CPU per msg"],
+            k_flusher=_encoder_cpu(k.figures, "send_batch, keyed"),
             k_pd=k.figures["send_batch, keyed: partition_dispatcher CPU per msg"])
     except KeyError:  # a file missing, or without a figure asked for
         figures = ("Where each message's CPU goes: `python -m raykafka.app.bench.scaling sends --batch --rows 1000000 "

@@ -58,7 +58,7 @@ def role_of_actor(actor: dict[str, Any]) -> str:
         return "node writer"
     if "/" in name:  # <producer>/<role>[-key]
         role = name.rsplit("/", 1)[1]
-        for known in ("topic_dispatcher", "partition_dispatcher", "leader_dispatcher", "aggregator", "flusher",
+        for known in ("topic_dispatcher", "partition_dispatcher", "leader_dispatcher", "broker_worker",
                       "retry_handler", "producer_results"):
             if role.startswith(known):
                 return known

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.broker, pytest.mark.timeout(300)]
 PARTITIONS = 4
 
 
-ROLES = ["leader_dispatcher", "flusher", "aggregator", "retry_handler", "topic_dispatcher", "partition_dispatcher",
+ROLES = ["leader_dispatcher", "broker_worker", "retry_handler", "topic_dispatcher", "partition_dispatcher",
          "producer_results"]
 
 
@@ -113,9 +113,9 @@ def test_killed_dispatcher_hosting_several_topics_heals_exactly_once_on_each(
     assert live_actors(producer.name) == []
 
 
-def test_killed_flusher_without_idempotence_heals_at_least_once(ray_session, bootstrap, topic_name, kit, ledger,
+def test_killed_broker_worker_without_idempotence_heals_at_least_once(ray_session, bootstrap, topic_name, kit, ledger,
                                                                 record, live_actors):
-    """Without idempotence the log cannot say whose records are whose: what the dead Flusher had
+    """Without idempotence the log cannot say whose records are whose: what the dead BrokerWorker had
     in flight is sent again (at least once); nothing fails, nothing is lost."""
     topic = topic_name("killnoidem")
     kit.create_topic(bootstrap, topic, PARTITIONS)
@@ -130,7 +130,7 @@ def test_killed_flusher_without_idempotence_heals_at_least_once(ray_session, boo
         for i in range(n // 3, n):
             ledger.send(producer, topic, b"v%07d" % i, key=b"k%02d" % (i % 31))
             if i == n // 2:
-                killed = kit.kill_by_role(producer.name + "/", "flusher")
+                killed = kit.kill_by_role(producer.name + "/", "broker_worker")
         figures = ledger.settle(timeout=90)
     finally:
         producer.close(30)
@@ -145,7 +145,7 @@ def test_killed_flusher_without_idempotence_heals_at_least_once(ray_session, boo
 
 def test_no_message_written_during_a_heal_is_reported_not_delivered(ray_session, bootstrap, topic_name, kit, ledger,
                                                                   record, live_actors):
-    """The Flusher killed with 2,000 messages in flight, and more sent every 0.25 s while the
+    """The BrokerWorker killed with 2,000 messages in flight, and more sent every 0.25 s while the
     producer sees the death, reads the log and sends again what it does not hold, with a
     delivery.timeout.ms (2 s) that runs out in the middle of it. A message the
     log holds is never failed as not delivered: it ends delivered at its offset, or failed with
@@ -167,7 +167,7 @@ def test_no_message_written_during_a_heal_is_reported_not_delivered(ray_session,
     try:  # the pipeline up first, outside the ledger: a cold start may take longer than 2 s
         kit.wait_for(lambda: producer.send(topic, b"warm-up").exception(10) is None, timeout=120)
         send(2000)
-        killed = kit.kill_by_role(producer.pipeline_prefix, "flusher")
+        killed = kit.kill_by_role(producer.pipeline_prefix, "broker_worker")
         for _ in range(40):  # 10 s: deadlines fall before, during and after the heal
             send(100)
             time.sleep(0.25)

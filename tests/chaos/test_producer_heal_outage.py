@@ -23,7 +23,7 @@ def _send(ledger, producer, topic, lo, hi):
         ledger.send(producer, topic, b"v%07d" % i, key=b"k%02d" % (i % 17))
 
 
-def test_a_flusher_killed_during_an_outage_heals_once_the_broker_is_back(ray_session, kit, ledger, record, tmp_path,
+def test_a_broker_worker_killed_during_an_outage_heals_once_the_broker_is_back(ray_session, kit, ledger, record, tmp_path,
                                                                          wait_for, live_actors):
     outage = Outage("unreachable", None, tmp_path)
     try:
@@ -35,7 +35,7 @@ def test_a_flusher_killed_during_an_outage_heals_once_the_broker_is_back(ray_ses
             assert producer.flush(60) == 0
             cut = outage.cut()
             _send(ledger, producer, "heal", 3000, 6000)  # waiting in the pipeline for the broker
-            killed = kit.kill_by_role(producer.name + "/", "flusher")
+            killed = kit.kill_by_role(producer.name + "/", "broker_worker")
             wait_for(lambda: producer.heal_failures >= 2, timeout=60)
             assert producer.healed == 0
             back = outage.restore()
@@ -70,7 +70,7 @@ def test_two_deaths_one_after_the_other_heal_twice(ray_session, bootstrap, topic
         assert producer.flush(60) == 0 and producer.healed == 1
         assert producer.pipeline_prefix == producer.name + "~1/"
         _send(ledger, producer, topic, 6000, 8000)
-        second = kit.kill_by_role(producer.pipeline_prefix, "flusher")
+        second = kit.kill_by_role(producer.pipeline_prefix, "broker_worker")
         _send(ledger, producer, topic, 8000, 10_000)
         figures = ledger.settle(timeout=90)
     finally:
@@ -95,7 +95,7 @@ def test_close_while_a_heal_cannot_finish_ends_and_leaves_no_actor(ray_session, 
         assert producer.flush(60) == 0
         outage.cut()
         _send(ledger, producer, "healclose", 1000, 2000)
-        kit.kill_by_role(producer.name + "/", "aggregator")
+        kit.kill_by_role(producer.name + "/", "broker_worker")
         wait_for(lambda: producer.heal_failures >= 1, timeout=60)
         t0 = time.monotonic()
         producer.close(10)
@@ -124,7 +124,7 @@ def test_cancelled_futures_messages_go_once_through_a_heal(ray_session, bootstra
         assert producer.flush(60) == 0
         rest = [producer.send(topic, v, key=v[-2:]) for v in values[2000:]]
         cancelled = [f for f in rest[::3] if f.cancel()]
-        kit.kill_by_role(producer.name + "/", "flusher")
+        kit.kill_by_role(producer.name + "/", "broker_worker")
         assert producer.flush(90) == 0
     finally:
         producer.close(30)

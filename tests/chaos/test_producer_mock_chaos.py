@@ -6,6 +6,10 @@ Idempotence on (`test_producer_under_leader_moves_errors_and_drops_loses_nothing
 reordered or duplicated, every message accounted for. Idempotence off with one request in flight
 per connection (`test_without_idempotence_one_in_flight_keeps_each_keys_order`): nothing lost or
 reordered; duplicates are allowed (a batch whose answer was lost is written again) and counted.
+Then deaths: a BrokerWorker killed with its requests written and unanswered
+(`test_a_heal_ends_what_the_dead_broker_worker_wrote_at_its_offsets`), and one hosting two of
+four brokers killed mid-stream
+(`test_a_killed_broker_worker_hosting_several_brokers_heals_exactly_once_in_order`).
 """
 
 from __future__ import annotations
@@ -146,9 +150,9 @@ def test_without_idempotence_one_in_flight_keeps_each_keys_order(ray_session, ch
     assert checks["reordered"] == 0
 
 
-def test_a_heal_ends_what_the_dead_flusher_wrote_at_its_offsets(ray_session, ledger, record, kill_actor):
+def test_a_heal_ends_what_the_dead_broker_worker_wrote_at_its_offsets(ray_session, ledger, record, kill_actor):
     """With the timing held: the mock writes each Produce request at once and answers it 1.5 s
-    later, so 2,000 keyed messages with headers are in the log, unanswered, when their Flusher is
+    later, so 2,000 keyed messages with headers are in the log, unanswered, when their BrokerWorker is
     killed. The heal bumps the old producer id's epoch (KIP-360: the same id, the next epoch,
     as Kafka answers), reads the log, and ends every one of them delivered at the offset the log
     holds it, matched by partition and sequence; none is sent again, none written twice."""
@@ -167,8 +171,9 @@ def test_a_heal_ends_what_the_dead_flusher_wrote_at_its_offsets(ray_session, led
             while sum(len(cluster.records(TOPIC, p)) for p in range(PARTITIONS)) < 2001:  # written, unanswered
                 assert time.monotonic() < wait_until, "the requests reached the mock"
                 time.sleep(0.02)
-            flusher = next(n for n in ray.util.list_named_actors() if n.startswith(producer.pipeline_prefix + "flusher"))
-            kill_actor(flusher)
+            worker = next(n for n in ray.util.list_named_actors()
+                          if n.startswith(producer.pipeline_prefix + "broker_worker"))
+            kill_actor(worker)
             cluster.delay(messages.PRODUCE, 0)
             figures = ledger.settle(timeout=60)
         finally:
@@ -176,11 +181,45 @@ def test_a_heal_ends_what_the_dead_flusher_wrote_at_its_offsets(ray_session, led
         log = {p: [(r.offset, r.value) for r in cluster.records(TOPIC, p)] for p in range(PARTITIONS)}
         checks = ledger.check_log(log)
         heals = [{**h._asdict(), "seconds": round(h.seconds, 2)} for h in producer.heals_done]
-        record(**figures, **checks, actors_killed=[flusher], heals=heals, handler_errors=len(cluster.handler_errors))
+        record(**figures, **checks, actors_killed=[worker], heals=heals, handler_errors=len(cluster.handler_errors))
     assert producer.healed == 1
     assert figures["delivered"] == 2000, figures["failed_by_cause"]
     assert checks == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}
-    # those the Flusher had not had answered (some answers came before it died) were in the log
+    # those the BrokerWorker had not had answered (some answers came before it died) were in the log
     assert heals[0]["found_in_log"] > 0 and heals[0]["sent_again"] == 0
     assert heals[0]["bumped"], "the mock bumps the old producer id's epoch"
     assert heals[0]["producer_ids"][0] == heals[0]["producer_ids"][1], "the same id, its next epoch"
+
+
+def test_a_killed_broker_worker_hosting_several_brokers_heals_exactly_once_in_order(ray_session, ledger, record,
+                                                                                    kill_actor):
+    """Four brokers on two BrokerWorkers (`broker.worker.actors` 2): one worker, with two brokers'
+    batches lingering and in flight, killed mid-stream. With idempotence the producer heals and
+    every message is delivered once, in order per key; none lost, none written twice."""
+    brokers, n = 4, 8000
+    with MockCluster(n_brokers=brokers, topics={TOPIC: PARTITIONS}) as cluster:
+        config = {"bootstrap.servers": cluster.bootstrap, "linger.ms": 5, "request.timeout.ms": 3000,
+                  "delivery.timeout.ms": 60_000, "enable.idempotence": True, "broker.worker.actors": 2}
+        producer = Producer(config, on_delivery=ledger.on_delivery)
+        try:
+            for i in range(n // 4):
+                ledger.send(producer, TOPIC, b"v%07d" % i, key=b"k%03d" % (i % 97))
+            assert producer.flush(60) == 0  # every broker placed: two workers, two brokers each
+            workers = sorted(name for name in ray.util.list_named_actors()
+                             if name.startswith(producer.pipeline_prefix + "broker_worker"))
+            assert len(workers) == 2, workers
+            for i in range(n // 4, 3 * n // 4):
+                ledger.send(producer, TOPIC, b"v%07d" % i, key=b"k%03d" % (i % 97))
+            kill_actor(workers[0])
+            for i in range(3 * n // 4, n):
+                ledger.send(producer, TOPIC, b"v%07d" % i, key=b"k%03d" % (i % 97))
+            figures = ledger.settle(timeout=90)
+        finally:
+            producer.close(30)
+        log = {p: [(r.offset, r.value) for r in cluster.records(TOPIC, p)] for p in range(PARTITIONS)}
+        checks = ledger.check_log(log)
+        heals = [{**h._asdict(), "seconds": round(h.seconds, 2)} for h in producer.heals_done]
+        record(**figures, **checks, actors_killed=[workers[0]], heals=heals, handler_errors=len(cluster.handler_errors))
+    assert producer.healed >= 1
+    assert figures["unresolved"] == figures["failed"] == 0, figures["failed_by_cause"]
+    assert checks == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}

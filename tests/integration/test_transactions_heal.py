@@ -1,5 +1,5 @@
 """A transactional producer on a bad day, on tansu: an actor of its pipeline killed in the middle
-of a transaction (the transaction owner itself, a Flusher, a leader dispatcher). The transaction
+of a transaction (the transaction owner itself, a broker worker, a leader dispatcher). The transaction
 cannot commit (`TransactionAbortableError`, in bounded time); `abort_transaction` replaces the
 pipeline and initializes the transactional.id again, and the next transaction commits. A
 read_committed read holds exactly the committed transactions' messages."""
@@ -26,7 +26,7 @@ def _send(producer, topic, name, n=300):
     return values, futures
 
 
-@pytest.mark.parametrize("role", ["transaction_owner", "flusher", "leader_dispatcher"])
+@pytest.mark.parametrize("role", ["transaction_owner", "broker_worker", "leader_dispatcher"])
 def test_a_death_mid_transaction_aborts_it_and_the_next_commits_through_a_new_pipeline(
         ray_session, bootstrap, topic_name, live_actors, kill_actor, role):
     topic = topic_name("txn-heal")

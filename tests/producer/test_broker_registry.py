@@ -1,37 +1,77 @@
-"""The producer's registry of broker workers (`BrokerRegistry`), without Ray."""
+"""The producer's registry of broker workers (`BrokerRegistry`), without Ray: where each broker
+is placed, who holds it, and what is closed when."""
 
 from __future__ import annotations
 
-from raykafka.actors.broker_registry import BrokerRegistry
+from raykafka.actors.broker_registry import BrokerRegistry, Closing
 
 
-def registry() -> tuple[BrokerRegistry, list[tuple]]:
+def registry(max_workers: int = 0) -> tuple[BrokerRegistry, list[tuple], list[tuple]]:
     started: list[tuple] = []
+    hosted: list[tuple] = []
 
-    def start(node_id: int, host: str, port: int, generation: int) -> str:
+    def start(generation: int, node_id: int, host: str, port: int) -> str:
         started.append((node_id, generation))
         return f"worker-{node_id}-{generation}"
 
-    return BrokerRegistry(start), started
+    def host(handle: str, generation: int, node_id: int, host: str, port: int) -> None:
+        hosted.append((handle, node_id, generation))
+
+    return BrokerRegistry(start, host, max_workers), started, hosted
 
 
 def test_a_worker_starts_on_the_first_reference_and_closes_with_the_last():
-    reg, started = registry()
+    reg, started, _ = registry()
     assert reg.get(1, "h", 9092) == ("worker-1-1", 1)
     assert reg.get(1, "h", 9092) == ("worker-1-1", 1)
     assert started == [(1, 1)]
     assert reg.unref(1, 1) is None  # one holder left
-    assert reg.unref(1, 1) == "worker-1-1"  # the last: close it
+    assert reg.unref(1, 1) == Closing("worker-1-1", 1, last=True)  # the last: close it, and its worker
     assert reg.get(1, "h", 9092) == ("worker-1-2", 2)  # a new generation
     assert reg.unref(1, 1) is None  # a late unref for the old generation changes nothing
-    assert reg.workers[1].refs == 1
+    assert reg.brokers[1].refs == 1
 
 
 def test_prestarted_workers_are_taken_later_or_released_at_close():
-    reg, started = registry()
+    reg, started, _ = registry()
     assert reg.prestart(1, "h", 1) and reg.prestart(2, "h", 2)
     assert not reg.prestart(1, "h", 1)  # already there
     assert reg.get(1, "h", 1) == ("worker-1-1", 1)
-    assert sorted(reg.release_all()) == ["worker-1-1", "worker-2-2"]
+    assert sorted(reg.release_all()) == [Closing("worker-1-1", 1, True), Closing("worker-2-2", 2, True)]
     assert not reg.prestart(3, "h", 3)  # closing: nothing starts any more
-    assert started == [(1, 1), (2, 2)] and reg.workers == {}
+    assert started == [(1, 1), (2, 2)] and reg.brokers == {} and reg.workers == []
+
+
+def test_past_the_cap_a_broker_goes_to_the_worker_hosting_the_fewest():
+    reg, started, hosted = registry(max_workers=2)
+    for node in range(1, 9):  # eight brokers, two worker processes
+        reg.get(node, "h", 9000 + node)
+    assert started == [(1, 1), (2, 2)]
+    assert [(handle, node) for handle, node, _ in hosted] == [
+        ("worker-1-1", 3), ("worker-2-2", 4), ("worker-1-1", 5), ("worker-2-2", 6), ("worker-1-1", 7),
+        ("worker-2-2", 8)]
+    assert len(reg.workers) == 2 and sorted(len(w.generations) for w in reg.workers) == [4, 4]
+    # a broker closed on a worker that hosts others: the worker stays
+    assert reg.unref(3, 3) == Closing("worker-1-1", 3, last=False)
+    reg.get(9, "h", 9009)  # the fewest now: worker 1, which has room again
+    assert hosted[-1][:2] == ("worker-1-1", 9)
+
+
+def test_a_worker_whose_last_broker_closes_takes_no_new_one():
+    reg, started, hosted = registry(max_workers=1)
+    reg.get(1, "h", 1)
+    reg.get(2, "h", 2)  # on the one worker
+    assert reg.unref(1, 1) == Closing("worker-1-1", 1, last=False)
+    assert reg.unref(2, 2) == Closing("worker-1-1", 2, last=True)  # it exits after this one
+    assert reg.get(3, "h", 3) == ("worker-3-3", 3)  # so a new worker starts
+    assert started == [(1, 1), (3, 3)] and hosted == [("worker-1-1", 2, 2)]
+
+
+def test_the_cap_is_broker_worker_actors_or_the_nodes_cpus():
+    import os
+
+    from raykafka.actors.retry_handler import max_broker_workers
+    from raykafka.wire.config import parse_config
+
+    assert max_broker_workers(parse_config({"bootstrap.servers": "h:1"})) == (os.cpu_count() or 1)
+    assert max_broker_workers(parse_config({"bootstrap.servers": "h:1", "broker.worker.actors": 3})) == 3

@@ -201,8 +201,8 @@ def test_out_of_order_sequence_takes_a_new_producer_id_and_delivers_everything_o
 
 def test_a_retry_while_the_broker_reference_is_still_open(ray_session, live_actors):
     """Both partitions are led by broker 1; partition 0 fails once and retries onto the same
-    broker while partition 1's leader dispatcher still holds the broker's aggregator: the SYN
-    reopens partition 0 on the same flusher, and nothing is lost or reordered."""
+    broker while partition 1's leader dispatcher still holds the broker's worker: the SYN
+    reopens partition 0 on the same worker, and nothing is lost or reordered."""
     with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, Producer(config(cluster)) as producer:
         warm = [producer.send("t", b"w%d" % p, partition=p) for p in range(2)]
         for f in warm:
@@ -217,8 +217,8 @@ def test_a_retry_while_the_broker_reference_is_still_open(ray_session, live_acto
         for f in futures:
             f.result(60)
         assert_in_order_and_complete(cluster, "t", sent)
-        aggregators = [n for n in live_actors(producer.name) if "/aggregator-" in n]
-        assert len(aggregators) == 1  # one broker, one aggregator at a time
+        workers = [n for n in live_actors(producer.name) if "/broker_worker-" in n]
+        assert len(workers) == 1  # one broker, one worker at a time
 
 
 def test_buffer_memory_blocks_send_then_raises_after_max_block_ms(ray_session):

@@ -1,6 +1,7 @@
 """One batch in flight per partition: the Flusher's `PartitionMuter`, without Ray.
 
-First the type alone (mute, hold, chaser, SYN); then a Flusher, built without Ray, against one
+First the type alone (mute, hold, chaser, SYN); then a Flusher (a BrokerWorker's part that owns
+the connection), built without Ray, against one
 broker of the mock cluster: a batch waiting for the wire while the batch before it fails is
 retried behind it, never sent ahead of its retry.
 """
@@ -96,9 +97,9 @@ def test_a_batch_waiting_for_the_wire_when_the_one_before_fails_is_retried_after
         async def scenario() -> None:
             flusher = Flusher(ctx, 1, "127.0.0.1", cluster.brokers[1].port)
             try:
-                await flusher.flush(0, [("produce", [first])])  # on the wire
-                sending = asyncio.ensure_future(flusher.flush(1, [("produce", [second])]))
-                await until(lambda: flusher.next_seq == 2)  # the sender took it: it waits for the slot
+                await flusher.submit([("produce", [first])])  # on the wire
+                sending = flusher.submit([("produce", [second])])
+                await until(lambda: not flusher.inbox)  # the sender took it: it waits for the slot
                 answer_first.set()
                 await sending
                 await until(lambda: len(retry_handler.batches("retry")) + len(results.batches("report")) == 2)

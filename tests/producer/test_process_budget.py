@@ -12,8 +12,8 @@ from raykafka.driver.producer import Producer
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(300)]
 
 # the processes of a producer on one broker: the TopicDispatcher, the PartitionDispatcher, the
-# LeaderDispatcher, the broker's Aggregator and Flusher, the RetryHandler and the ProducerResults
-ONE_BROKER_PROCESSES = 7
+# LeaderDispatcher, the broker's BrokerWorker, the RetryHandler and the ProducerResults
+ONE_BROKER_PROCESSES = 6
 
 
 def _processes(prefix: str) -> set[int]:

@@ -106,8 +106,8 @@ def test_topic_routes_hold_a_topic_until_its_route_then_account_for_every_batch(
 
 def test_a_batch_that_compresses_worse_than_estimated_is_cut_into_pieces_that_fit():
     """The Flusher cuts a batch whose compressed record batch is over max.request.size (the
-    Aggregator's ratio estimate was too hopeful) into pieces that each fit, every record once and
-    in order, with consecutive sequence numbers; it measures the ratio for the Aggregator."""
+    AggregatorState's ratio estimate was too hopeful) into pieces that each fit, every record once
+    and in order, with consecutive sequence numbers; it measures the ratio for the AggregatorState."""
     import random
     from types import SimpleNamespace
 
@@ -143,8 +143,8 @@ def test_a_batch_that_compresses_worse_than_estimated_is_cut_into_pieces_that_fi
 
 
 def test_a_call_window_gives_finished_results_and_keeps_a_failed_call_for_drain_to_raise(ray_session):
-    """The Aggregator reads its Flusher's answers (compression ratios) from calls that have
-    returned; a call that failed is not swallowed there: `drain` still raises it."""
+    """A window gives the answers of calls that have returned; a call that failed is not
+    swallowed there: `drain` still raises it."""
     import ray
 
     from raykafka.actors.calls import CallWindow
@@ -155,7 +155,7 @@ def test_a_call_window_gives_finished_results_and_keeps_a_failed_call_for_drain_
 
     @ray.remote
     def fail():
-        raise RuntimeError("flusher bug")
+        raise RuntimeError("stage bug")
 
     window = CallWindow(8)
     refs = [answer.remote({"t": 0.5}), answer.remote({"t": 0.25}), fail.remote(), answer.remote({})]
@@ -164,5 +164,5 @@ def test_a_call_window_gives_finished_results_and_keeps_a_failed_call_for_drain_
     ray.wait(refs, num_returns=len(refs), timeout=30)
     assert window.finished() == [{"t": 0.5}, {"t": 0.25}]
     assert len(window) == 2  # the failed call and the one after it
-    with pytest.raises(RuntimeError, match="flusher bug"):
+    with pytest.raises(RuntimeError, match="stage bug"):
         window.drain()

@@ -1,6 +1,6 @@
 """The producer's watchdog names the actor that died (driver/producer_watchdog.py), read from a
-scripted actor table: a Flusher killed on its own is named even after its Aggregator closed
-(the dispatchers let go of the broker), while a Flusher its closing Aggregator took along is not."""
+scripted actor table: a BrokerWorker killed (or crashed) is named, while one that closed itself
+(`exit_actor`, once the dispatchers let go of its broker) is not."""
 
 from __future__ import annotations
 
@@ -8,19 +8,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from raykafka.driver import producer_watchdog
-from raykafka.driver.producer_watchdog import FLUSHER_DIED_FIRST_MS, ProducerWatchdog
+from raykafka.driver.producer_watchdog import ProducerWatchdog
 
 KILLED = "ActorDiedErrorContext: killed by ray.kill"
 CLOSED = "ActorDiedErrorContext: INTENDED_USER_EXIT exit_actor()"
 
 
-def _table(flusher_end: int, aggregator_end: int, aggregator_state: str = "DEAD") -> dict:
-    aggregator = {"Name": "p/aggregator-111-1", "State": aggregator_state, "DeathCause": CLOSED,
-                  "Address": {"Port": 7001}, "OwnerAddress": {"Port": 7000}, "EndTime": aggregator_end}
-    flusher = {"Name": "p/flusher-111-5", "State": "DEAD", "DeathCause": KILLED,
-               "Address": {"Port": 7002}, "OwnerAddress": {"Port": 7001}, "EndTime": flusher_end}
-    return {"a": aggregator, "f": flusher}
+def _table(cause: str, state: str = "DEAD") -> dict:
+    worker = {"Name": "p/broker_worker-111-1", "State": state, "DeathCause": cause}
+    results = {"Name": "p/producer_results", "State": "ALIVE", "DeathCause": ""}
+    return {"w": worker, "r": results}
 
 
 def _dog() -> ProducerWatchdog:
@@ -28,26 +25,26 @@ def _dog() -> ProducerWatchdog:
     return ProducerWatchdog(producer)
 
 
-@pytest.mark.parametrize(("flusher_end", "aggregator_end", "named"), [
-    (1_000_000, 1_000_000 + FLUSHER_DIED_FIRST_MS + 500, True),  # killed, then its Aggregator closed later
-    (1_000_000, 1_000_020, False),  # the closing Aggregator killed it as it exited
+@pytest.mark.parametrize(("cause", "named"), [
+    (KILLED, True),  # killed mid-stream: a death the pipeline did not ask for
+    (CLOSED, False),  # closed itself once its last writer let go
 ])
-def test_a_flusher_that_died_before_its_aggregator_closed_is_named(monkeypatch, flusher_end, aggregator_end, named):
+def test_a_killed_broker_worker_is_named_and_a_closed_one_is_not(monkeypatch, cause, named):
     import ray._private.state
 
-    monkeypatch.setattr(ray._private.state, "actors", lambda: _table(flusher_end, aggregator_end))
+    monkeypatch.setattr(ray._private.state, "actors", lambda: _table(cause))
     dog = _dog()
-    dog._scan_actors(patient=False)
-    assert (dog.dead == {"p/flusher-111-5": "killed by ray.kill"}) is named, dog.dead
+    dog._scan_actors()
+    assert (dog.dead == {"p/broker_worker-111-1": "killed by ray.kill"}) is named, dog.dead
+    assert (dog.dead_count("broker_worker") == 1) is named
     message = dog._message(9)
-    assert ("p/flusher-111-5" in message) is named and ("every producer actor is alive" in message) is not named
+    assert ("p/broker_worker-111-1" in message) is named and ("every producer actor is alive" in message) is not named
 
 
-def test_a_dead_flusher_whose_aggregator_lives_is_named(monkeypatch):
+def test_a_living_broker_worker_is_not_named(monkeypatch):
     import ray._private.state
 
-    monkeypatch.setattr(ray._private.state, "actors", lambda: _table(1_000_000, 0, aggregator_state="ALIVE"))
+    monkeypatch.setattr(ray._private.state, "actors", lambda: _table("", state="ALIVE"))
     dog = _dog()
-    dog._scan_actors(patient=False)
-    assert list(dog.dead) == ["p/flusher-111-5"]
-    assert producer_watchdog._ended_before({"EndTime": 0}, {"EndTime": 5000}, 1000) is False  # unknown end time
+    dog._scan_actors()
+    assert dog.dead == {}

@@ -95,7 +95,7 @@ def test_an_actor_killed_mid_trigger_aborts_it_and_the_trigger_runs_again(
     def step(ds, batch):
         attempts[batch.batch_id] = attempts.get(batch.batch_id, 0) + 1
         if len(attempts) == 2 and not killed:  # the second trigger, before it writes
-            (name,) = [n for n in ray.util.list_named_actors() if n.startswith(f"{producer.name}/flusher")]
+            (name,) = [n for n in ray.util.list_named_actors() if n.startswith(f"{producer.name}/broker_worker")]
             killed.append(kill_actor(name))
         write_dataset(transform(ds), sink, producer=producer)
 

@@ -1,0 +1,282 @@
+"""BrokerWorker: the producer's per-broker stage, Sarama's brokerProducer (which pairs the
+aggregator and the flusher). For each broker it hosts, a `BrokerProducer` batches the messages of
+every partition the broker leads (`AggregatorState`, by `linger.ms`, `batch.size` and
+`batch.num.messages`) and sends them to the broker (its `Flusher`, over `FlusherState`).
+
+One process hosts one broker, or several: a producer starts at most `broker.worker.actors`
+workers (by default the node's CPUs), and a broker met once that many run is hosted by the one
+hosting the fewest (the RetryHandler's `BrokerRegistry` decides). A broker costs state, not a
+process, once the cap is reached.
+
+Called by the LeaderDispatchers that selected a broker it hosts (`add`; each holds a reference,
+taken and released through the RetryHandler's broker registry) and by the RetryHandler (`host`
+to take one more broker, `close` once a broker's last reference is gone, or at the producer's
+close). Calls, through each broker's Flusher, the ProducerResults, the RetryHandler (retries;
+each hosted broker holds a reference there from its start, released after its last response)
+and, in a transactional producer, the TransactionOwner. The driver asks `metrics_snapshot`.
+
+An async actor (the Flushers await their brokers), and Ray does not promise that an async actor
+starts one caller's calls in the order they were submitted: a call whose arguments are still
+being fetched may be overtaken by the next, and the RetryHandler's `host` by a
+LeaderDispatcher's first `add`. So each `add` carries its caller's sequence number
+(`BrokerWorkerCalls`, on the caller's side, numbers them), and `CallerOrder` takes a caller's
+batches in that order; an `add` or `close` for a broker whose `host` has not run yet waits for
+it. A call's batches enter the `AggregatorState` before anything awaits, and the sets it makes
+go to the Flusher in the order they were made; the linger timer, an asyncio task of the same
+actor, does the same. So a partition's messages reach the broker in the order its
+LeaderDispatcher sent them, and a control message (SYN, FIN) stays in-band.
+
+The compression ratios a Flusher measures go straight to its `AggregatorState.observe`, a plain
+call in the same process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+
+from .aggregator import AggregatorState, Entry
+from .batch import SHUTDOWN, MessageBatch
+from .flusher import Flusher
+
+log = logging.getLogger("raykafka.producer.broker")
+
+# at most this long (s) a lingered set waits for the Flusher to put the previous one on the wire,
+# so that more gathers behind it (Nagle)
+LINGER_NAGLE_WAIT = 0.05
+# the linger timer looks again at least this often (s) with nothing buffered
+LINGER_IDLE = 1.0
+
+
+class CallerOrder:
+    """Each caller's calls in the order it numbered them, without Ray: `take` holds a call that
+    came before its turn and hands back, in order, every call whose turn has come."""
+
+    def __init__(self) -> None:
+        self.next: dict[str, int] = {}  # caller -> the sequence number whose turn it is
+        self.early: dict[str, dict[int, Any]] = {}  # caller -> calls that came before their turn
+
+    def take(self, caller: str, seq: int, item: Any) -> list[Any]:
+        waiting = self.early.setdefault(caller, {})
+        waiting[seq] = item
+        turn = self.next.get(caller, 0)
+        ready = []
+        while turn in waiting:
+            ready.append(waiting.pop(turn))
+            turn += 1
+        self.next[caller] = turn
+        if not waiting:
+            del self.early[caller]
+        return ready
+
+    def waiting(self) -> int:
+        """Calls held for an earlier one of their caller."""
+        return sum(len(calls) for calls in self.early.values())
+
+
+class BrokerProducer:
+    """One broker inside a BrokerWorker: an `AggregatorState`, a `Flusher` and the linger timer,
+    on the worker's event loop (made there: `__init__` needs a running loop)."""
+
+    def __init__(self, ctx: Any, node_id: int, host: str, port: int):
+        config = ctx.config
+        self.ctx = ctx
+        self.node_id = node_id
+        self.path = f"producer/broker/{node_id}"
+        self.state = AggregatorState(config["linger.ms"], config["batch.size"], config["batch.num.messages"],
+                                     config["max.request.size"])
+        self.flusher = Flusher(ctx, node_id, host, port, observe=self.state.observe)
+        self.last: asyncio.Future | None = None  # the last set handed to the Flusher
+        self.closing = False
+        self.wake = asyncio.Event()
+        self.timer = asyncio.get_running_loop().create_task(self._linger_loop())
+
+    def add(self, batches: list[MessageBatch]) -> list[asyncio.Future]:
+        """The batches into the state; the sets they completed, handed to the Flusher."""
+        sent = self._emit(self.state.add(batches, time.monotonic()))
+        self.wake.set()
+        return sent
+
+    async def close(self) -> None:
+        """Flush, then shut the Flusher down after its last response (which releases this
+        broker's reference on the RetryHandler)."""
+        self.closing = True
+        self.wake.set()
+        self._emit(self.state.drain())
+        await asyncio.gather(*self._emit([("control", MessageBatch.control("", -1, SHUTDOWN))]),
+                             return_exceptions=True)
+        self.timer.cancel()
+        for task in self.flusher.tasks:  # idle for good: the worker may live on for other brokers
+            task.cancel()
+        log.info("%s closed", self.path)
+
+    def _emit(self, entries: list[Entry]) -> list[asyncio.Future]:
+        """Hand the sets to the Flusher, in order; their futures (done once on the wire)."""
+        if not entries:
+            return []
+        done = self.flusher.submit(entries)
+        done.add_done_callback(lambda future: self._on_set_done(future, entries))
+        self.last = done
+        return [done]
+
+    def _on_set_done(self, future: asyncio.Future, entries: list[Entry]) -> None:
+        """A set the Flusher failed to send (a bug there): its batches fail with why."""
+        if future.cancelled() or future.exception() is None:
+            return
+        from .calls import pipeline_error
+        from .producer_results import report_failed
+
+        batches = [b for kind, item in entries for b in (item if kind == "produce" else [item])]
+        report_failed(self.ctx.results, batches, pipeline_error(future.exception()))
+
+    async def _linger_loop(self) -> None:
+        while not self.closing:
+            try:
+                deadline = self.state.deadline()
+                timeout = LINGER_IDLE if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    await asyncio.wait_for(self.wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+                self.wake.clear()
+                last = self.last
+                if last is not None and not last.done() and self.state.deadline() is not None:
+                    # Nagle: while the Flusher is still sending the previous set, let more gather
+                    await asyncio.wait([last], timeout=LINGER_NAGLE_WAIT)
+                if not self.closing:
+                    self._emit(self.state.poll(time.monotonic()))
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # keep lingering; a set that fails, fails its own batches
+                log.exception("%s linger flush failed", self.path)
+
+
+class BrokerWorker:
+    """The actor: the `BrokerProducer` of each broker it hosts, and its callers' order."""
+
+    def __init__(self, ctx: Any, generation: int, node_id: int, host: str, port: int):
+        self.ctx = ctx
+        self.first: tuple | None = (generation, node_id, host, port)  # hosted once the event loop runs
+        # by the registry's generation, one per broker placed here (a broker closed and placed
+        # here again is another generation, whatever order the calls run in)
+        self.brokers: dict[int, BrokerProducer] = {}
+        self.hosting: dict[int, asyncio.Future] = {}  # brokers asked for before their `host` ran
+        self.order = CallerOrder()
+
+    def ping(self) -> bool:
+        return True
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        from ..wire.stats import merge
+
+        return merge(broker.flusher.metrics_snapshot() for broker in self.brokers.values())
+
+    async def host(self, generation: int, node_id: int, host: str, port: int) -> None:
+        """Take one more broker, `generation` of the RetryHandler's registry, which placed it here."""
+        self._host_first()
+        self._host(generation, node_id, host, port)
+
+    async def add(self, generation: int, caller: str, seq: int, batches: list[MessageBatch]) -> None:
+        """A LeaderDispatcher's `seq`-th call to broker `generation`: its batches, taken in its
+        order. Returns once the sets they completed are on the wire (the caller's window of calls
+        is the backpressure); batches left lingering are the worker's to send."""
+        broker = await self._broker(generation)
+        turn = asyncio.get_running_loop().create_future()
+        for own, own_turn in self.order.take(caller, seq, (batches, turn)):  # no await before this
+            own_turn.set_result(broker.add(own))
+        sent = await turn
+        if sent:
+            await asyncio.gather(*sent, return_exceptions=True)  # a failed set fails its own batches
+
+    async def close(self, generation: int, last: bool = True) -> None:
+        """Close broker `generation`: flush, shut its Flusher down after its last response; then,
+        if it was the `last` broker the registry placed here, exit."""
+        import ray
+
+        broker = await self._broker(generation)
+        if self.order.waiting():
+            log.warning("%s closing with %d call(s) waiting for an earlier one", broker.path, self.order.waiting())
+        await broker.close()
+        del self.brokers[generation]
+        if last:
+            ray.actor.exit_actor()
+
+    # -- utilities ---------------------------------------------------------------
+
+    def _host_first(self) -> None:
+        """The broker the worker was started for, on the actor's event loop (there is none in `__init__`)."""
+        if self.first is not None:
+            first, self.first = self.first, None
+            self._host(*first)
+
+    def _host(self, generation: int, node_id: int, host: str, port: int) -> None:
+        self.brokers[generation] = BrokerProducer(self.ctx, node_id, host, port)
+        log.info("producer/broker/%d hosted (generation %d, %d broker(s) here)", node_id, generation,
+                 len(self.brokers))
+        waiting = self.hosting.pop(generation, None)
+        if waiting is not None:
+            waiting.set_result(None)
+
+    async def _broker(self, generation: int) -> BrokerProducer:
+        """Broker `generation`'s part, once `host` has run for it."""
+        self._host_first()
+        broker = self.brokers.get(generation)
+        if broker is None:
+            waiting = self.hosting.get(generation)
+            if waiting is None:
+                waiting = self.hosting[generation] = asyncio.get_running_loop().create_future()
+            await waiting
+            broker = self.brokers[generation]
+        return broker
+
+
+# ---------------------------------------------------------------------------- the callers' side
+
+
+class BrokerWorkerCalls:
+    """One process's calls to one broker on one BrokerWorker, numbered for `CallerOrder`; it
+    stands in for the worker's handle where a LeaderDispatcher sends (`add.remote(batches)`).
+    One per process and broker generation (`calls_to`), so that every partition of a
+    LeaderDispatcher on that broker shares one sequence, as they shared one caller's order with
+    a synchronous actor."""
+
+    def __init__(self, handle: Any, generation: int):
+        self.handle = handle
+        self.generation = generation
+        self.caller = uuid.uuid4().hex
+        self.seq = 0
+        self.add = _NumberedAdd(self)
+
+
+class _NumberedAdd:
+    def __init__(self, calls: BrokerWorkerCalls):
+        self.calls = calls
+
+    def remote(self, batches: list[MessageBatch]) -> Any:
+        calls = self.calls
+        ref = calls.handle.add.remote(calls.generation, calls.caller, calls.seq, batches)
+        calls.seq += 1
+        return ref
+
+
+_CALLS: dict[tuple[Any, int], BrokerWorkerCalls] = {}  # (worker handle, generation) -> this process's calls
+
+
+def calls_to(handle: Any, generation: int) -> BrokerWorkerCalls:
+    """This process's numbered calls to broker `generation` on the worker `handle`."""
+    calls = _CALLS.get((handle, generation))
+    if calls is None:
+        calls = _CALLS[(handle, generation)] = BrokerWorkerCalls(handle, generation)
+    return calls
+
+
+def get_broker_worker(ctx: Any, node_id: int, host: str, port: int) -> tuple[Any, int]:
+    """Broker `node_id`'s worker (as this process's numbered calls to it) and its generation,
+    one more reference on it (getBrokerProducer)."""
+    import ray
+
+    handle, generation = ray.get(ctx.retry_handler.get_broker.remote(node_id, host, port))
+    return calls_to(handle, generation), generation

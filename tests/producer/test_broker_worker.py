@@ -1,0 +1,88 @@
+"""The BrokerWorker (actors/broker_worker.py) without Ray: `CallerOrder` takes each caller's
+calls in the order it numbered them; a worker built without Ray, against the mock cluster,
+writes a partition's batches in the caller's order even when its calls start out of order (Ray
+does not promise an async actor starts one caller's calls in order), feeds the compression
+ratios its Flusher measures to its `AggregatorState` without a Ray call, and takes a second
+broker whose `host` call runs after the first `add` for it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from raykafka.actors.batch import MessageBatch
+from raykafka.actors.broker_worker import BrokerWorker, CallerOrder
+from raykafka.mock import MockCluster
+from raykafka.wire.config import parse_config
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Calls:
+    """Stands in for an actor handle: `handle.method.remote(*args)` is recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple]] = []
+
+    def __getattr__(self, method: str) -> SimpleNamespace:
+        return SimpleNamespace(remote=lambda *args: self.calls.append((method, args)))
+
+
+def batch(partition: int, *values: bytes) -> MessageBatch:
+    return MessageBatch(topic="t", partition=partition, ids=list(range(len(values))), values=list(values)).measure()
+
+
+def test_a_callers_calls_are_taken_in_its_order_whatever_order_they_come_in():
+    order = CallerOrder()
+    assert order.take("a", 1, "a1") == []  # early: held for a0
+    assert order.take("b", 0, "b0") == ["b0"]  # another caller is not held by it
+    assert order.waiting() == 1
+    assert order.take("a", 2, "a2") == []
+    assert order.take("a", 0, "a0") == ["a0", "a1", "a2"]
+    assert order.take("a", 3, "a3") == ["a3"]
+    assert order.waiting() == 0
+
+
+def test_calls_that_start_out_of_order_reach_the_broker_in_the_callers_order():
+    with MockCluster(n_brokers=2, topics={"t": 2}) as cluster:  # partition p is led by broker p + 1
+        config = parse_config({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": False,
+                               "linger.ms": 0, "compression.type": "lz4"})
+        ctx = SimpleNamespace(config=config, retry_handler=Calls(), results=Calls(), prefix="p/", transactions=None,
+                              window=8)
+
+        async def scenario() -> BrokerWorker:
+            worker = BrokerWorker(ctx, 7, 1, "127.0.0.1", cluster.brokers[1].port)  # broker 1, generation 7
+            try:
+                later = asyncio.ensure_future(worker.add(7, "ld", 1, [batch(0, b"c" * 200, b"d" * 200)]))
+                await asyncio.sleep(0.05)  # the second call started first: it waits for the first
+                assert cluster.records("t", 0) == [] and worker.order.waiting() == 1
+                await worker.add(7, "ld", 0, [batch(0, b"a" * 200, b"b" * 200)])
+                await later
+                # broker 2 placed here as generation 8: its first add runs before its `host`
+                second = asyncio.ensure_future(worker.add(8, "ld2", 0, [batch(1, b"x" * 200)]))
+                await asyncio.sleep(0.05)
+                assert not second.done() and 8 in worker.hosting
+                await worker.host(8, 2, "127.0.0.1", cluster.brokers[2].port)
+                await second
+                deadline = time.monotonic() + 10
+                while len(cluster.records("t", 0)) < 4 or len(cluster.records("t", 1)) < 1:
+                    assert time.monotonic() < deadline, "the batches reached the mock"
+                    await asyncio.sleep(0.01)
+            finally:
+                for broker in worker.brokers.values():
+                    broker.timer.cancel()
+                    for task in broker.flusher.tasks:
+                        task.cancel()
+                    await broker.flusher.conn.close()
+            return worker
+
+        worker = asyncio.run(asyncio.wait_for(scenario(), 30))
+        assert [r.value for r in cluster.records("t", 0)] == [b"a" * 200, b"b" * 200, b"c" * 200, b"d" * 200]
+        assert [r.value for r in cluster.records("t", 1)] == [b"x" * 200]
+    state = worker.brokers[7].state
+    assert "t" in state.ratios, "the Flusher's measured ratio reached the AggregatorState"
+    assert state.ratios["t"] < 0.5  # 200 repeated bytes compress well
+    assert sorted(broker.node_id for broker in worker.brokers.values()) == [1, 2]

@@ -1,0 +1,75 @@
+"""A producer's process budget (DESIGN.md, "The process budget"): every producer actor is a
+Ray worker process (about 125 MiB), named `<producer>/<role>[-key]`. On tansu, writing one
+topic through one broker starts the topic, partition and leader dispatchers, one BrokerWorker
+(the broker's aggregator and flusher in one process), the RetryHandler and the
+ProducerResults: six. On the mock cluster's 8 brokers, `broker.worker.actors` caps the
+BrokerWorkers: the brokers share them."""
+
+from __future__ import annotations
+
+import pytest
+import ray
+
+from raykafka.driver.admin import Admin
+from raykafka.driver.producer import Producer
+from raykafka.mock import MockCluster
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+
+# one topic, one broker (tansu reports a single broker)
+MAX_PROCESSES_ONE_TOPIC = 6
+# on 8 brokers with broker.worker.actors=2: the BrokerWorkers, and every other role of one topic
+MAX_BROKER_WORKERS = 2
+MAX_OTHER_PROCESSES = MAX_PROCESSES_ONE_TOPIC - 1
+
+
+@pytest.mark.broker
+def test_a_producer_writing_one_topic_on_one_broker_runs_at_most_six_processes(
+        ray_session, bootstrap, topic_name, live_actors):
+    topic = topic_name("budget")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 3})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    try:
+        futures = [producer.send(topic, b"v%d" % i, key=b"k%d" % (i % 7)) for i in range(500)]
+        batch = producer.send_batch(topic, [b"b%d" % i for i in range(500)])
+        assert producer.flush(60) == 0
+        assert all(f.result(0).offset >= 0 for f in futures) and batch.result(0).ok
+        prefix = producer.name + "/"
+        named = sorted(n for n in ray.util.list_named_actors() if n.startswith(prefix))
+        roles = sorted({n[len(prefix):].split("-", 1)[0] for n in named})
+        assert roles == ["broker_worker", "leader_dispatcher", "partition_dispatcher", "producer_results",
+                         "retry_handler", "topic_dispatcher"], named
+        assert len(named) <= MAX_PROCESSES_ONE_TOPIC, named
+        assert sorted(live_actors(prefix)) == named, "every live actor of the producer is named"
+    finally:
+        producer.close(30)
+    assert live_actors(producer.name) == []
+
+
+def test_eight_brokers_share_the_capped_broker_workers(ray_session, live_actors):
+    """On the mock cluster's 8 brokers, with `broker.worker.actors` 2 (the default on a 2-CPU
+    node: its CPUs): two BrokerWorker processes host the 8 brokers, every message arrives once
+    and in order, and close leaves no actor."""
+    partitions = 8  # partition p is led by broker p % 8 + 1: one per broker
+    with MockCluster(n_brokers=8, topics={"t": partitions}) as cluster:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 2, "broker.worker.actors": 2})
+        try:
+            sent: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+            futures = []
+            for i in range(800):
+                p = i % partitions
+                sent[p].append(b"m%d" % i)
+                futures.append(producer.send("t", b"m%d" % i, partition=p))
+            assert producer.flush(60) == 0
+            assert all(f.result(0).offset >= 0 for f in futures)
+            prefix = producer.name + "/"
+            named = sorted(n for n in ray.util.list_named_actors() if n.startswith(prefix))
+            workers = [n for n in named if n[len(prefix):].startswith("broker_worker")]
+            assert len(workers) == MAX_BROKER_WORKERS, named
+            assert len(named) - len(workers) <= MAX_OTHER_PROCESSES, named
+        finally:
+            producer.close(30)
+        for p in range(partitions):
+            assert [r.value for r in cluster.records("t", p)] == sent[p]
+    assert live_actors(producer.name) == []
