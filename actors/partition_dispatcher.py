@@ -89,11 +89,15 @@ class PartitionDispatcher:
         return True
 
     def add_topic(self, topic: str, num_partitions: int) -> None:
-        """The TopicDispatcher looked the topic up: partition its messages from now on."""
-        if topic not in self.topics:
-            config = self.ctx.config
-            self.topics[topic] = TopicPartitioner(topic, num_partitions, config["partitioner"],
-                                                  config["sticky.partitioning.linger.ms"])
+        """The TopicDispatcher looked the topic up: partition its messages from now on; or the
+        topic grew (a later look-up): its next messages go over all its partitions."""
+        known = self.topics.get(topic)
+        if known is not None:
+            known.num_partitions = max(known.num_partitions, num_partitions)
+            return
+        config = self.ctx.config
+        self.topics[topic] = TopicPartitioner(topic, num_partitions, config["partitioner"],
+                                              config["sticky.partitioning.linger.ms"])
 
     def dispatch(self, batches: list[MessageBatch]) -> None:
         parts: list[MessageBatch] = []

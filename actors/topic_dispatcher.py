@@ -19,6 +19,10 @@ the PartitionDispatcher and the held batches go to it in that order; those still
 when their delivery.timeout.ms runs out fail with `DeliveryTimeoutError` naming the look-up's
 last error. While a topic holds, `route` refuses it, so its batches keep coming here, behind.
 
+Every `metadata.max.age.ms` it looks the written topics up again (`refresh_topics`, on its own
+timer): a topic that grew is added again with its new count, so that its keyed messages spread
+over the new partitions too, as Java's producer does.
+
 Also asks the cluster for a producer id (InitProducerId) when idempotence is on and the broker
 supports it, and hands it to the LeaderDispatcher, which numbers every partition's messages
 under that id, before it forwards a message. A transactional producer's id and epoch come from
@@ -130,12 +134,16 @@ class TopicDispatcher:
 
         self.cluster = Cluster(ctx.config)
         self.partitioner = ctx.partition_dispatcher  # the PartitionDispatcher
-        self.known: set[str] = set()  # topics looked up and added to the PartitionDispatcher
+        self.known: dict[str, int] = {}  # topic -> partition count, as added to the PartitionDispatcher
         self.window = CallWindow(ctx.window, self._call_failed)  # calls to the PartitionDispatcher
         self.closed = False
         self.awaiting = TopicsAwaitingMetadata(ctx.config["delivery.timeout.ms"])
         self.backoff = HoldBackoff(ctx.config["retry.backoff.ms"])
         self.timer = SelfTimer("retry_held")
+        # the partition counts are looked up again this often: a topic that grew gets traffic on
+        # its new partitions (Java's metadata.max.age.ms refresh)
+        self.refresh_every = ctx.config["metadata.max.age.ms"] / 1000
+        self.refresh_timer = SelfTimer("refresh_topics")
         self.init_error: Exception | None = None
         try:
             if ctx.config["enable.idempotence"] and ctx.config["transactional.id"] is None and ctx.producer_id < 0:
@@ -262,7 +270,28 @@ class TopicDispatcher:
             return
         info = self.loop.run(self.cluster.topic(topic), timeout or self.ctx.timeout)  # raises UnknownTopicError
         ray.get(self.partitioner.add_topic.remote(topic, len(info.partitions)), timeout=self.ctx.timeout)
-        self.known.add(topic)
+        self.known[topic] = len(info.partitions)
+        self.refresh_timer.arm(self.refresh_every)
+
+    def refresh_topics(self) -> None:
+        """Called by this actor's own timer every metadata.max.age.ms: look the written topics up
+        again, and tell the PartitionDispatcher of any that grew (partitions are only ever added)."""
+        self.refresh_timer.fired()
+        if self.closed:
+            return
+        try:
+            self.loop.run(self.cluster.refresh_metadata(list(self.known)), self.ctx.timeout)
+        except Exception as exc:  # the next refresh tries again; the counts known still hold
+            log.info("producer/topic: metadata refresh failed: %s", exc)
+        else:
+            for topic, count in self.known.items():
+                info = self.cluster.metadata.topics.get(topic)
+                grown = len(info.partitions) if info is not None else 0
+                if grown > count:
+                    log.info("producer/topic/%s grew from %d to %d partitions", topic, count, grown)
+                    self.partitioner.add_topic.remote(topic, grown)
+                    self.known[topic] = grown
+        self.refresh_timer.arm(self.refresh_every)
 
     def _call_failed(self, batches: list[MessageBatch], exc: BaseException) -> None:
         """A call to the PartitionDispatcher failed (it died, say): its own batches fail with why."""
@@ -281,6 +310,7 @@ class TopicDispatcher:
 
         self.closed = True
         self.timer.cancel()
+        self.refresh_timer.cancel()
         self._fail_all(self.awaiting.take_all(),
                        ProducerClosedError("producer closed while the message waited for its topic's metadata"))
         self.window.drain()

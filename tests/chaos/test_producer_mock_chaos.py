@@ -178,10 +178,7 @@ def test_a_heal_ends_what_the_dead_broker_worker_wrote_at_its_offsets(ray_sessio
             figures = ledger.settle(timeout=60)
         finally:
             producer.close(30)
-        log = {p: [(r.offset, r.value) for r in cluster.records(TOPIC, p)] for p in range(PARTITIONS)}
-        checks = ledger.check_log(log)
-        heals = [{**h._asdict(), "seconds": round(h.seconds, 2)} for h in producer.heals_done]
-        record(**figures, **checks, actors_killed=[worker], heals=heals, handler_errors=len(cluster.handler_errors))
+        checks, heals = _judge_heal(cluster, ledger, producer, figures, record, worker)
     assert producer.healed == 1
     assert figures["delivered"] == 2000, figures["failed_by_cause"]
     assert checks == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}
@@ -216,10 +213,17 @@ def test_a_killed_broker_worker_hosting_several_brokers_heals_exactly_once_in_or
             figures = ledger.settle(timeout=90)
         finally:
             producer.close(30)
-        log = {p: [(r.offset, r.value) for r in cluster.records(TOPIC, p)] for p in range(PARTITIONS)}
-        checks = ledger.check_log(log)
-        heals = [{**h._asdict(), "seconds": round(h.seconds, 2)} for h in producer.heals_done]
-        record(**figures, **checks, actors_killed=[workers[0]], heals=heals, handler_errors=len(cluster.handler_errors))
+        checks, heals = _judge_heal(cluster, ledger, producer, figures, record, workers[0])
     assert producer.healed >= 1
     assert figures["unresolved"] == figures["failed"] == 0, figures["failed_by_cause"]
     assert checks == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0, "without_offset": 0}
+
+
+def _judge_heal(cluster, ledger, producer, figures: dict, record, killed: str) -> tuple[dict, list[dict]]:
+    """The mock's log checked against what the ledger sent, and the producer's heals; both
+    recorded with the figures and the actor killed."""
+    log = {p: [(r.offset, r.value) for r in cluster.records(TOPIC, p)] for p in range(PARTITIONS)}
+    checks = ledger.check_log(log)
+    heals = [{**h._asdict(), "seconds": round(h.seconds, 2)} for h in producer.heals_done]
+    record(**figures, **checks, actors_killed=[killed], heals=heals, handler_errors=len(cluster.handler_errors))
+    return checks, heals
