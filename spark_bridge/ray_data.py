@@ -157,7 +157,7 @@ class KafkaDatasource(Datasource):
     def __init__(self, topics: Iterable[str] | str, config: Mapping[str, Any],
                  starting_offsets: Any = "earliest", ending_offsets: Any = "latest"):
         self.config = dict(config)
-        parse_config(self.config)  # a bad key fails here, at the point of the mistake
+        parse_config(self.config, role="read")  # a bad key fails here, at the point of the mistake; an unread one warns
         require_raw(self.config, "KafkaDatasource", "deserialize the columns with Dataset.map_batches")
         self.ranges = resolve_ranges(self.config, topics, starting_offsets, ending_offsets)
 
@@ -234,7 +234,7 @@ class KafkaDatasink(Datasink):
             raise ValueError(f"pipelines_per_node must be an int of at least 1, not {pipelines_per_node!r}")
         self.topic = topic
         self.config = dict(config)
-        parse_config(self.config)
+        parse_config(self.config, role="write")  # a bad key fails here; an unread one warns
         self.pipelines_per_node = pipelines_per_node
         self.exactly_once = exactly_once
         self.write_id = ""  # set on the driver when the write starts: the blocks' keys begin with it

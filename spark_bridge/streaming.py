@@ -56,6 +56,8 @@ from ..wire.errors import ConfigError, TransactionFatalError
 from ..wire.serde import require_raw
 from .offsets import PartitionRange, check_range, offsets_json, parse_offsets, pick_offset, subscribed_topics
 
+STREAM_ONLY_KEYS = ("group.id",)  # read by the stream (its offsets), not by each batch's read
+
 log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.1
@@ -153,7 +155,9 @@ class KafkaStream:
         if trigger_interval < 0:
             raise ConfigError(f"trigger_interval must not be negative, got {trigger_interval}")
         self.config = dict(config)
-        parsed = parse_config(self.config)  # a bad key fails here, at the point of the mistake
+        parsed = parse_config(self.config, role="stream")  # a bad key fails here; an unread one warns
+        # what each batch's read is given: the stream's own key (group.id) is not the read's
+        self.read_config = {k: v for k, v in self.config.items() if k not in STREAM_ONLY_KEYS}
         require_raw(self.config, "a Kafka stream", "deserialize the columns in the step")
         self.group_id: str | None = parsed.get("group.id") or None
         self.topics = None if topics is None else [topics] if isinstance(topics, str) else list(topics)
@@ -267,7 +271,7 @@ class KafkaStream:
 
     def _data(self, batch: MicroBatch) -> Any:
         """The batch's records, as the stream's `read` gives them (a Dataset, a DataFrame)."""
-        return self.read(sorted({r.topic for r in batch.ranges if r.count}), self.config, *_range_specs(batch.ranges))
+        return self.read(sorted({r.topic for r in batch.ranges if r.count}), self.read_config, *_range_specs(batch.ranges))
 
     def close(self) -> None:
         self._admin.close()

@@ -270,14 +270,22 @@ PRODUCER_KEYS = COMMON_KEYS | frozenset(list(PROPERTIES)[list(PROPERTIES).index(
 GROUP_ONLY_KEYS = frozenset({"group.id", "group.instance.id", "session.timeout.ms", "heartbeat.interval.ms",
                              "rebalance.timeout.ms", "partition.assignment.strategy", "enable.auto.commit",
                              "auto.commit.interval.ms", "topic.metadata.refresh.interval.ms"})
-CONSUMER_ONLY_KEYS = frozenset({"partition.consumer.actors"})
+# read by the Consumer's actors alone: a group member's fetch loop pauses no partition by time
+CONSUMER_ONLY_KEYS = frozenset({"partition.consumer.actors", "max.processing.time.ms"})
 GROUP_KEYS = COMMON_KEYS | (frozenset(PROPERTIES) - PRODUCER_KEYS - CONSUMER_ONLY_KEYS)
 CONSUMER_KEYS = (GROUP_KEYS - GROUP_ONLY_KEYS) | CONSUMER_ONLY_KEYS
+# a bounded read of the bridges (Ray Data's read, Spark's batch read): read tasks fetch ranges
+# themselves, with no actor, no group, and raw columns (no deserializer)
+READ_KEYS = CONSUMER_KEYS - CONSUMER_ONLY_KEYS - {"key.deserializer", "value.deserializer"}
 ROLES: dict[str, tuple[str, frozenset[str]]] = {
     "producer": ("a Producer", PRODUCER_KEYS),
     "consumer": ("a Consumer with assigned partitions (it joins no group and commits nothing)", CONSUMER_KEYS),
     "group": ("a ConsumerGroup", GROUP_KEYS),
     "admin": ("an Admin", COMMON_KEYS - {"statistics.interval.ms"}),  # it takes no stats_cb
+    "read": ("a bounded read (its read tasks join no group and commit nothing)", READ_KEYS),
+    # a stream reads as a bounded read, batch after batch, and keeps its position as group.id's offsets
+    "stream": ("a Kafka stream (it joins no group: group.id only keeps its offsets)", READ_KEYS | {"group.id"}),
+    "write": ("a write (each node's writer is a Producer)", PRODUCER_KEYS),
 }
 
 ALIASES = {"max.poll.interval.ms": "rebalance.timeout.ms", "sasl.mechanisms": "sasl.mechanism",

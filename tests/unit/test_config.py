@@ -221,6 +221,11 @@ def test_keys_that_work_together_pass():
     ("producer", {"auto.offset.reset": "earliest", "group.id": "g"}, "auto.offset.reset, group.id"),
     ("admin", {"linger.ms": 5, "fetch.max.bytes": 1024}, "fetch.max.bytes, linger.ms"),
     ("admin", {"statistics.interval.ms": 1000}, "statistics.interval.ms"),
+    ("group", {"max.processing.time.ms": 200}, "max.processing.time.ms"),
+    ("read", {"linger.ms": 5, "group.id": "g"}, "group.id, linger.ms"),
+    ("read", {"partition.consumer.actors": 2}, "partition.consumer.actors"),
+    ("stream", {"session.timeout.ms": 6000, "acks": "all"}, "acks, session.timeout.ms"),
+    ("write", {"session.timeout.ms": 6000}, "session.timeout.ms"),
 ])
 def test_a_key_the_client_does_not_read_is_named_in_a_warning(role, given, named):
     from raykafka.wire.errors import ConfigWarning
@@ -230,7 +235,7 @@ def test_a_key_the_client_does_not_read_is_named_in_a_warning(role, given, named
     assert len(caught) == 1
 
 
-@pytest.mark.parametrize("role", ["producer", "consumer", "group", "admin"])
+@pytest.mark.parametrize("role", ["producer", "consumer", "group", "admin", "read", "stream", "write"])
 def test_keys_each_client_reads_raise_no_warning(role):
     import warnings
 
@@ -238,11 +243,13 @@ def test_keys_each_client_reads_raise_no_warning(role):
 
     given = {"bootstrap.servers": "k:9092", "client.id": "c", "retry.backoff.ms": 50, "request.timeout.ms": 20000}
     given.update({"producer": {"linger.ms": 1, "acks": "all"}, "consumer": {"fetch.max.bytes": 1 << 20},
-                  "group": {"group.id": "g", "fetch.max.bytes": 1 << 20}, "admin": {}}[role])
+                  "group": {"group.id": "g", "fetch.max.bytes": 1 << 20}, "admin": {},
+                  "read": {"isolation.level": "read_committed"}, "stream": {"group.id": "g", "fetch.max.bytes": 1 << 20},
+                  "write": {"linger.ms": 1, "enable.idempotence": True}}[role])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         parse_config(given, role=role)
-    assert set(ROLES) == {"producer", "consumer", "group", "admin"}
+    assert set(ROLES) == {"producer", "consumer", "group", "admin", "read", "stream", "write"}
 
 
 def test_common_part_keeps_what_every_client_reads_under_the_name_given():
@@ -251,3 +258,17 @@ def test_common_part_keeps_what_every_client_reads_under_the_name_given():
     given = {"metadata.broker.list": "k:9092", "sasl.mechanisms": "PLAIN", "group.id": "g", "linger.ms": 5,
              "retry.backoff.ms": 10, "statistics.interval.ms": 1000}  # an Admin takes no stats_cb
     assert common_part(given) == {"metadata.broker.list": "k:9092", "sasl.mechanisms": "PLAIN", "retry.backoff.ms": 10}
+
+
+def test_the_bridges_entry_points_warn_of_a_key_they_do_not_read():
+    """A write given a consumer's key, and a stream given a producer's, say so where they are
+    built; a stream's group.id is its own and is not handed to each batch's read."""
+    from raykafka.spark_bridge.ray_data import KafkaDatasink
+    from raykafka.spark_bridge.streaming import KafkaStream
+    from raykafka.wire.errors import ConfigWarning
+
+    with pytest.warns(ConfigWarning, match=r"^session.timeout.ms: not used by a write"):
+        KafkaDatasink("t", {"bootstrap.servers": "k:9092", "session.timeout.ms": 6000})
+    with pytest.warns(ConfigWarning, match=r"^linger.ms: not used by a Kafka stream"):
+        stream = KafkaStream(["t"], {"bootstrap.servers": "k:9092", "group.id": "g", "linger.ms": 5})
+    assert "group.id" not in stream.read_config and stream.read_config["linger.ms"] == 5
