@@ -3,8 +3,10 @@
     raykafka consume -b HOST:PORT -t TOPIC [-g GROUP] [-o beginning|end|OFFSET] [-c COUNT] [-e]
                      [-f value|json|FORMAT] [-X key=value]...
 
-Without -g every partition is assigned through a `Consumer` (Ray actors); with -g this process
-joins the group as one member (the member runtime runs in-process, so it prints here).
+Without -g every partition is assigned through a `Consumer` (Ray actors); with -e and no Ray
+cluster to join, the partitions are read to their ends in this process instead, with the bounded
+reader of Ray Data's read tasks (`wire.range_reader`), and no Ray is started. With -g this
+process joins the group as one member (the member runtime runs in-process, so it prints here).
 -e exits once every partition is at its end (a topic that does not exist is an error then),
 -c after COUNT messages; otherwise it runs until SIGINT or SIGTERM, then leaves the group,
 commits what it printed, flushes and exits 0. A second signal does not cut that short (it says
@@ -284,6 +286,10 @@ def cmd_consume(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# `consume -e` without Ray reads this many records of each partition per round (`_consume_to_end_here`)
+SLICE_RECORDS = 50_000
+
+
 def _start(offset: str) -> Any:
     if offset in ("beginning", "earliest", "oldest"):
         return "earliest"
@@ -295,11 +301,62 @@ def _start(offset: str) -> Any:
         raise UsageError(f"-o: expected beginning, end or an offset, got {offset!r}") from None
 
 
+def _reads_here(args: argparse.Namespace, start: Any) -> bool:
+    """Whether `consume` reads in this process, without Ray: to the end (-e), from the beginning,
+    the end or an offset, with no Ray cluster to join (none runs here, `RAY_ADDRESS` names none).
+    Starting a whole local Ray for a terminal command costs seconds; a running one is joined."""
+    if not args.exit_at_end or (isinstance(start, int) and start < 0):
+        return False
+    import ray
+
+    from ..driver.ray_runtime import cluster_address
+
+    return not ray.is_initialized() and cluster_address() is None
+
+
+def _consume_to_end_here(args: argparse.Namespace, config: dict[str, Any], printer: _Printer,
+                         interrupts: _Interrupts, start: Any) -> None:
+    """-e in this process: each partition's range to its end now, read by the bounded reader Ray
+    Data's read tasks use (`wire.range_reader`), `SLICE_RECORDS` of every partition at a time,
+    so memory stays bounded whatever the topic holds. Deserializers apply as in a `Consumer`."""
+    from ..spark_bridge.offsets import PartitionRange, resolve_ranges
+    from ..wire.config import parse_config
+    from ..wire.range_reader import read_ranges
+    from ..wire.serde import Deserializers
+
+    deserialize = Deserializers.from_config(parse_config(config))
+    try:
+        with interrupts.waiting():
+            ranges = resolve_ranges(config, [args.topic], "earliest", "latest")
+        if start == "latest":
+            return
+        if isinstance(start, int):
+            _say_past_end(args.topic, start, {r.partition: r.end for r in ranges})
+            ranges = [PartitionRange(r.topic, r.partition, max(r.start, start), r.end) for r in ranges]
+        while not printer.done.is_set():
+            slices = [PartitionRange(r.topic, r.partition, r.start, min(r.end, r.start + SLICE_RECORDS))
+                      for r in ranges if r.count]
+            if not slices:
+                return
+            with interrupts.waiting():
+                tables = list(read_ranges(config, slices))
+            for table in tables:
+                for batch in table.to_batches():
+                    printer.take(deserialize(batch))
+            ranges = [PartitionRange(r.topic, r.partition, min(r.end, r.start + SLICE_RECORDS), r.end)
+                      for r in ranges]
+    except _Stop:
+        pass
+
+
 def _consume_assigned(args: argparse.Namespace, config: dict[str, Any], printer: _Printer,
                       interrupts: _Interrupts) -> None:
     from ..driver.consumer import Consumer
 
     start = _start(args.offset)
+    if _reads_here(args, start):
+        _consume_to_end_here(args, config, printer, interrupts, start)
+        return
     consumer = Consumer(config)
     try:
         with interrupts.waiting():

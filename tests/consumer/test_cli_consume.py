@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -42,6 +43,28 @@ def test_exit_at_end_prints_every_message_as_json(bootstrap, topic):
     by_value = {row["value"]: row for row in rows}
     assert by_value["v3"] == {"topic": topic, "partition": 1, "offset": 1, "key": "k3", "value": "v3",
                               "timestamp": 1_700_000_000_003, "headers": [["h", "3"]]}
+
+
+def test_exit_at_end_without_a_ray_to_join_reads_in_process_and_starts_no_ray(bootstrap, topic):
+    """`consume -e` with no Ray cluster to join reads here (a terminal command does not start a
+    whole Ray): every message, deserialized as asked, and Ray never initialized in the process;
+    a topic that does not exist is said at once."""
+    script = ("import sys, ray\n"
+              "from raykafka.app.cli import main\n"
+              "code = main(sys.argv[1:])\n"
+              "print('ray initialized:', ray.is_initialized(), file=sys.stderr)\n"
+              "sys.exit(code)\n")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    r = subprocess.run([sys.executable, "-c", script, "consume", "-b", bootstrap, "-t", topic, "-e", "-o", "2",
+                        "-X", "key.deserializer=str", "-f", "%p %o %k\\n"], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "ray initialized: False" in r.stderr and "raykafka: 6 messages" in r.stderr, r.stderr
+    assert sorted(r.stdout.splitlines()) == [f"{p} {o} k{2 * o + p}" for p in (0, 1) for o in (2, 3, 4)]
+    missing = subprocess.run([sys.executable, "-c", script, "consume", "-b", bootstrap, "-t", f"no-{uuid.uuid4().hex[:6]}",
+                              "-e"], capture_output=True, text=True, timeout=60, env=env)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    assert "ray initialized: False" in missing.stderr
 
 
 @pytest.mark.ray

@@ -1,0 +1,153 @@
+"""Reading fixed ranges of partitions, [start, end) each, without Ray: the fetch loop of a bounded
+read. Ray Data's read tasks run it (`spark_bridge.ray_data`), and so does `raykafka consume -e`
+when there is no Ray to join (`app.cli_consume`): one implementation for both.
+
+Who calls: those two. Whom it calls: the cluster's connections (`wire.cluster`), the fetcher's
+per-partition state (`wire.fetcher.PartitionFetch`), which decides what each answer means, and
+its decoder. A range is anything with `topic`, `partition`, `start`, `end` and `count`
+(`spark_bridge.offsets.PartitionRange`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from . import messages
+from .arrow_batches import SCHEMA
+from .cluster import Cluster
+from .config import parse_config
+from .errors import BrokerError, KafkaError, is_fatal
+from .fetch import OFFSET_OUT_OF_RANGE, fetch_body, fetch_version
+from .fetcher import Data, PartitionFetch, Refetch, Reset, Retry, decode
+
+READ_ATTEMPTS = 20
+
+
+class PartitionRange(Protocol):
+    """Offsets [start, end) of one partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def count(self) -> int: ...
+
+
+def read_range(config: Mapping[str, Any], part: PartitionRange) -> Iterator[pa.Table]:
+    """The records of `part`, exactly [start, end), in order, as Arrow tables (Ray Data blocks)."""
+    return read_ranges(config, [part])
+
+
+def read_ranges(config: Mapping[str, Any], parts: list[PartitionRange]) -> Iterator[pa.Table]:
+    """One table per range of `parts`, the ranges read at once: while one is decoded, the
+    broker is already serving the others.
+
+    One connection to each broker for all of them, as a consumer has: the broker answers its
+    requests in turn. (A connection per range made tansu serve six fetches at once, at 2.5
+    times the CPU: 4.96 s against 2.0 s for 200,000 single-record batches.)"""
+    parts = [p for p in parts if p.count]
+    if not parts:
+        return iter(())
+    parsed = parse_config(config)
+
+    async def read_all() -> list[list[pa.RecordBatch]]:
+        cluster = Cluster(parsed)
+        reads = [asyncio.ensure_future(_read_range(cluster, parsed, part)) for part in parts]
+        try:
+            return await asyncio.gather(*reads)
+        finally:  # a range that failed ends the others before their connections close
+            for read in reads:
+                read.cancel()
+            await asyncio.gather(*reads, return_exceptions=True)
+            await cluster.close()
+
+    return iter([pa.Table.from_batches(batches, schema=SCHEMA) for batches in asyncio.run(read_all())])
+
+
+async def _read_range(cluster: Cluster, config: Any, part: PartitionRange) -> list[pa.RecordBatch]:
+    """Fetch and decode in turn, with the next fetch already asked for while one is decoded.
+
+    Under read_committed the range ends at a last stable offset, and a transaction that
+    committed below it may have its marker above it (another transaction was open before the
+    marker): on a broker that lists no aborted transactions (tansu 0.6.0) its records are
+    handed out once that marker is fetched, so the read waits for the open transaction to end
+    (at most its `transaction.timeout.ms`)."""
+    batches: list[pa.RecordBatch] = []
+    offset = part.start  # every offset before it is decided (read, or dropped by read_committed)
+    prefetch: asyncio.Future | None = None
+    # the range's size is known: ask for all of it at once, up to fetch.max.bytes
+    want = max(config["max.partition.fetch.bytes"], min(config["fetch.max.bytes"], (part.end - offset) * 256))
+    fetch = PartitionFetch(config, part.topic, part.partition, offset, want)  # one for the range: it holds
+    try:                                                                      # read_committed's undecided batches
+        data = await _fetch(cluster, config, part, fetch)
+        while True:
+            if data.position < part.end:  # more to fetch: ask while this is decoded
+                prefetch = asyncio.ensure_future(_fetch(cluster, config, part, fetch))
+                await asyncio.sleep(0)  # let it send its request before the decode holds the loop
+            batch, after = decode(data.records, part.topic, part.partition, data.fetched_at, config)
+            if batch.num_rows:
+                if batch.column(4)[-1].as_py() >= part.end:
+                    batch = batch.slice(0, _rows_before(batch, part.end))
+                batches.append(batch)
+            moved = max(offset, after, data.position)
+            if moved <= offset and data.high_watermark <= offset:
+                raise KafkaError(f"{part.topic}/{part.partition} ends at {data.high_watermark}, "
+                                 f"before the requested end {part.end}")
+            offset = moved
+            if offset >= part.end:
+                return batches
+            if prefetch is None:
+                prefetch = asyncio.ensure_future(_fetch(cluster, config, part, fetch))
+            data = await prefetch
+            prefetch = None
+    finally:
+        if prefetch is not None:
+            prefetch.cancel()
+
+
+async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, fetch: PartitionFetch) -> Data:
+    """One partition's records at `fetch`'s position (`fetcher.Data`), through leader moves, retriable errors,
+    a first batch larger than the request (asked for again, whole) and a broker outage: up to
+    `READ_ATTEMPTS` tries, each after `retry.backoff.ms` and with fresh metadata, reconnecting as
+    the cluster's reconnect backoff allows (`reconnect.backoff.ms` doubling up to
+    `reconnect.backoff.max.ms`: about two minutes at the defaults); then the last error, which
+    names its cause."""
+    failures = 0
+    while True:
+        try:
+            if failures:
+                await cluster.refresh_metadata([part.topic])
+            conn = await cluster.leader_connection(part.topic, part.partition)
+            response = await conn.request(messages.FETCH, fetch_body(config, [fetch.request()]), fetch_version(conn))
+            outcome = fetch.take(response.responses[0].partitions[0])
+            if isinstance(outcome, Data):
+                return outcome
+            if isinstance(outcome, Refetch):
+                continue
+            if isinstance(outcome, Reset):  # a bounded read has nowhere else to go
+                raise BrokerError(OFFSET_OUT_OF_RANGE, f"fetch {part.topic}/{part.partition} at {fetch.offset}")
+            if not isinstance(outcome, Retry):
+                raise outcome.error
+            error: KafkaError = outcome.error
+        except KafkaError as exc:
+            if is_fatal(exc) or not exc.retriable:
+                raise
+            error = exc
+        failures += 1
+        if failures >= READ_ATTEMPTS:
+            raise error
+        await asyncio.sleep(config["retry.backoff.ms"] / 1000)
+
+
+def _rows_before(batch: pa.RecordBatch, end: int) -> int:
+    """How many leading rows of `batch` have an offset below `end` (offsets ascend)."""
+    import numpy as np
+
+    offsets = batch.column(4).to_numpy()
+    return int(np.searchsorted(offsets, end, side="left"))
