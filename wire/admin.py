@@ -369,8 +369,10 @@ class AdminClient:
         refresh = False
         while True:
             by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
-            for tp in sorted(wanted.keys() - done.keys()):
-                info = await self.cluster.topic(tp.topic, refresh=refresh)
+            pending = sorted(wanted.keys() - done.keys())
+            topics = {t: await self.cluster.topic(t, refresh=refresh) for t in dict.fromkeys(tp.topic for tp in pending)}
+            for tp in pending:
+                info = topics[tp.topic]
                 if tp.partition not in info.partitions:
                     raise BrokerError(UNKNOWN_TOPIC_OR_PARTITION, f"delete records of {tp.topic}/{tp.partition}")
                 by_leader[info.partitions[tp.partition].leader].append(tp)
