@@ -3,12 +3,23 @@ anywhere on the line, before or after the command word and between its names.
 
     raykafka broker [--port 9092]
     raykafka topic create|delete|list -b HOST:PORT ...
+    raykafka topic alter-config TOPIC -b HOST:PORT [-c key=value]... [--delete KEY]...
+    raykafka topic delete-records TOPIC -b HOST:PORT --before OFFSET [-p PARTITION]...
     raykafka metadata -b HOST:PORT [-t TOPIC]... [-f text|json]
     raykafka group list|describe|delete|reset-offsets -b HOST:PORT [GROUP]... ...
     raykafka produce -b HOST:PORT -t TOPIC [-K SEP] [-X key=value]... [FILE]...
     raykafka consume -b HOST:PORT -t TOPIC [-g GROUP] [-o beginning|end|OFFSET] [-c N] [-e] [-f FORMAT]
     raykafka bench ...
     raykafka demo
+
+`topic alter-config` changes only the configs it names (Kafka's IncrementalAlterConfigs: `-c`
+sets a key, `--delete` takes it back to its default), as `kafka-configs --alter` does; a broker
+that cannot (no IncrementalAlterConfigs) is EXIT_ERROR, naming the call. `topic delete-records`
+deletes every record below OFFSET in each partition (all of them unless `-p` names some;
+`--before -1`: everything the partition holds), as `kafka-delete-records` does, and prints each
+partition's new log start, `TOPIC<TAB>PARTITION<TAB>LOW-WATERMARK`; an offset past a partition's
+end is EXIT_ERROR naming the partition and OFFSET_OUT_OF_RANGE. tansu 0.6 lists DeleteRecords
+but closes the connection on it: EXIT_ERROR, naming the call.
 
 Exit status (`main`): EXIT_OK when the command did all it was asked; EXIT_ERROR when Kafka or
 the network said no (a broker's error code, a timeout, a topic or group that does not exist, a
@@ -31,6 +42,7 @@ from .args import (
     UsageError,
     add_client_options,
     client_config,
+    counted,
 )
 
 
@@ -54,10 +66,34 @@ def cmd_topic(args: argparse.Namespace) -> int:
         elif args.action == "delete":
             admin.delete_topics(args.topics, missing_ok=args.if_exists)
             print(f"deleted {', '.join(args.topics)}", file=sys.stderr)
+        elif args.action == "alter-config":
+            (topic,) = args.topics
+            admin.incremental_alter_configs(topic, set=config_pairs(args.config), delete=args.delete or [])
+            print(f"altered configs of {topic}", file=sys.stderr)
+        elif args.action == "delete-records":
+            (topic,) = args.topics
+            partitions = args.partition or [p.partition for p in admin.describe_topics(
+                topic, include_configs=False)[topic].partitions]
+            low = admin.delete_records({(topic, p): args.before for p in partitions})
+            for tp, watermark in low.items():
+                print(f"{tp.topic}\t{tp.partition}\t{watermark}")
+            print(f"deleted records of {topic} below {args.before} in {counted(len(low), 'partition')}",
+                  file=sys.stderr)
         else:
             for name, partitions in admin.list_topics().items():
                 print(f"{name}\t{partitions}")
     return 0
+
+
+def config_pairs(pairs: list[str] | None) -> dict[str, str]:
+    """`-c key=value` pairs of `topic alter-config`, the last of a key winning."""
+    out = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"-c takes key=value, got {pair!r}")
+        out[key.strip()] = value
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     broker.set_defaults(func=cmd_broker)
 
-    topic = sub.add_parser("topic", help="create, delete or list topics")
+    topic = sub.add_parser("topic", help="create, delete or list topics; alter their configs; delete records")
     actions = topic.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser("create", help="create topics")
     create.add_argument("topics", nargs="*", metavar="TOPIC")
@@ -84,7 +120,20 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--if-exists", action="store_true", help="a topic that does not exist is no error")
     listing = actions.add_parser("list", help="list topics with their partition counts")
     listing.set_defaults(topics=[])
-    for name, action in (("create", create), ("delete", delete), ("list", listing)):
+    alter = actions.add_parser("alter-config", help="set or delete some configs of a topic, the others kept")
+    alter.add_argument("topics", nargs="*", metavar="TOPIC")
+    alter.add_argument("-c", "--config", action="append", metavar="key=value",
+                       help="set this config (may be given again)")
+    alter.add_argument("--delete", action="append", metavar="KEY",
+                       help="delete this config: back to its default (may be given again)")
+    records = actions.add_parser("delete-records", help="delete a topic's records below an offset")
+    records.add_argument("topics", nargs="*", metavar="TOPIC")
+    records.add_argument("--before", type=int, required=True, metavar="OFFSET",
+                         help="each partition's new log start (-1: its end, so every record goes)")
+    records.add_argument("-p", "--partition", type=int, action="append", metavar="PARTITION",
+                         help="a partition (may be given again; default: every partition)")
+    for name, action in (("create", create), ("delete", delete), ("list", listing), ("alter-config", alter),
+                         ("delete-records", records)):
         add_client_options(action)
         action.set_defaults(func=cmd_topic, action=name)
 
@@ -129,6 +178,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = sub.parse_intermixed_args(rest)
     if command == "topic" and args.action in ("create", "delete") and not args.topics:
         sub.error(f"topic {args.action} needs at least one topic name")
+    if command == "topic" and args.action in ("alter-config", "delete-records") and len(args.topics) != 1:
+        sub.error(f"topic {args.action} takes one topic name, got {len(args.topics)}")
+    if command == "topic" and args.action == "alter-config" and not (args.config or args.delete):
+        sub.error("topic alter-config needs -c key=value or --delete KEY")
     args.command = command
     return args
 

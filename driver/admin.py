@@ -4,6 +4,8 @@
         admin.describe_group("g")                    # GroupDescription: state, members, assignments
         admin.group_offsets("g", ["events"])         # [PartitionOffsets(committed, log_start, end, lag)]
         admin.reset_offsets("g", ["events"], "earliest")   # refused while the group has members
+        admin.incremental_alter_configs("events", set={"retention.ms": "3600000"}, delete=["cleanup.policy"])
+        admin.delete_records({("events", 0): 100})   # {TopicPartition: new low watermark}
 
 Each call runs one coroutine of `wire.admin.AdminClient` on the client's own asyncio loop
 thread and returns its typed result; it ends within `request.timeout.ms` (a
@@ -23,6 +25,7 @@ from typing import Any, TypeVar
 from ..wire.admin import (
     AdminClient,
     ClusterDescription,
+    ConfigEntry,
     GroupDescription,
     GroupListing,
     PartitionOffsets,
@@ -65,7 +68,8 @@ def _close(loop: LoopThread, cluster: Cluster, timeout: float) -> None:
 
 
 class Admin:
-    """Create, describe, grow and delete topics; list, describe and delete groups; read a group's
+    """Create, describe, grow and delete topics; read and change their configs (and read the
+    brokers'); delete a partition's records below an offset; list, describe and delete groups; read a group's
     offsets and lag, reset or alter them while it is empty; describe the cluster."""
 
     def __init__(self, config: Mapping[str, Any] | str):
@@ -107,6 +111,35 @@ class Admin:
         """Partitions, leaders, replicas and configs of each topic (None: every topic not internal)."""
         wanted = None if names is None else [names] if isinstance(names, str) else list(names)
         return self._run("describe_topics", self.client.describe_topics(wanted, include_configs))
+
+    def describe_configs(self, topics: Iterable[str] | str) -> dict[str, dict[str, ConfigEntry]]:
+        """Every config of each topic: {topic: {name: ConfigEntry(value, source, ...)}}."""
+        wanted = [topics] if isinstance(topics, str) else list(topics)
+        return self._run("describe_configs", self.client.describe_configs(wanted))
+
+    def describe_broker_configs(self, broker_ids: Iterable[int] | None = None) -> dict[int, dict[str, ConfigEntry]]:
+        """Every config of each broker (None: every broker): {node id: {name: ConfigEntry}}."""
+        wanted = None if broker_ids is None else list(broker_ids)
+        return self._run("describe_broker_configs", self.client.describe_broker_configs(wanted))
+
+    def alter_configs(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Legacy AlterConfigs: the topic's dynamic configs become exactly `configs`, and every key
+        not given goes back to its default. To change some keys only, `incremental_alter_configs`."""
+        self._run("alter_configs", self.client.alter_configs(topic, dict(configs)))
+
+    def incremental_alter_configs(self, topic: str, set: Mapping[str, str] | None = None,
+                                  delete: Iterable[str] = (), append: Mapping[str, str] | None = None,
+                                  subtract: Mapping[str, str] | None = None) -> None:
+        """Set keys, delete keys (back to their defaults), append to or subtract from list-valued
+        keys (KIP-339); the other keys keep their values."""
+        self._run("incremental_alter_configs", self.client.incremental_alter_configs(
+            topic, dict(set or {}), list(delete), dict(append or {}), dict(subtract or {})))
+
+    def delete_records(self, before: Mapping[tuple[str, int], int]) -> dict[TopicPartition, int]:
+        """Delete each partition's records below its offset (-1: all it holds): its log start
+        moves there. Returns each partition's new low watermark; a partition's refusal raises
+        `BrokerError` naming it (OFFSET_OUT_OF_RANGE for an offset past the end)."""
+        return self._run("delete_records", self.client.delete_records(before))
 
     def list_topics(self) -> dict[str, int]:
         """Every topic that is not internal, and its partition count."""

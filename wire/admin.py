@@ -19,8 +19,15 @@ assignments decoded), `PartitionOffsets` (committed, log start, end, lag),
 assignment, client id or host (they read empty); ListGroups lists only groups that have
 committed offsets, in state "Unknown" (`list_groups` asks their coordinator for the state), and
 DescribeGroups describes any group id, existing or not, as Empty (`require_group` tells them
-apart); DescribeConfigs lists only the configs a topic was created with; there is no
-CreatePartitions (`UnsupportedVersionError`, as tansu closes the connection on one).
+apart); DescribeConfigs lists only the configs a topic was created with or was altered to, and
+no config of a broker; there is no CreatePartitions nor AlterConfigs (`UnsupportedVersionError`
+naming the call, as tansu closes the connection on one); IncrementalAlterConfigs sets and
+deletes; DeleteRecords is listed, but tansu closes the connection on it (a
+`BrokerConnectionError` naming the call).
+
+Configs: `alter_configs` is Kafka's legacy AlterConfigs, which replaces a topic's whole set of
+dynamic configs (a key not given goes back to its default); `incremental_alter_configs`
+(KIP-339) changes only the keys it names. `delete_records` asks each partition's leader.
 """
 
 from __future__ import annotations
@@ -72,7 +79,19 @@ COORDINATOR_MOVED = frozenset({COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVA
 # a commit without a member id that meets one of these: the group has members (Kafka's answers)
 GROUP_HAS_MEMBERS = frozenset({UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, NON_EMPTY_GROUP})
 
-TOPIC_RESOURCE = 2  # DescribeConfigs resource type
+NOT_LEADER_OR_FOLLOWER = _code("NOT_LEADER_OR_FOLLOWER")
+LEADER_MOVED = frozenset({NOT_LEADER_OR_FOLLOWER, _code("LEADER_NOT_AVAILABLE")})
+
+# a config resource's type (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs), as Kafka's ConfigResource.Type
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+RESOURCE_NAMES = {TOPIC_RESOURCE: "topic", BROKER_RESOURCE: "broker"}
+# IncrementalAlterConfigs' config_operation (KIP-339), as Kafka's AlterConfigOp.OpType
+CONFIG_SET = 0
+CONFIG_DELETE = 1
+CONFIG_APPEND = 2  # to a list-valued config
+CONFIG_SUBTRACT = 3  # from a list-valued config
+END_OFFSET = -1  # DeleteRecords' offset meaning "the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK)
 # DescribeConfigs' config_source, as Kafka's ConfigSource names them
 CONFIG_SOURCES = {
     0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
@@ -260,20 +279,143 @@ class AdminClient:
     async def describe_configs(self, topics: list[str]) -> dict[str, dict[str, ConfigEntry]]:
         """Every config of each topic, as the broker reports it."""
         conn = await self.cluster.any_connection()
+        return await self._describe_configs(conn, TOPIC_RESOURCE, topics)
+
+    async def describe_broker_configs(self, broker_ids: list[int] | None = None) -> dict[int, dict[str, ConfigEntry]]:
+        """Every config of each broker (None: every broker), each asked of the broker itself, as
+        Kafka answers a broker's own configs only there."""
+        if broker_ids is None:
+            broker_ids = sorted((await self.cluster.refresh_metadata([])).brokers)
+
+        async def ask(node_id: int) -> dict[str, ConfigEntry]:
+            conn = await self.cluster.connection(node_id)
+            return (await self._describe_configs(conn, BROKER_RESOURCE, [str(node_id)]))[str(node_id)]
+
+        found = await asyncio.gather(*(ask(n) for n in broker_ids))
+        return dict(zip(broker_ids, found, strict=True))
+
+    async def _describe_configs(self, conn: Any, resource_type: int,
+                                names: list[str]) -> dict[str, dict[str, ConfigEntry]]:
         version = conn.version_for(messages.DESCRIBE_CONFIGS)
-        body = {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": t, "configuration_keys": None}
-                              for t in topics],
+        body = {"resources": [{"resource_type": resource_type, "resource_name": n, "configuration_keys": None}
+                              for n in names],
                 "include_synonyms": False, "include_documentation": False}
         response = await conn.request(messages.DESCRIBE_CONFIGS, body, version)
         out: dict[str, dict[str, ConfigEntry]] = {}
         for result in response.results:
+            what = _resource(resource_type, result.resource_name)
             if result.error_code == UNKNOWN_TOPIC_OR_PARTITION:
                 raise UnknownTopicError(f"topic {result.resource_name!r} does not exist")
             if result.error_code:
-                raise BrokerError(result.error_code, f"describe configs of {result.resource_name!r}",
-                                  result.error_message)
+                raise BrokerError(result.error_code, f"describe configs of {what}", result.error_message)
             out[result.resource_name] = {c.name: config_entry(c, version) for c in result.configs}
         return out
+
+    async def alter_configs(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Legacy AlterConfigs: the topic's dynamic configs become exactly `configs`; every key not
+        given goes back to its default (use `incremental_alter_configs` to change one key)."""
+        body = {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic,
+                               "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+                "validate_only": False}
+        await self._alter(messages.ALTER_CONFIGS, body, f"alter configs of {_resource(TOPIC_RESOURCE, topic)}")
+
+    async def incremental_alter_configs(self, topic: str, set: Mapping[str, str] | None = None,
+                                        delete: Iterable[str] = (), append: Mapping[str, str] | None = None,
+                                        subtract: Mapping[str, str] | None = None) -> None:
+        """IncrementalAlterConfigs (KIP-339): set keys, delete them (back to their defaults), append
+        to or subtract from list-valued ones; every key not named keeps its value."""
+        ops = ([{"name": k, "config_operation": CONFIG_SET, "value": v} for k, v in (set or {}).items()]
+               + [{"name": k, "config_operation": CONFIG_DELETE, "value": None} for k in delete]
+               + [{"name": k, "config_operation": CONFIG_APPEND, "value": v} for k, v in (append or {}).items()]
+               + [{"name": k, "config_operation": CONFIG_SUBTRACT, "value": v}
+                  for k, v in (subtract or {}).items()])
+        if not ops:
+            return
+        body = {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configs": ops}],
+                "validate_only": False}
+        await self._alter(messages.INCREMENTAL_ALTER_CONFIGS, body,
+                          f"alter configs of {_resource(TOPIC_RESOURCE, topic)}")
+
+    async def _alter(self, api: Any, body: Mapping[str, Any], what: str) -> None:
+        """One AlterConfigs or IncrementalAlterConfigs request to any broker; a refusal names its
+        code. Each topic is looked up first, as tansu 0.6 takes configs for a topic that does not
+        exist (a Kafka broker answers UNKNOWN_TOPIC_OR_PARTITION)."""
+        for resource in body["resources"]:
+            try:
+                await self.cluster.topic(resource["resource_name"], refresh=True)
+            except UnknownTopicError as exc:
+                raise UnknownTopicError(f"{what}: {exc}") from None
+        conn = await self.cluster.any_connection()
+        try:
+            version = conn.version_for(api)
+        except UnsupportedVersionError as exc:
+            raise UnsupportedVersionError(f"{what}: {exc}") from None
+        response = await conn.request(api, body, version)
+        for result in response.responses:
+            if result.error_code == UNKNOWN_TOPIC_OR_PARTITION:
+                raise UnknownTopicError(f"{what}: topic {result.resource_name!r} does not exist")
+            if result.error_code:
+                raise BrokerError(result.error_code, what, result.error_message)
+
+    async def delete_records(self, before: Mapping[tuple[str, int], int]) -> dict[TopicPartition, int]:
+        """DeleteRecords: each partition's log start moves up to its offset (`END_OFFSET`, -1: the
+        high watermark), each asked of the partition's leader; returns each new low watermark. A
+        partition's refusal (OFFSET_OUT_OF_RANGE past the end, ...) raises `BrokerError` naming the
+        partition; a leader that moved is found again (until `request.timeout.ms`)."""
+        wanted = {TopicPartition(*tp): offset for tp, offset in before.items()}
+        done: dict[TopicPartition, int] = {}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_ms / 1000
+        refresh = False
+        while True:
+            by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+            pending = sorted(wanted.keys() - done.keys())
+            topics = {t: await self.cluster.topic(t, refresh=refresh) for t in dict.fromkeys(tp.topic for tp in pending)}
+            for tp in pending:
+                info = topics[tp.topic]
+                if tp.partition not in info.partitions:
+                    raise BrokerError(UNKNOWN_TOPIC_OR_PARTITION, f"delete records of {tp.topic}/{tp.partition}")
+                by_leader[info.partitions[tp.partition].leader].append(tp)
+            answers = await asyncio.gather(*(self._delete_records_on(leader, {tp: wanted[tp] for tp in tps})
+                                             for leader, tps in by_leader.items()))
+            moved: list[TopicPartition] = []
+            for answer in answers:
+                for tp, (code, low_watermark) in answer.items():
+                    if code in LEADER_MOVED:
+                        moved.append(tp)
+                    elif code:
+                        raise BrokerError(code, f"delete records of {tp.topic}/{tp.partition} before "
+                                                f"{wanted[tp]}")
+                    else:
+                        done[tp] = low_watermark
+            if not moved:
+                return {tp: done[tp] for tp in sorted(done)}
+            if loop.time() + self.backoff > deadline:
+                tp = moved[0]
+                raise BrokerError(NOT_LEADER_OR_FOLLOWER, f"delete records of {tp.topic}/{tp.partition}")
+            log.info("admin/delete-records leader moved for %s", moved)
+            refresh = True
+            await asyncio.sleep(self.backoff)
+
+    async def _delete_records_on(self, leader: int, before: Mapping[TopicPartition, int]
+                                 ) -> dict[TopicPartition, tuple[int, int]]:
+        """One DeleteRecords to `leader`: {partition: (error code, low watermark)}."""
+        conn = await self.cluster.connection(leader)
+        try:
+            version = conn.version_for(messages.DELETE_RECORDS)
+        except UnsupportedVersionError as exc:
+            raise UnsupportedVersionError(f"delete records: {exc}") from None
+        by_topic: dict[str, list[dict[str, int]]] = defaultdict(list)
+        for tp, offset in sorted(before.items()):
+            by_topic[tp.topic].append({"partition_index": tp.partition, "offset": offset})
+        body = {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                "timeout_ms": self.timeout_ms}
+        try:
+            response = await conn.request(messages.DELETE_RECORDS, body, version)
+        except BrokerConnectionError as exc:  # tansu 0.6 lists DeleteRecords, and hangs up on one
+            raise BrokerConnectionError(f"delete records on broker {leader}: {exc}") from None
+        return {TopicPartition(t.name, p.partition_index): (p.error_code, p.low_watermark)
+                for t in response.topics for p in t.partitions}
 
     # -- the cluster -----------------------------------------------------------
 
@@ -492,6 +634,12 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
     for tp in sorted(partitions):
         out[tp.topic].append(tp.partition)
     return dict(out)
+
+
+def _resource(resource_type: int, name: str) -> str:
+    """`topic 'events'`, `broker 1`: a config resource as an error names it."""
+    kind = RESOURCE_NAMES.get(resource_type, f"resource type {resource_type}")
+    return f"{kind} {name}" if resource_type == BROKER_RESOURCE else f"{kind} {name!r}"
 
 
 def config_entry(c: Any, version: int) -> ConfigEntry:

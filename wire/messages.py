@@ -772,6 +772,86 @@ DESCRIBE_CONFIGS = Api(
 )
 
 
+# AlterConfigs: replace a resource's whole set of dynamic configs (a key not given reverts to its default).
+ALTER_CONFIGS = Api(
+    33, "AlterConfigs",
+    request=Schema("AlterConfigsRequest", "0-2", "2+", [
+        Field("resources", "[]", "0+", fields=[
+            Field("resource_type", "int8", "0+"),
+            Field("resource_name", "string", "0+"),
+            Field("configs", "[]", "0+", fields=[
+                Field("name", "string", "0+"),
+                Field("value", "string", "0+", nullable="0+"),
+            ]),
+        ]),
+        Field("validate_only", "bool", "0+"),
+    ]),
+    response=Schema("AlterConfigsResponse", "0-2", "2+", [
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("responses", "[]", "0+", fields=[
+            Field("error_code", "int16", "0+"),
+            Field("error_message", "string", "0+", nullable="0+"),
+            Field("resource_type", "int8", "0+"),
+            Field("resource_name", "string", "0+"),
+        ]),
+    ]),
+)
+
+
+# IncrementalAlterConfigs (KIP-339): set, delete, append to or subtract from single configs.
+INCREMENTAL_ALTER_CONFIGS = Api(
+    44, "IncrementalAlterConfigs",
+    request=Schema("IncrementalAlterConfigsRequest", "0-1", "1+", [
+        Field("resources", "[]", "0+", fields=[
+            Field("resource_type", "int8", "0+"),
+            Field("resource_name", "string", "0+"),
+            Field("configs", "[]", "0+", fields=[
+                Field("name", "string", "0+"),
+                Field("config_operation", "int8", "0+"),
+                Field("value", "string", "0+", nullable="0+"),
+            ]),
+        ]),
+        Field("validate_only", "bool", "0+"),
+    ]),
+    response=Schema("IncrementalAlterConfigsResponse", "0-1", "1+", [
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("responses", "[]", "0+", fields=[
+            Field("error_code", "int16", "0+"),
+            Field("error_message", "string", "0+", nullable="0+"),
+            Field("resource_type", "int8", "0+"),
+            Field("resource_name", "string", "0+"),
+        ]),
+    ]),
+)
+
+
+# DeleteRecords: move partitions' log start offsets forward (to their leaders).
+DELETE_RECORDS = Api(
+    21, "DeleteRecords",
+    request=Schema("DeleteRecordsRequest", "0-2", "2+", [
+        Field("topics", "[]", "0+", fields=[
+            Field("name", "string", "0+"),
+            Field("partitions", "[]", "0+", fields=[
+                Field("partition_index", "int32", "0+"),
+                Field("offset", "int64", "0+"),
+            ]),
+        ]),
+        Field("timeout_ms", "int32", "0+"),
+    ]),
+    response=Schema("DeleteRecordsResponse", "0-2", "2+", [
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("topics", "[]", "0+", fields=[
+            Field("name", "string", "0+"),
+            Field("partitions", "[]", "0+", fields=[
+                Field("partition_index", "int32", "0+"),
+                Field("low_watermark", "int64", "0+"),
+                Field("error_code", "int16", "0+"),
+            ]),
+        ]),
+    ]),
+)
+
+
 # SaslHandshake: choose a SASL mechanism (v1: SaslAuthenticate frames follow).
 SASL_HANDSHAKE = Api(
     17, "SaslHandshake",
@@ -848,6 +928,9 @@ APIS: dict[int, Api] = {api.key: api for api in (
     LIST_GROUPS,
     DELETE_GROUPS,
     DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
+    DELETE_RECORDS,
     SASL_HANDSHAKE,
     SASL_AUTHENTICATE,
 )}

@@ -2,9 +2,14 @@
 and of our own `ConsumerGroup`, their offsets and lag, resets refused while a group has members
 and taken by the next consumer once it is empty.
 
+Configs on tansu: IncrementalAlterConfigs sets and deletes, DescribeConfigs reads them back, and
+the calls tansu 0.6 cannot take (AlterConfigs, DeleteRecords) are named errors after which the
+client goes on.
+
 On the mock cluster, what tansu 0.6 cannot show: a broker that grows a topic (CreatePartitions),
 members' assignments as librdkafka wrote them (tansu's DescribeGroups carries none), a
-coordinator that moves, and a broker that never answers.
+coordinator that moves, a broker that never answers, AlterConfigs replacing a topic's configs,
+brokers' configs, and DeleteRecords moving log starts (read back by confluent-kafka).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from raykafka.wire import messages
 from raykafka.wire.admin import TopicPartition
 from raykafka.wire.errors import (
     BY_NAME,
+    BrokerConnectionError,
     BrokerError,
     GroupNotEmptyError,
     RequestTimedOutError,
@@ -102,6 +108,33 @@ def test_create_partitions_on_tansu_is_a_named_error_and_the_connection_survives
         with pytest.raises(UnsupportedVersionError, match=f"create partitions for '{name}'.*CreatePartitions"):
             admin.create_partitions(name, 4)  # tansu 0.6 does not list it, and hangs up on one
         assert admin.list_topics()[name] == 2
+
+
+@pytest.mark.broker
+def test_incremental_alter_configs_on_tansu_set_and_delete_read_back(bootstrap, topic_name):
+    name = topic_name("configs")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({name: 1}, config={"retention.ms": "86400000"})
+        admin.incremental_alter_configs(name, set={"retention.ms": "3600000", "cleanup.policy": "compact"})
+        configs = admin.describe_configs(name)[name]
+        assert (configs["retention.ms"].value, configs["cleanup.policy"].value) == ("3600000", "compact")
+        admin.incremental_alter_configs(name, delete=["cleanup.policy"])
+        assert {k: c.value for k, c in admin.describe_configs(name)[name].items()} == {"retention.ms": "3600000"}
+        with pytest.raises(UnknownTopicError, match="does not exist"):
+            admin.incremental_alter_configs(topic_name("missing"), set={"retention.ms": "1"})
+
+
+@pytest.mark.broker
+def test_what_tansu_cannot_take_of_configs_and_records_is_a_named_error(bootstrap, topic_name):
+    name = topic_name("legacy")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({name: 1})
+        with pytest.raises(UnsupportedVersionError, match=f"alter configs of topic '{name}'.*AlterConfigs"):
+            admin.alter_configs(name, {"retention.ms": "1"})  # tansu 0.6 does not list it
+        with pytest.raises(BrokerConnectionError, match="delete records on broker"):
+            admin.delete_records({(name, 0): 0})  # listed, but tansu 0.6 hangs up on it
+        assert admin.list_topics()[name] == 1  # the client goes on
+        assert all(configs == {} for configs in admin.describe_broker_configs().values())  # tansu lists none
 
 
 @pytest.mark.broker
@@ -330,6 +363,76 @@ def test_a_broker_that_never_answers_fails_the_call_within_request_timeout_ms():
             with pytest.raises(RequestTimedOutError):
                 admin.reset_offsets("g", "t", "earliest")
     assert 1.4 < elapsed < 6, elapsed
+
+
+def test_alter_configs_replaces_the_set_and_incremental_changes_only_its_keys_as_confluent_reads():
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    with MockCluster(1, {}) as mock, Admin(mock.bootstrap) as admin:
+        admin.create_topics({"t": 1}, config={"retention.ms": "1000", "cleanup.policy": "delete"})
+        admin.incremental_alter_configs("t", set={"retention.ms": "2000"}, append={"cleanup.policy": "compact"})
+        theirs = AdminClient({"bootstrap.servers": mock.bootstrap})
+        (future,) = theirs.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "t")]).values()
+        assert {k: e.value for k, e in future.result(10).items()} == {
+            "retention.ms": "2000", "cleanup.policy": "delete,compact"}
+        assert admin.describe_configs("t")["t"]["retention.ms"].source == "DYNAMIC_TOPIC_CONFIG"
+
+        admin.alter_configs("t", {"segment.ms": "60000"})  # the legacy call: the whole set replaced
+        assert {k: c.value for k, c in admin.describe_configs("t")["t"].items()} == {"segment.ms": "60000"}
+        with pytest.raises(UnknownTopicError, match="alter configs of topic 'u'"):
+            admin.alter_configs("u", {})
+        mock.fail_next(messages.INCREMENTAL_ALTER_CONFIGS, BY_NAME["INVALID_CONFIG"].code)
+        with pytest.raises(BrokerError, match="alter configs of topic 't': INVALID_CONFIG"):
+            admin.incremental_alter_configs("t", delete=["segment.ms"])
+
+
+def test_each_brokers_configs_are_asked_of_that_broker():
+    with MockCluster(2, {}, message_max_bytes=2000) as mock, Admin(mock.bootstrap) as admin:
+        configs = admin.describe_broker_configs()
+        assert sorted(configs) == [1, 2]
+        assert all(c["message.max.bytes"].value == "2000" and c["message.max.bytes"].source == "STATIC_BROKER_CONFIG"
+                   for c in configs.values())
+        assert [[r.resources[0].resource_name for r in mock.requests(messages.DESCRIBE_CONFIGS, node_id=n)]
+                for n in (1, 2)] == [["1"], ["2"]]
+        mock.fail_next(messages.DESCRIBE_CONFIGS, BY_NAME["CLUSTER_AUTHORIZATION_FAILED"].code)
+        with pytest.raises(BrokerError, match="describe configs of broker 1: CLUSTER_AUTHORIZATION_FAILED"):
+            admin.describe_broker_configs([1])
+
+
+def test_delete_records_moves_each_log_start_where_confluent_then_reads_from():
+    """Records deleted on each partition's leader (broker 1 leads t/0, broker 2 t/1 until it moves
+    to broker 1, which the Admin finds again); confluent-kafka reading from the earliest starts at
+    the new log start."""
+    from confluent_kafka import TopicPartition as TP
+
+    with MockCluster(2, {"t": 2}) as mock:
+        produce(mock.bootstrap, "t", 2, 10)
+        with Admin(mock.bootstrap) as admin:
+            admin.list_topics()  # the leaders known before one moves
+            mock.move_leader("t", 1, 1)
+            low = admin.delete_records({("t", 0): 4, ("t", 1): -1})
+            assert low == {TopicPartition("t", 0): 4, TopicPartition("t", 1): 10}
+            asked = [[(t.name, p.partition_index) for r in mock.requests(messages.DELETE_RECORDS, node_id=n)
+                      for t in r.topics for p in t.partitions] for n in (1, 2)]
+            assert asked == [[("t", 0), ("t", 1)], [("t", 1)]]  # t/1 on its old leader first
+            assert admin.list_offsets("t", "earliest") == {0: 4, 1: 10}
+            assert admin.delete_records({("t", 0): 2}) == {TopicPartition("t", 0): 4}  # never back
+            with pytest.raises(BrokerError, match="delete records of t/0 before 11: OFFSET_OUT_OF_RANGE"):
+                admin.delete_records({("t", 0): 11})
+            with pytest.raises(BrokerError, match="delete records of t/5: UNKNOWN_TOPIC_OR_PARTITION"):
+                admin.delete_records({("t", 5): 1})
+        consumer = confluent_consumer(mock.bootstrap, "g")
+        try:
+            consumer.assign([TP("t", 0, -2)])  # OFFSET_BEGINNING
+            first = None
+            deadline = time.monotonic() + 30
+            while first is None and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    first = msg
+            assert first is not None and (first.offset(), first.value()) == (4, b"0-4")
+        finally:
+            consumer.close()
 
 
 def test_an_admin_never_closed_lets_the_interpreter_exit_quietly(bootstrap, topic_name):

@@ -19,6 +19,10 @@ LINES = {
                                                        ["-X", "client.id=x"]]),
     "topic delete": (["topic"], ["delete", "events", "more"], [["-b", "h:1"], ["--if-exists"]]),
     "topic list": (["topic"], ["list"], [["-b", "h:1"], ["-X", "client.id=x"]]),
+    "topic alter-config": (["topic"], ["alter-config", "events"], [["-b", "h:1"], ["-c", "retention.ms=1"],
+                                                                   ["--delete", "cleanup.policy"]]),
+    "topic delete-records": (["topic"], ["delete-records", "events"], [["-b", "h:1"], ["--before", "5"],
+                                                                       ["-p", "2"]]),
     "produce": (["produce"], ["in.txt", "-"], [["-b", "h:1"], ["-t", "events"], ["-K", ":"], ["-p", "2"],
                                                ["-X", "linger.ms=1"]]),
     "consume": (["consume"], [], [["-b", "h:1"], ["-t", "events"], ["-g", "g1"], ["-o", "-5"], ["-c", "3"], ["-e"],
@@ -128,6 +132,28 @@ def test_every_option_has_a_help_line_showing_its_default():
             elif action.default not in (None, False) and f"(default: {action.default})" not in text:
                 undefaulted.append(f"{parser.prog} {action.option_strings[0]}")
     assert missing == [] and undefaulted == []
+
+
+@pytest.mark.parametrize(("line", "says"), [
+    (["topic", "alter-config", "events", "-b", "h:1"], "needs -c key=value or --delete KEY"),
+    (["topic", "alter-config", "a", "b", "-b", "h:1", "-c", "k=v"], "takes one topic name, got 2"),
+    (["topic", "delete-records", "events", "-b", "h:1"], "--before"),
+    (["topic", "delete-records", "-b", "h:1", "--before", "3"], "takes one topic name, got 0"),
+    (["topic", "delete-records", "events", "-b", "h:1", "--before", "x"], "invalid int value"),
+])
+def test_a_topic_config_or_records_line_that_cannot_work_exits_2(capsys, line, says):
+    with pytest.raises(SystemExit) as exited:
+        main(line)
+    assert exited.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_alter_config_pairs_parse_as_minus_x_does():
+    from raykafka.app.args import UsageError
+    from raykafka.app.cli import config_pairs
+
+    assert config_pairs(["a=1", "b=x=y", "a=2"]) == {"a": "2", "b": "x=y"}
+    with pytest.raises(UsageError, match="-c takes key=value, got 'novalue'"):
+        config_pairs(["novalue"])
 
 
 def test_version_prints_the_version(capsys):
