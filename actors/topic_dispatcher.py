@@ -127,11 +127,10 @@ class TopicDispatcher:
     def __init__(self, ctx: Any):
         from ..wire.cluster import Cluster
         from ..wire.loop import LoopThread
+        from .calls import CallWindow
 
         self.ctx = ctx
         self.loop = LoopThread("topic-dispatcher")
-        from .calls import CallWindow
-
         self.cluster = Cluster(ctx.config)
         self.partitioner = ctx.partition_dispatcher  # the PartitionDispatcher
         self.known: dict[str, int] = {}  # topic -> partition count, as added to the PartitionDispatcher
