@@ -11,9 +11,20 @@ process, once the cap is reached.
 Called by the LeaderDispatchers that selected a broker it hosts (`add`; each holds a reference,
 taken and released through the RetryHandler's broker registry) and by the RetryHandler (`host`
 to take one more broker, `close` once a broker's last reference is gone, or at the producer's
-close). Calls, through each broker's Flusher, the ProducerResults, the RetryHandler (retries;
-each hosted broker holds a reference there from its start, released after its last response)
-and, in a transactional producer, the TransactionOwner. The driver asks `metrics_snapshot`.
+close). Calls, through each broker's Flusher, the RetryHandler (retries; each hosted broker
+holds a reference there from its start, released after its last response) and, in a
+transactional producer, the TransactionOwner. The driver asks `metrics_snapshot`, and
+long-polls `poll`: the worker's `Mailbox` (actors/producer_results.py) holds its Flushers'
+successes and final errors, and the note of each numbered batch it took (`add` notes them
+before any of their bytes go), until the driver takes them, one hop from where they were
+decided. The RetryHandler asks `ended_intervals` (which sequence numbers ended here) on a RESET.
+
+A worker whose last broker closes hands its mailbox over before it exits: the mailbox says it
+is closed, the worker waits (up to `request.timeout.ms` + 5 s) for a poll to take what is left
+(the driver learns of every worker from the RetryHandler's poll), tells the RetryHandler what
+ended here (`worker_closed`), and exits. A worker that dies loses what the driver had not
+polled yet: the driver heals (with idempotence the log says what was written) or, for a
+transactional producer, its watchdog ends those messages.
 
 An async actor (the Flushers await their brokers), and Ray does not promise that an async actor
 starts one caller's calls in the order they were submitted: a call whose arguments are still
@@ -41,6 +52,7 @@ from typing import Any
 from .aggregator import AggregatorState, Entry
 from .batch import SHUTDOWN, MessageBatch
 from .flusher import Flusher
+from .producer_results import Mailbox, Reports, report_failed
 
 log = logging.getLogger("raykafka.producer.broker")
 
@@ -49,6 +61,8 @@ log = logging.getLogger("raykafka.producer.broker")
 LINGER_NAGLE_WAIT = 0.05
 # the linger timer looks again at least this often (s) with nothing buffered
 LINGER_IDLE = 1.0
+# a closing worker's last answer gets this long (s) on its way to the driver before the worker exits
+EXIT_GRACE = 0.2
 
 
 class CallerOrder:
@@ -81,14 +95,15 @@ class BrokerProducer:
     """One broker inside a BrokerWorker: an `AggregatorState`, a `Flusher` and the linger timer,
     on the worker's event loop (made there: `__init__` needs a running loop)."""
 
-    def __init__(self, ctx: Any, node_id: int, host: str, port: int):
+    def __init__(self, ctx: Any, node_id: int, host: str, port: int, mailbox: Mailbox | None = None):
+        """`mailbox`: the worker's, where the Flusher's outcomes go."""
         config = ctx.config
         self.ctx = ctx
         self.node_id = node_id
         self.path = f"producer/broker/{node_id}"
         self.state = AggregatorState(config["linger.ms"], config["batch.size"], config["batch.num.messages"],
                                      config["max.request.size"])
-        self.flusher = Flusher(ctx, node_id, host, port, observe=self.state.observe)
+        self.flusher = Flusher(ctx, node_id, host, port, observe=self.state.observe, mailbox=mailbox)
         self.last: asyncio.Future | None = None  # the last set handed to the Flusher
         self.closing = False
         self.wake = asyncio.Event()
@@ -127,10 +142,9 @@ class BrokerProducer:
         if future.cancelled() or future.exception() is None:
             return
         from .calls import pipeline_error
-        from .producer_results import report_failed
 
         batches = [b for kind, item in entries for b in (item if kind == "produce" else [item])]
-        report_failed(self.ctx.results, batches, pipeline_error(future.exception()))
+        report_failed(self.flusher.mailbox.report, batches, pipeline_error(future.exception()))
 
     async def _linger_loop(self) -> None:
         while not self.closing:
@@ -159,15 +173,38 @@ class BrokerWorker:
 
     def __init__(self, ctx: Any, generation: int, node_id: int, host: str, port: int):
         self.ctx = ctx
+        self.name = f"{ctx.prefix}broker_worker-{node_id}-{generation}"  # as the RetryHandler named it
         self.first: tuple | None = (generation, node_id, host, port)  # hosted once the event loop runs
         # by the registry's generation, one per broker placed here (a broker closed and placed
         # here again is another generation, whatever order the calls run in)
         self.brokers: dict[int, BrokerProducer] = {}
         self.hosting: dict[int, asyncio.Future] = {}  # brokers asked for before their `host` ran
         self.order = CallerOrder()
+        self.news: asyncio.Event | None = None  # set on the event loop when the mailbox has news
+        self.mailbox = Mailbox(self._wake, notes=ctx.config["transactional.id"] is None)  # notes: for a heal
+        self.handed_over: asyncio.Event | None = None  # a poll took the closed mailbox
 
     def ping(self) -> bool:
         return True
+
+    async def poll(self, timeout: float) -> Reports:
+        """What ended here, and the notes taken, since the last poll; waits up to `timeout` s for
+        the first entry. `Reports.closed`: the worker exits, nothing more comes from it."""
+        self._events()
+        if not self.mailbox.has_news and timeout > 0:
+            self.news.clear()
+            try:
+                await asyncio.wait_for(self.news.wait(), timeout)
+            except TimeoutError:
+                pass
+        reports = self.mailbox.take()
+        if reports.closed:
+            self.handed_over.set()
+        return reports
+
+    def ended_intervals(self) -> list[Any]:
+        """The sequence numbers that ended here (the RetryHandler's `first_unresolved` merges them)."""
+        return self.mailbox.ended_intervals()
 
     def metrics_snapshot(self) -> dict[str, Any]:
         from ..wire.stats import merge
@@ -186,6 +223,7 @@ class BrokerWorker:
         broker = await self._broker(generation)
         turn = asyncio.get_running_loop().create_future()
         for own, own_turn in self.order.take(caller, seq, (batches, turn)):  # no await before this
+            self.mailbox.noted(own)  # before any of their bytes can reach the broker
             own_turn.set_result(broker.add(own))
         sent = await turn
         if sent:
@@ -202,7 +240,23 @@ class BrokerWorker:
         await broker.close()
         del self.brokers[generation]
         if last:
+            await self._hand_over()
             ray.actor.exit_actor()
+
+    async def _hand_over(self) -> None:
+        """Before the worker exits: the mailbox closed and taken by a poll (bounded), and what
+        ended here told to the RetryHandler."""
+        self._events()
+        self.mailbox.close()
+        try:
+            await asyncio.wait_for(self.handed_over.wait(), self.ctx.timeout)
+        except TimeoutError:
+            log.warning("%s: closing with %d outcome(s) nobody polled", self.name, len(self.mailbox.entries))
+        try:
+            await self.ctx.retry_handler.worker_closed.remote(self.name, self.mailbox.ended_intervals())
+        except Exception as exc:  # the RetryHandler is gone: the producer is closing
+            log.info("%s: the retry handler was not told of the close: %s", self.name, exc)
+        await asyncio.sleep(EXIT_GRACE)
 
     # -- utilities ---------------------------------------------------------------
 
@@ -212,8 +266,17 @@ class BrokerWorker:
             first, self.first = self.first, None
             self._host(*first)
 
+    def _events(self) -> None:
+        """The mailbox's events, on the actor's event loop (there is none in `__init__`)."""
+        if self.news is None:
+            self.news, self.handed_over = asyncio.Event(), asyncio.Event()
+
+    def _wake(self) -> None:
+        if self.news is not None:
+            self.news.set()
+
     def _host(self, generation: int, node_id: int, host: str, port: int) -> None:
-        self.brokers[generation] = BrokerProducer(self.ctx, node_id, host, port)
+        self.brokers[generation] = BrokerProducer(self.ctx, node_id, host, port, self.mailbox)
         log.info("producer/broker/%d hosted (generation %d, %d broker(s) here)", node_id, generation,
                  len(self.brokers))
         waiting = self.hosting.pop(generation, None)

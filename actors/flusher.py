@@ -4,9 +4,10 @@ its own. Builds Produce requests from the sets the worker's `AggregatorState` ma
 responses in the order the requests were sent.
 
 Called by its BrokerWorker only, on the worker's event loop (`submit(entries)`, in the order the
-sets were made; the future it returns is done once the set's requests are on the wire). Calls
-the ProducerResults (successes and final errors) and the RetryHandler (messages to retry; its
-worker holds a reference there, released here after the last response); in a transactional
+sets were made; the future it returns is done once the set's requests are on the wire). Puts
+successes and final errors into its worker's `Mailbox` (a plain call: the driver polls the
+worker), and calls the RetryHandler (messages to retry; its worker holds a reference there,
+released here after the last response); in a transactional
 producer, the TransactionOwner too (`add_partitions` for each set's partitions, asked as the set
 comes in and awaited before its first Produce, as Java's Sender adds a partition before it
 drains it).
@@ -17,7 +18,7 @@ produce-response table (delivered, retried, RESET, halved, failed), the `Partiti
 keeps one batch in flight per partition, and where a look-up for a batch written without its
 offset starts. This class owns the connections: it encodes and sends the requests, awaits their
 answers in order, looks up offsets the broker left out (`_locate_written`, on a second
-connection), and hands what the state decided to the RetryHandler and the ProducerResults.
+connection), and hands what the state decided to the RetryHandler and the worker's mailbox.
 
 With compression, the `AggregatorState` sizes batches by an estimate of each topic's compression
 ratio; after each set it sends, the Flusher hands the ratios it measured to `observe` (the
@@ -54,6 +55,7 @@ from .flusher_state import (
     ShutdownMark,
 )
 from .metrics import FlusherMetrics
+from .producer_results import Mailbox
 from .shared_column import read_fetched, shared_refs
 
 log = logging.getLogger("raykafka.producer.flusher")
@@ -66,8 +68,9 @@ __all__ = ["Flusher", "PartitionMuter"]
 
 class Flusher:
     def __init__(self, ctx: Any, node_id: int, host: str, port: int,
-                 observe: Callable[[dict[str, float]], None] | None = None):
-        """`observe`: told the compression ratios measured, after each set is sent."""
+                 observe: Callable[[dict[str, float]], None] | None = None, mailbox: Mailbox | None = None):
+        """`observe`: told the compression ratios measured, after each set is sent; `mailbox`:
+        where the outcomes go (its worker's; by default one of its own)."""
         config = ctx.config
         self.ctx = ctx
         self.node_id = node_id
@@ -91,8 +94,9 @@ class Flusher:
         self.state = FlusherState(self.path, max_retries=config["retries"],
                                   delivery_timeout_ms=config["delivery.timeout.ms"], observer=self.metrics,
                                   transactional=self.transactional_id is not None)
+        self.mailbox = mailbox if mailbox is not None else Mailbox()
         self.request_index = 0
-        self.calls: list[Any] = []  # refs of calls to the results and the retry handler
+        self.calls: list[Any] = []  # refs of calls to the retry handler
         self._started = False
         prepare_columnar()  # at start-up, not on the first large batch
 
@@ -389,7 +393,7 @@ class Flusher:
             self.calls.append(self.ctx.retry_handler.retry.remote(retries))
         results, spans = self.state.take_results()
         if results:
-            self.calls.append(self.ctx.results.report.remote(results, spans))
+            self.mailbox.report(results, spans)
         if len(self.calls) > 64:
             import ray
 

@@ -7,13 +7,15 @@ producer id, its epoch and the sequence numbers.
 - `PartitionSequences` (one per partition, in its LeaderDispatcherState) numbers each batch as it
   leaves, in the partition's order, and after a broken sequence decides whether to number anew
   under a new producer id (`reset`: only when every batch before the broken one has ended).
-- `EndedSequences` (one per producer, in the ProducerResults) knows, per partition and
-  numbering, the first sequence whose batch has not ended: what `reset` asks before it
-  renumbers, since renumbering a batch whose earlier attempt may yet be written would write it
-  twice.
-- Each numbered batch is noted (`NumberedBatch`) to the ProducerResults as it leaves the
-  LeaderDispatcher, and the driver keeps the notes until their messages end: a heal matches the
-  old producer id's records in the log to messages by partition and sequence, exactly.
+- `EndedSequences` (one in each mailbox where outcomes are decided: each BrokerWorker's and the
+  RetryHandler's, actors/producer_results.py) knows, per partition and numbering, which
+  sequences ended there; the RetryHandler merges them (`intervals`, `merge`) into the first
+  sequence whose batch has not ended: what `reset` asks before it renumbers, since renumbering
+  a batch whose earlier attempt may yet be written would write it twice.
+- Each numbered batch is noted (`NumberedBatch`) by the BrokerWorker that receives it, before
+  its bytes can reach a broker, and the driver polls the notes with the outcomes and keeps them
+  until their messages end: a heal matches the old producer id's records in the log to
+  messages by partition and sequence, exactly.
 - The Flusher reports a broken sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID)
   in-band, as a RESET batch back through the retry loop; a batch carries its own numbers
   (`MessageBatch.producer_id`, `producer_epoch`, `base_sequence`, `numbering`), so a retry goes
@@ -45,7 +47,7 @@ class SequenceSpan(NamedTuple):
 class NumberedBatch(NamedTuple):
     """Which messages a numbered batch carries under which sequence numbers: the i-th id of
     `ids` is written as `base_sequence + i` of `producer_id`/`producer_epoch` in `topic`/`partition`. The
-    LeaderDispatcher reports one as it sends the batch on, so that a healing producer can tell
+    BrokerWorker notes one as it takes the batch, before its bytes go, so that a healing producer can tell
     exactly which message a record of its old producer id in the log is
     (driver/producer_heal.py `SequenceBook`). `earliest_ms`: the oldest timestamp among them,
     where a partition's scan for them may start (ListOffsets by time)."""
@@ -147,3 +149,23 @@ class EndedSequences:
     def first_unresolved(self, topic: str, partition: int, producer_id: int, numbering: int) -> int:
         state = self._state.get((topic, partition, producer_id, numbering))
         return 0 if state is None else state[0]
+
+    def intervals(self) -> list[tuple[tuple[str, int, int, int], int, int]]:
+        """What ended, as (key, start, end) intervals: [0, first unresolved) and each span beyond."""
+        out = []
+        for key, (first, beyond) in self._state.items():
+            if first:
+                out.append((key, 0, first))
+            out.extend((key, base, end) for base, end in beyond.items())
+        return out
+
+    def merge(self, intervals: list[tuple[tuple[str, int, int, int], int, int]]) -> None:
+        """Take in what ended elsewhere (another's `intervals`)."""
+        for key, start, end in intervals:
+            state = self._state.setdefault(tuple(key), [0, {}])
+            if start != state[0]:
+                state[1].setdefault(start, end)
+            else:
+                state[0] = end
+            while state[0] in state[1]:
+                state[0] = state[1].pop(state[0])

@@ -27,9 +27,10 @@ timer calls `retry_held` on itself after `HoldBackoff`'s wait, and once a refres
 they go through `dispatch` again in that order; those still held when their delivery.timeout.ms
 runs out fail with `DeliveryTimeoutError` naming the refresh's error.
 
-Calls: the BrokerWorker of the leader's broker (get/ref on selection, unref on abandon), the
-ProducerResults (messages that cannot be routed, and the batch of a call to the
-BrokerWorker that failed, with its cause). With idempotence, each batch gets its partition's
+Calls: the BrokerWorker of the leader's broker (`add`; get/ref on selection, unref on abandon,
+through the RetryHandler's registry), and the RetryHandler's mailbox (`report`: messages that
+cannot be routed, and the batch of a call to the BrokerWorker that failed, with its cause; on
+a RESET, `first_unresolved`). With idempotence, each batch gets its partition's
 sequence numbers here as it leaves, in the partition's order, from the partition's
 `PartitionSequences` (actors/idempotence.py, which owns the producer id, epoch and sequences).
 """
@@ -43,7 +44,7 @@ from typing import Any, Protocol
 from ..wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, KafkaError
 from .batch import FIN, RESET, SYN, MessageBatch
 from .hold import HoldBackoff, SelfTimer, split_expired
-from .idempotence import NumberedBatch, PartitionSequences, numbered_batch
+from .idempotence import PartitionSequences
 
 __all__ = ["HoldBackoff", "LeaderDispatcher", "LeaderDispatcherState"]
 
@@ -267,8 +268,7 @@ class LeaderDispatcher:
         self.partitions: dict[tuple[str, int], LeaderDispatcherState] = {}
         self.backoff = HoldBackoff(ctx.config["retry.backoff.ms"])
         self.timer = SelfTimer("retry_held")
-        # a producer that heals is told what each numbered batch carries (not a transactional one)
-        self.outbox = Outbox(ctx.results if ctx.config["transactional.id"] is None else None)
+        self.outbox = Outbox()
 
     def ping(self) -> bool:
         return True
@@ -383,8 +383,10 @@ class PartitionRoute:
     def first_unresolved(self, producer_id: int, numbering: int) -> int:
         import ray
 
-        return ray.get(self.ctx.results.first_unresolved.remote(self.topic, self.partition, producer_id, numbering),
-                       timeout=self.ctx.timeout)
+        from .options import ASK_GROUP
+
+        asking = self.ctx.retry_handler.first_unresolved.options(concurrency_group=ASK_GROUP)
+        return ray.get(asking.remote(self.topic, self.partition, producer_id, numbering), timeout=2 * self.ctx.timeout)
 
     def send(self, batch: MessageBatch) -> None:
         self.actor.outbox.put(self.aggregator, self, batch)
@@ -409,7 +411,7 @@ class PartitionRoute:
 
         for batch in batches:
             batch.partition = self.partition
-        report_failed(self.ctx.results, batches, error)
+        report_failed(self.ctx.retry_handler.report.remote, batches, error)
 
 
 class Outbox:
@@ -420,23 +422,16 @@ class Outbox:
     Order holds: a BrokerWorker takes one caller's calls in the order they were numbered
     (`BrokerWorkerCalls`), and a call's batches in order.
 
-    With `results` (a producer that heals), the numbered batches are first noted there
-    (`NumberedBatch`, one call for them all), before they are handed on towards a broker."""
+    A numbered batch carries its numbers to the BrokerWorker, which notes it for the driver as
+    it takes it, before the produce request goes (`Mailbox.noted`): no call of its own."""
 
-    def __init__(self, results: Any = None) -> None:
+    def __init__(self) -> None:
         self.pending: list[tuple[Any, PartitionRoute, MessageBatch]] = []
-        self.results = results
-        self.notes: list[NumberedBatch] = []
 
     def put(self, aggregator: Any, route: PartitionRoute, batch: MessageBatch) -> None:
         self.pending.append((aggregator, route, batch))
-        if self.results is not None and (note := numbered_batch(batch)) is not None:
-            self.notes.append(note)
 
     def send(self) -> None:
-        if self.notes:
-            notes, self.notes = self.notes, []
-            self.results.numbered.remote(notes)
         pending, self.pending = self.pending, []
         calls: dict[Any, list[tuple[PartitionRoute, MessageBatch]]] = {}  # aggregator -> its sends, in order
         for aggregator, route, batch in pending:

@@ -6,10 +6,12 @@ task could run a caller's calls out of order, and order within a partition is wh
 keeps. The producer heals instead: the driver replaces a pipeline an actor died in with a new
 one, whole (driver/producer.py, `_heal`), as an actor restarted alone would have lost its state. The
 broker worker, which owns broker connections, is an async actor (it numbers its callers' calls
-to take them in order, actors/broker_worker.py); the results actor, whose `poll` waits, is a
-threaded one; the transaction owner, which awaits its coordinator while broker workers ask it,
-is an async one; every other role is a synchronous actor, which runs one caller's calls in the
-order they were submitted.
+to take them in order, actors/broker_worker.py; its `poll` awaits the driver's next outcome);
+the transaction owner, which awaits its coordinator while broker workers ask it, is an async
+one; every other role is a synchronous actor, which runs one caller's calls in the order they
+were submitted. The RetryHandler is one too, with two concurrency groups of one thread each
+beside its default thread (`RETRY_HANDLER_GROUPS`): the driver's long `poll`, and
+`first_unresolved`, which asks the broker workers; its other calls keep their order.
 """
 
 from __future__ import annotations
@@ -19,17 +21,21 @@ from typing import Any
 
 SYNC = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0}
 ASYNC = {**SYNC, "max_concurrency": 1000}
-THREADED = {**SYNC, "max_concurrency": 8}  # calls in threads: one may wait (a poll) while others run
+# the RetryHandler's methods that run beside its default thread, each group on a thread of its own
+POLL_GROUP = "poll"  # `poll`: waits up to the driver's poll timeout
+ASK_GROUP = "ask"  # `first_unresolved`: waits for the broker workers' answers
+RETRY_HANDLER_GROUPS = {POLL_GROUP: 1, ASK_GROUP: 1}
 
 ROLES: dict[str, dict[str, Any]] = {
     "topic_dispatcher": SYNC,
     "partition_dispatcher": SYNC,
     "leader_dispatcher": SYNC,
     "broker_worker": ASYNC,
-    "retry_handler": SYNC,
-    "producer_results": THREADED,
+    "retry_handler": {**SYNC, "concurrency_groups": RETRY_HANDLER_GROUPS},
     "transaction_owner": ASYNC,
 }
+# options Ray takes in `ray.remote(...)` only, not in `.options(...)`
+CLASS_OPTIONS = ("concurrency_groups",)
 
 # How many calls one stage keeps in flight to each actor downstream (Sarama's ChannelBufferSize
 # bounds its channels; Ray's queues are unbounded, so the caller bounds them).
@@ -42,8 +48,7 @@ class PipelineContext:
 
     config: Any  # wire.config.Config
     prefix: str  # every actor of this producer is named prefix + role (+ key)
-    results: Any = None  # ProducerResults handle
-    retry_handler: Any = None  # RetryHandler handle
+    retry_handler: Any = None  # RetryHandler handle: the outcomes decided before the brokers go there
     topic_dispatcher: Any = None
     partition_dispatcher: Any = None  # PartitionDispatcher handle: every topic's partitioners
     leader_dispatcher: Any = None  # LeaderDispatcher handle: every partition's state machine
@@ -57,15 +62,17 @@ class PipelineContext:
         return self.config["request.timeout.ms"] / 1000 + 5
 
 
-def remote_class(cls: type, role: str) -> Any:
+def remote_class(cls: type, role: str, **more: Any) -> Any:
+    """`cls` as an actor class of `role` with the role's options (and `more`), ready for `.remote`."""
     import ray
 
-    return ray.remote(cls).options(**ROLES[role])
+    options = ROLES[role]
+    on_class = {k: v for k, v in options.items() if k in CLASS_OPTIONS}
+    actor = ray.remote(**on_class)(cls) if on_class else ray.remote(cls)
+    return actor.options(**{k: v for k, v in options.items() if k not in CLASS_OPTIONS}, **more)
 
 
 def create(cls: type, role: str, ctx: PipelineContext, key: str = "", *args: Any) -> Any:
     """Start one actor of `role`, named `<prefix><role>[-key]`, with the role's options."""
-    import ray
-
     name = ctx.prefix + role + (f"-{key}" if key else "")
-    return ray.remote(cls).options(name=name, **ROLES[role]).remote(ctx, *args)
+    return remote_class(cls, role, name=name).remote(ctx, *args)

@@ -11,7 +11,8 @@ Called by the TopicDispatcher, and by the driver once it has the topic's route
 messages come as one ordered stream per topic, first through the one, then from the other;
 retried ones (already partitioned, passed straight through) interleave with them. Calls the
 LeaderDispatcher (one call per `dispatch`, every topic's parts together) and the
-ProducerResults (a message asking for a partition its topic does not have fails here, alone).
+RetryHandler's mailbox (`report`: a message asking for a partition its topic does not have
+fails here, alone; the driver polls it there).
 Keeps the order of each partition's messages as they arrived.
 """
 
@@ -119,14 +120,14 @@ class PartitionDispatcher:
         return self.topics[batch.topic].partition(batch, self._report)
 
     def _report(self, outcomes: list[Outcome]) -> None:
-        self.ctx.results.report.remote(outcomes)
+        self.ctx.retry_handler.report.remote(outcomes)
 
     def _call_failed(self, parts: list[MessageBatch], exc: BaseException) -> None:
         """A call to the LeaderDispatcher failed (it died, say): its own batches fail with why."""
         from .calls import pipeline_error
         from .producer_results import report_failed
 
-        report_failed(self.ctx.results, parts, pipeline_error(exc))
+        report_failed(self.ctx.retry_handler.report.remote, parts, pipeline_error(exc))
 
     def shutdown(self) -> None:
         """Close the LeaderDispatcher once every call to it has been taken."""

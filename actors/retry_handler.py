@@ -2,9 +2,21 @@
 `retry.backoff.ms`, and puts them back into the TopicDispatcher.
 
 Called by every BrokerWorker (`retry`; a worker holds a reference from its creation until its
-last response is handled), by the LeaderDispatchers (`get_broker`/`unref_broker`) and by the
-driver. Calls the TopicDispatcher, from one forwarding thread, in the order the retries arrived;
-and the BrokerWorkers it owns (`host`, `close`).
+last response is handled; `worker_closed` as it exits), by the LeaderDispatchers
+(`get_broker`/`unref_broker`, `first_unresolved`), by the dispatchers (`report`) and by the
+driver (`poll`, and the control calls). Calls the TopicDispatcher, from one forwarding thread, in
+the order the retries arrived; and the BrokerWorkers it owns (`host`, `close`, and
+`ended_intervals` for `first_unresolved`).
+
+A synchronous actor, but for two concurrency groups of one thread each (actors/options.py):
+`poll` (the driver's long poll) and `ask` (`first_unresolved`, which asks the workers). Every
+other call runs on the one default thread, in the order each caller submitted it.
+
+It keeps the outcomes decided before the brokers (`Mailbox`, actors/producer_results.py): a
+topic that does not exist or whose metadata timed out, a partition out of range, no leader, a
+call to the next stage that failed, a retry that could not be forwarded. The driver long-polls
+it (`poll`), as it polls every BrokerWorker, and learns from its answer which workers there are
+(`Reports.workers`, when the list changed), so that each outcome reaches the driver in one hop.
 
 `retry` never blocks (Sarama's retryHandler is always ready to read): the pipeline is a loop, and
 a retry handler that waited on the TopicDispatcher could deadlock it. The batches wait out the
@@ -27,6 +39,8 @@ from typing import Any
 from ..wire.errors import ProducerClosedError
 from .batch import MessageBatch
 from .broker_registry import BrokerRegistry
+from .idempotence import EndedSequences
+from .producer_results import Mailbox, Reports, WorkerList, report_failed
 from .retry_queue import RetryQueue
 
 log = logging.getLogger("raykafka.producer.retry")
@@ -43,6 +57,11 @@ class RetryHandler:
         self.brokers = BrokerRegistry(self._start_worker, self._host_broker, max_broker_workers(ctx.config))
         self.closing = False
         self.forwarded = 0
+        self.mailbox = Mailbox(notes=False)
+        self.lock = threading.Lock()  # the worker list, shared with the `poll` and `ask` threads
+        self.workers: dict[str, Any] = {}  # name -> handle: every worker started and not yet exited
+        self.workers_version = 0
+        self.closed_sequences = EndedSequences()  # what ended on the workers that exited
         self.thread = threading.Thread(target=self._forward_loop, name="retry-forwarder", daemon=True)
         self.thread.start()
 
@@ -59,21 +78,72 @@ class RetryHandler:
 
     def _forward_loop(self) -> None:
         from .calls import CallWindow, pipeline_error
-        from .producer_results import report_failed
 
         # a forwarded call that failed (the TopicDispatcher died) fails its own batches
         window = CallWindow(self.ctx.window, lambda carried, exc: report_failed(
-            self.ctx.results, carried, pipeline_error(exc)))
+            self.mailbox.report, carried, pipeline_error(exc)))
         while (batches := self.queue.take()) is not None:
             try:
                 ref = self.ctx.topic_dispatcher.dispatch.remote(batches)
             except Exception as exc:  # the TopicDispatcher is gone: the producer is closing
                 log.info("producer/retry: cannot forward %d batches: %s", len(batches), exc)
-                report_failed(self.ctx.results, batches, ProducerClosedError(
+                report_failed(self.mailbox.report, batches, ProducerClosedError(
                     f"producer closed while the message waited for a retry ({exc})"))
                 continue
             window.submit(ref, batches)
             self.forwarded += len(batches)
+
+    # -- outcomes decided here and before the brokers: the driver polls them ----------
+
+    def report(self, entries: list[Any], spans: list[Any] = ()) -> None:
+        """A dispatcher could not hand these messages on: they ended (`Mailbox.report`)."""
+        self.mailbox.report(entries, spans)
+
+    def poll(self, timeout: float, workers_seen: int = -1) -> Reports:
+        """(The `poll` group.) What ended here since the last poll, waiting up to `timeout` s for
+        the first entry or a change of the worker list; with the list when its version is not
+        `workers_seen`."""
+        with self.mailbox.cond:
+            if not self.mailbox.has_news and self.workers_version == workers_seen:
+                self.mailbox.cond.wait(timeout)
+            reports = self.mailbox.take()
+        with self.lock:
+            if self.workers_version != workers_seen:
+                reports = reports._replace(workers=WorkerList(self.workers_version, list(self.workers.items())))
+        return reports
+
+    def first_unresolved(self, topic: str, partition: int, producer_id: int, numbering: int) -> int:
+        """(The `ask` group.) The first sequence number of the partition's numbering whose batch
+        has not ended anywhere: here, on a live worker (asked), or on one that exited."""
+        import ray
+
+        with self.lock:
+            ended = EndedSequences()
+            ended.merge(self.closed_sequences.intervals())
+            workers = list(self.workers.values())
+        ended.merge(self.mailbox.ended_intervals())
+        asked = [worker.ended_intervals.remote() for worker in workers]
+        for ref in asked:
+            try:
+                ended.merge(ray.get(ref, timeout=self.ctx.timeout))
+            except Exception as exc:  # exited (its intervals came by `worker_closed`) or dead (lost)
+                log.info("producer/retry: a broker worker did not say what ended there: %s", exc)
+        with self.lock:  # a worker that exited meanwhile told its intervals here first
+            ended.merge(self.closed_sequences.intervals())
+        return ended.first_unresolved(topic, partition, producer_id, numbering)
+
+    def worker_closed(self, name: str, intervals: list[Any]) -> None:
+        """A BrokerWorker exits (its last broker closed, its mailbox polled empty): what ended there."""
+        with self.lock:
+            self.closed_sequences.merge(intervals)
+            if self.workers.pop(name, None) is not None:
+                self._workers_changed()
+
+    def _workers_changed(self) -> None:
+        """(Lock held.) Wake the driver's poll: the worker list changed."""
+        self.workers_version += 1
+        with self.mailbox.cond:
+            self.mailbox.cond.notify_all()
 
     # -- references: the brokers (and the driver) that may still write here -----------
 
@@ -99,8 +169,12 @@ class RetryHandler:
 
         self.writers += 1  # the broker's reference, released after its last response
         log.info("producer/broker/%d starting", node_id)
-        return create(BrokerWorker, "broker_worker", self.ctx, f"{node_id}-{generation}", generation, node_id, host,
-                      port)
+        key = f"{node_id}-{generation}"
+        handle = create(BrokerWorker, "broker_worker", self.ctx, key, generation, node_id, host, port)
+        with self.lock:
+            self.workers[f"{self.ctx.prefix}broker_worker-{key}"] = handle
+            self._workers_changed()
+        return handle
 
     def _host_broker(self, handle: Any, generation: int, node_id: int, host: str, port: int) -> None:
         """Broker `node_id` on a running BrokerWorker, as `generation` (the most workers run)."""

@@ -8,8 +8,8 @@ then hands them there itself. It runs each caller's calls in the order
 they were made, with no order between the two streams; the LeaderDispatchers restore the order
 that matters (Sarama's chasers). Calls the PartitionDispatcher (`add_topic` on a topic's first
 message, once its metadata says how many partitions it has, then `dispatch`) and the
-ProducerResults (messages for a topic that does not exist fail here, alone, with
-`UnknownTopicError`). A new topic adds state there, never a process: the PartitionDispatcher and
+RetryHandler's mailbox (`report`: messages for a topic that does not exist fail here, alone,
+with `UnknownTopicError`; the driver polls them there). A new topic adds state there, never a process: the PartitionDispatcher and
 the LeaderDispatcher are started with the pipeline, beside this actor.
 
 A topic whose partition count cannot be looked up (no broker reachable, a retriable error, a
@@ -294,14 +294,14 @@ class TopicDispatcher:
 
     def _call_failed(self, batches: list[MessageBatch], exc: BaseException) -> None:
         """A call to the PartitionDispatcher failed (it died, say): its own batches fail with why."""
-        report_failed(self.ctx.results, batches, pipeline_error(exc))
+        report_failed(self.ctx.retry_handler.report.remote, batches, pipeline_error(exc))
 
     def _fail(self, batch: MessageBatch, error: Exception) -> None:
-        report_failed(self.ctx.results, [batch], error)
+        report_failed(self.ctx.retry_handler.report.remote, [batch], error)
 
     def _fail_all(self, batches: list[MessageBatch], error: Exception | None) -> None:
         if batches and error is not None:
-            report_failed(self.ctx.results, batches, error)
+            report_failed(self.ctx.retry_handler.report.remote, batches, error)
 
     def shutdown(self) -> None:
         """Close the PartitionDispatcher (which closes the LeaderDispatcher first)."""

@@ -26,7 +26,8 @@ reports, which `close()` and `flush()` wait for: there, as in Java, `close()` is
 `flush()` raises `FlushInCallbackError`. A wrong argument is refused where it is given, with an
 error naming it (`ConfigError` for a config key).
 
-This module is the facade and its two threads (the sender, the results poller); beside it:
+This module is the facade and its two threads (the sender, the results poller, which long-polls
+the RetryHandler and every broker worker: `ReportSources`); beside it:
 `producer_input` (what `send`/`send_batch` accept, normalised), `accumulator` (the caller-side
 buffers), `producer_ledger` (every message accepted and not yet ended, and the buffer.memory it
 holds), `message_futures` (the futures' shared-Condition fast path), `producer_pipeline` (the
@@ -90,6 +91,7 @@ from .producer_input import (
 )
 from .producer_ledger import BatchResult, BatchState, Ledger, RecordMetadata, Settled
 from .producer_pipeline import ProducerPipeline, left
+from .producer_reports import Polled, intended_exit
 from .producer_transactions import ProducerTransactions
 from .ray_runtime import ensure_ray
 from .topic_routes import TopicRoutes
@@ -111,6 +113,10 @@ CLOSE_GRACE = 30.0
 CLOSE_MIN = 5.0
 # a heal that could not rebuild the pipeline (no broker reachable, say) tries again this often (s)
 HEAL_RETRY = 1.0
+# the results thread's long poll of each mailbox waits this long (s) for news
+POLL_WAIT = 0.2
+# a heal or close waits up to this long (s) for the polls in flight, and for each step of the last poll
+LAST_POLL_WAIT = 5.0
 
 
 class Producer:
@@ -476,16 +482,17 @@ class Producer:
     def _heal(self) -> None:
         """Rebuild the pipeline and send again what the old one left unanswered, in id order.
 
-        1. Every actor of the old pipeline is killed but its ProducerResults, whose last reports
-           are then settled (so nothing the old BrokerWorkers answered is sent again), then it too.
+        1. The last reports of the old pipeline's mailboxes (the RetryHandler's and each live
+           BrokerWorker's) are settled, so nothing the old BrokerWorkers answered is sent
+           again; then every actor of it is killed. What a dead worker had not handed over is
+           the log scan's (2.) to find.
         2. With idempotence, what the log holds of the unanswered messages, written by the old
            producer id after each partition's last acknowledged offset, ends as delivered
            (`producer_heal`).
         3. A new pipeline (a new producer id) takes the rest, before anything sent meanwhile."""
         old = self._pipeline
         t0 = time.monotonic()
-        old.kill_all(CLOSE_MIN, keep_results=True)
-        self._take_reports(old.last_results(5))
+        self._take_reports(old.last_results(LAST_POLL_WAIT))
         old.kill_all(CLOSE_MIN)
         with self._cond:
             while self._sender_busy or self._polling:  # calls to the dead pipeline fail at once
@@ -528,52 +535,68 @@ class Producer:
     # -- results -----------------------------------------------------------------------
 
     def _poll_loop(self) -> None:
-        """Take what the ProducerResults collected and settle it, until close stops it (which
-        then takes the last reports itself) or the results actor is gone."""
+        """Long-poll the pipeline's mailboxes (`ReportSources`: the RetryHandler's and each
+        BrokerWorker's, one poll in flight to each) and settle what they hand over, until close
+        stops it (which then takes the last reports itself). While a heal runs it settles the
+        polls in flight, then waits: the healer takes the last reports."""
         import ray
-        from ray.exceptions import RayActorError
 
         while True:
             with self._cond:
-                while self._healing and not self._results_stopped:  # the healer takes the last reports
-                    self._cond.wait(1.0)
-                if self._results_stopped or (self._stopping and not self._ledger):
-                    return
-                pipeline, results = self._pipeline, self.ctx.results
+                stop = self._results_stopped or (self._stopping and not self._ledger)
+                pause = stop or self._healing
+                pipeline = self._pipeline
                 self._polling = True
             try:
-                reports = ray.get(results.poll.remote(0.2))
+                polled = pipeline.reports.settle(LAST_POLL_WAIT) if pause else pipeline.reports.round(POLL_WAIT)
             except Exception as exc:
                 self._done_polling()
-                with self._cond:
-                    if self._stopping:
-                        return
                 if not ray.is_initialized():
                     self.ray_gone()
                     return
-                if isinstance(exc, RayActorError):
-                    if self._heals_from(pipeline_error(exc)):
-                        self.request_heal(pipeline_error(exc), pipeline)
-                    else:  # transactional: until abort_transaction replaces the pipeline, the watchdog bounds them
-                        log.error("%s: %s; messages unresolved now end by delivery.timeout.ms", self.name,
-                                  pipeline_error(exc))
-                    with self._cond:  # wait for the new pipeline's results actor
-                        while results is self.ctx.results and not (self._stopping or self._results_stopped):
-                            self._cond.wait(1.0)
-                    continue
-                log.error("%s: results actor failed: %s", self.name, exc)
-                time.sleep(0.2)
+                log.error("%s: polling the results failed: %s", self.name, exc)
+                time.sleep(POLL_WAIT)
                 continue
             try:
-                self._take_reports(reports, pipeline)
+                self._take_polled(polled, pipeline)
             except Exception:  # a bug here must not stop every later message from resolving
-                log.exception("%s: settling %d reports failed", self.name, len(reports.outcomes))
+                log.exception("%s: settling %d reports failed", self.name, len(polled.reports))
             finally:
                 self._done_polling()
+            if pause:
+                with self._cond:
+                    while self._healing and not self._results_stopped:  # the healer takes the last reports
+                        self._cond.wait(1.0)
+                    if stop:
+                        return
+
+    def _take_polled(self, polled: Polled, pipeline: ProducerPipeline) -> None:
+        """A round's answers settled; a source whose poll failed judged: a worker that exited on
+        purpose is dropped, any other is an actor's death (healed, or for a transactional
+        producer left to the watchdog)."""
+        import ray
+
+        for reports in polled.reports:
+            self._take_reports(reports, pipeline)
+        if polled.failed and not ray.is_initialized():  # shut down under us: the watchdog sees it
+            return
+        for name, exc in polled.failed:
+            who = name or "the retry handler"
+            if intended_exit(exc):
+                log.warning("%s: %s exited with outcomes nobody polled", self.name, who)
+                continue
+            with self._cond:
+                if self._stopping:
+                    continue
+            error = pipeline_error(exc)
+            if self._heals_from(error):
+                self.request_heal(error, pipeline)
+            else:  # transactional: until abort_transaction replaces the pipeline, the watchdog bounds them
+                log.error("%s: %s; messages unresolved now end by delivery.timeout.ms", self.name, error)
 
     def _take_reports(self, reports: Reports | None, pipeline: ProducerPipeline | None = None) -> None:
-        """What a poll of the ProducerResults gave: the numbered batches to the book (a producer
-        that heals), then the outcomes settled."""
+        """What a poll of a mailbox gave: the numbered batches to the book (a producer that
+        heals), then the outcomes settled."""
         if reports is None:
             return
         if reports.numbered and self.heals:
@@ -816,7 +839,7 @@ class Producer:
     def _close_from_callback(self) -> None:
         """close() from an `on_delivery` callback, whose thread delivers the reports that close
         would wait for: Java's close(0) from a callback. Nothing more is handed on or taken from
-        the results actor (the results thread ends after this report), every unresolved message
+        the mailboxes (the results thread ends after this report), every unresolved message
         ends with a `ProducerClosedError` saying so, and every actor of the pipeline is killed
         (Ray lists none within CLOSE_MIN s) before it returns."""
         with self._cond:
@@ -839,7 +862,7 @@ class Producer:
         self._poller.join(5)
         if self._poller.is_alive() or not ray.is_initialized():
             return
-        self._take_reports(self._pipeline.last_results(5))
+        self._take_reports(self._pipeline.last_results(LAST_POLL_WAIT))
 
     def _close_error(self, timeout: float | None, deadline: float | None) -> ProducerClosedError:
         dead = self._watchdog.dead_actors()

@@ -9,10 +9,11 @@ results threads (`keep`, `add`, `prune`) and read by its healer, all under the P
 Why the log is asked: a BrokerWorker that dies with Produce requests in flight leaves their outcome
 unknown; the broker may have written them. Sent again they would be written twice. With
 idempotence every record in the log names its producer id, epoch and sequence, and the
-LeaderDispatchers note which messages each numbered batch carries (`NumberedBatch`, kept here
-in the `SequenceBook`), so a record of the old pipeline is matched to its message exactly: by
-topic, partition, producer id, epoch and sequence. Only a record whose note never reached the
-driver (the ProducerResults died before the driver polled it) is matched by what it holds:
+BrokerWorkers note which messages each numbered batch carries as they take it, before its
+bytes go (`NumberedBatch`; polled with the outcomes, kept here in the `SequenceBook`), so a
+record of the old pipeline is matched to its message exactly: by topic, partition, producer id,
+epoch and sequence. Only a record whose note never reached the driver (its BrokerWorker died
+before the driver polled it) is matched by what it holds:
 the earliest unresolved message of the topic with the same key, value, headers, timestamp
 (unless the topic stamps log-append time) and explicit partition, if any. Two such messages
 differ in nothing the log shows. The rest are sent again, in id order, through the healed
@@ -123,7 +124,7 @@ def acked_ends(ends: dict[TopicPartition, int], entries: Iterable[Outcome]) -> N
 
 
 class SequenceBook:
-    """Which message each sequence number of a numbered batch is: the LeaderDispatchers' notes
+    """Which message each sequence number of a numbered batch is: the BrokerWorkers' notes
     (`NumberedBatch`), kept until their messages end."""
 
     def __init__(self) -> None:
@@ -189,7 +190,7 @@ class SequenceBook:
     def unnoted_scans(self, batches: Iterable[MessageBatch], writer: tuple[int, int]
                       ) -> dict[TopicPartition, PartitionScan]:
         """For each topic with an unresolved message of `batches` that no note names (a note
-        lost with the ProducerResults, or a message never numbered): every partition of it
+        lost with its BrokerWorker, or a message never numbered): every partition of it
         (`ALL_PARTITIONS`), for the records of `writer` (the old pipeline's producer id and
         epoch) and of every writer noted in the topic."""
         noted = self.noted_ids()

@@ -1,14 +1,15 @@
 """`ProducerPipeline`: the actors behind one `Producer`, started and stopped in order.
 
 Start: with `transactional.id`, the TransactionOwner first (every other actor carries its
-handle); the ProducerResults, the RetryHandler, the LeaderDispatcher, the PartitionDispatcher
-and the TopicDispatcher at once (each is a process, whatever the number of topics), then the
-driver's reference on the RetryHandler, and the producer id the TopicDispatcher got (a broker
-that cannot be reached fails the start with that cause, not "actor task failed"). The broker
-workers are started by the RetryHandler's registry, on demand.
+handle); the RetryHandler, the LeaderDispatcher, the PartitionDispatcher and the
+TopicDispatcher at once (each is a process, whatever the number of topics), then the driver's
+reference on the RetryHandler, and the producer id the TopicDispatcher got (a broker that cannot
+be reached fails the start with that cause, not "actor task failed"). The broker workers are
+started by the RetryHandler's registry, on demand. There is no results actor: the driver polls
+the RetryHandler and every broker worker (`reports`, driver/producer_reports.py).
 
-A producer that heals (driver/producer.py) kills an old pipeline whole, its ProducerResults
-last (`kill_all(keep_results=True)` first), and starts another under a new name.
+A producer that heals (driver/producer.py) takes the last reports of an old pipeline
+(`last_results`), kills it whole, and starts another under a new name.
 
 Stop, in Sarama's order: the dispatchers, then each broker's BrokerWorker once its last writer
 has gone, then the retry handler; every step bounded, and a step an actor's death breaks
@@ -29,6 +30,7 @@ from ..actors.calls import pipeline_error
 from ..actors.options import PipelineContext, create
 from ..actors.producer_results import Reports
 from ..wire.errors import KafkaError
+from .producer_reports import ReportSources
 
 log = logging.getLogger("raykafka.producer")
 
@@ -45,7 +47,6 @@ class ProducerPipeline:
 
         from ..actors.leader_dispatcher import LeaderDispatcher
         from ..actors.partition_dispatcher import PartitionDispatcher
-        from ..actors.producer_results import ProducerResults
         from ..actors.retry_handler import RetryHandler
         from ..actors.topic_dispatcher import TopicDispatcher
 
@@ -61,8 +62,6 @@ class ProducerPipeline:
                 ctx.transactions = create(TransactionOwner, "transaction_owner", ctx)
                 self.handles.append(ctx.transactions)
             # they start at once (each is a process); then the driver takes its reference
-            ctx.results = create(ProducerResults, "producer_results", ctx)
-            self.handles.append(ctx.results)
             ctx.retry_handler = create(RetryHandler, "retry_handler", ctx)
             self.handles.append(ctx.retry_handler)
             ctx.leader_dispatcher = create(LeaderDispatcher, "leader_dispatcher", ctx)
@@ -83,6 +82,7 @@ class ProducerPipeline:
                 raise cause from None
             raise
         self.ctx = ctx
+        self.reports = ReportSources(ctx.retry_handler, name)  # the mailboxes the driver polls
 
     def shut_down(self, stop_by: float, pending: Callable[[], int], dead_workers: int) -> None:
         """Sarama's order, by `stop_by`: the dispatchers, the broker workers (waiting while
@@ -108,30 +108,32 @@ class ProducerPipeline:
         self._ask("closing the retry handler", rh.shutdown.remote(), min(10.0, left(stop_by)))
 
     def last_results(self, timeout: float) -> Reports | None:
-        """What the ProducerResults holds still (None if it died: logged)."""
-        import ray
-
+        """What the RetryHandler and every live broker worker still hold, in one `Reports`,
+        each asked within `timeout` s (None if nothing could be taken). What a dead one held is
+        lost (logged): those messages end by the heal's log scan, or fail naming the actor."""
         try:
-            return ray.get(self.ctx.results.poll.remote(0), timeout=timeout)
-        except Exception as exc:  # it died: the messages it did not report fail, naming it
-            log.warning("%s: close: the last results were not taken: %s", self.name, pipeline_error(exc))
+            polled = self.reports.last(timeout)
+        except Exception as exc:
+            log.warning("%s: the last results were not taken: %s", self.name, pipeline_error(exc))
             return None
+        for name, exc in polled.failed:
+            log.warning("%s: the last results of %s were not taken: %s", self.name, name or "the retry handler",
+                        pipeline_error(exc))
+        return Reports([o for r in polled.reports for o in r.outcomes], [n for r in polled.reports for n in r.numbered])
 
-    def kill_all(self, wait: float, keep_results: bool = False) -> None:
+    def kill_all(self, wait: float) -> None:
         """ray.kill every actor of this pipeline that is still alive (those its actors started too,
-        found by name), but its ProducerResults if `keep_results`, then wait (up to `wait` s)
-        until Ray lists none of them."""
+        found by name), then wait (up to `wait` s) until Ray lists none of them."""
         import ray
 
         if not ray.is_initialized():
             return
         prefix = self.name + "/"
-        spared = prefix + "producer_results" if keep_results else None
 
         def alive() -> list[str]:
-            return [name for name in ray.util.list_named_actors() if name.startswith(prefix) and name != spared]
+            return [name for name in ray.util.list_named_actors() if name.startswith(prefix)]
 
-        handles = [h for h in self.handles if not (keep_results and h is self.ctx.results)]
+        handles = list(self.handles)
         for name in alive():
             try:
                 handles.append(ray.get_actor(name))

@@ -21,8 +21,8 @@ DEMO_WRITE_FIGURES = ROOT / "SCALING.demo-write.json"  # demo-write
 LATENCY_PATH = (
     "**Send → acknowledgement latency at `linger.ms=0`.** A message crosses five processes on its\n"
     "way (the driver's sender, the topic's PartitionDispatcher, its LeaderDispatcher, the broker's\n"
-    "Aggregator and Flusher), and its acknowledgement two more (the ProducerResults, then the\n"
-    "driver's results thread); each hop is a Ray actor call. One call chain per message is more than\n"
+    "Aggregator and Flusher), and its acknowledgement one more (the driver's results thread, which\n"
+    "long-polls the broker's worker); each hop is a Ray actor call. One call chain per message is more than\n"
     "two cores carry at the bench's rate, so the sender coalesces as Nagle's rule does: while\n"
     "messages it handed over are unanswered, new ones gather (up to 50 ms). The latency table's\n"
     "row \"Nagle wait off\" is the same keyed run with that wait switched off: what the rule saves.\n")
@@ -139,7 +139,7 @@ BATCH_FIGURES_TEXT = (
     "`{batch_cmd}` and `{confluent_cmd}` (CPU of every process, µs a message; median of the runs,\n"
     "lowest–highest run; {day}): `send_batch` spent {b_all} at {b_rate} msg/s: the Flusher\n"
     "{b_flusher}, encoding the record batches; the driver {b_driver}, the Arrow columns; the broker\n"
-    "{b_broker}; the ProducerResults {b_results}. confluent-kafka's `produce()` spent {c_all}, {c_own}\n"
+    "{b_broker}{b_results}. confluent-kafka's `produce()` spent {c_all}, {c_own}\n"
     "of it its own and {c_broker} the broker's, at {c_rate} msg/s ({ratio:.2f}× for `send_batch`, by\n"
     "the medians). 1.5× that rate would need the two cores to carry a message in {need:.2f} µs, the\n"
     "broker's share included. With keys\n"
@@ -158,6 +158,13 @@ def _encoder_cpu(figures: dict[str, str], run: str) -> str:
     return figures[worker] if worker in figures else figures[f"{run}: flusher CPU per msg"]
 
 
+def _results_cpu(figures: dict[str, str], run: str) -> str:
+    """The results actor's CPU a message, in runs made while the producer had one; else nothing
+    (the outcomes go from the broker worker to the driver)."""
+    results = figures.get(f"{run}: producer_results CPU per msg")
+    return "" if results is None else f"; the ProducerResults {results}"
+
+
 def batch_produce(paths: dict[str, Path] = SENDS_FIGURES) -> str:
     """The batch produce profile, with the figures of the last `scaling sends --batch`, `--batch
     --keyed` and `--confluent` runs written with `--out` (when one is missing, the profile names
@@ -172,7 +179,7 @@ def batch_produce(paths: dict[str, Path] = SENDS_FIGURES) -> str:
             b_all=b.figures["send_batch: all CPU per msg"], b_rate=_rate(ours),
             b_flusher=_encoder_cpu(b.figures, "send_batch"), b_driver=b.figures["send_batch: driver CPU per msg"],
             b_broker=b.figures["send_batch: broker CPU per msg"],
-            b_results=b.figures["send_batch: producer_results CPU per msg"],
+            b_results=_results_cpu(b.figures, "send_batch"),
             c_all=c.figures["confluent-kafka produce(): all CPU per msg"],
             c_own=c.figures["confluent-kafka produce(): driver CPU per msg"],
             c_broker=c.figures["confluent-kafka produce(): broker CPU per msg"],

@@ -59,7 +59,7 @@ def role_of_actor(actor: dict[str, Any]) -> str:
     if "/" in name:  # <producer>/<role>[-key]
         role = name.rsplit("/", 1)[1]
         for known in ("topic_dispatcher", "partition_dispatcher", "leader_dispatcher", "broker_worker",
-                      "retry_handler", "producer_results"):
+                      "retry_handler"):
             if role.startswith(known):
                 return known
     return "other actor"

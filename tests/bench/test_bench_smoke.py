@@ -185,7 +185,7 @@ def _figures_file(path, command, labels):
 def test_the_batch_produce_profile_quotes_the_three_sends_runs_and_only_names_the_commands_without_one(tmp_path):
     from raykafka.app.bench import missed_targets
 
-    roles = ("all", "flusher", "driver", "broker", "producer_results", "partition_dispatcher")
+    roles = ("all", "flusher", "driver", "broker", "partition_dispatcher")
     paths = {
         "batch": _figures_file(tmp_path / "b.json", "python -m raykafka.app.bench.scaling sends --batch",
                                {"send_batch: msg/s": 1_400_000, **{f"send_batch: {r} CPU per msg": 1 + i / 10
@@ -202,7 +202,7 @@ def test_the_batch_produce_profile_quotes_the_three_sends_runs_and_only_names_th
            "--confluent`" in text
     assert "spent 1.00 (0.75–1.50) at 1,400k (1,400k–1,400k) msg/s: the Flusher\n1.10 (0.85–1.60)" in text
     assert "(1.40× for `send_batch`" in text and "in 1.33 µs" in text  # two cores at 1.5 × 1,000,000 msg/s
-    assert "PartitionDispatcher\n2.50 (2.25–3.00)" in text
+    assert "PartitionDispatcher\n2.40 (2.15–2.90)" in text
     paths["confluent"] = tmp_path / "none.json"
     missing = missed_targets.batch_produce(paths)
     assert "(0." not in missing and "--out SCALING.sends-batch.json" in missing

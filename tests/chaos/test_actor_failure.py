@@ -18,8 +18,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.broker, pytest.mark.timeout(300)]
 PARTITIONS = 4
 
 
-ROLES = ["leader_dispatcher", "broker_worker", "retry_handler", "topic_dispatcher", "partition_dispatcher",
-         "producer_results"]
+ROLES = ["leader_dispatcher", "broker_worker", "retry_handler", "topic_dispatcher", "partition_dispatcher"]
 
 
 @pytest.mark.parametrize("role", ROLES)

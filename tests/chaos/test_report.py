@@ -14,7 +14,7 @@ MEASURED = {"test": "test_a", "function": "test_a", "module": "test_producer_moc
             "failed": 5, "unresolved": 0, "lost": 0, "reordered": 0, "duplicated": 7, "failed_but_written": 0,
             "without_offset": 0, "heals": [{"seconds": 1.26, "found_in_log": 4952, "sent_again": 300},
                                            {"seconds": 1.84, "found_in_log": 0, "sent_again": 10}],
-            "actors_killed": ["x/flusher", "x/producer_results"], "seconds_to_settle_after_kill": 6.2}
+            "actors_killed": ["x/flusher", "x/retry_handler"], "seconds_to_settle_after_kill": 6.2}
 PARTIAL = {"test": "test_b[p]", "function": "test_b", "module": "test_corrupt_batch", "form": "short",
            "sent": 5, "delivered": 4, "failed": None}  # the rest of MAIN is missing: not measured
 
@@ -32,7 +32,7 @@ def test_a_figure_in_the_output_is_the_figure_in_the_record():
     assert "Totals: sent 12,345, delivered 12,340, failed 5, lost 0, reordered 0, duplicated 7, unresolved 0." in text
     # the heals' spans are computed from the record, not written anywhere by hand
     assert "rebuild 1.26–1.84 s, found in log 0–4,952, every message ended 6.2 s after the kill" in text
-    assert _row(text, "| test_a | 2 |")[2:6] == ["x/producer_results", "1.84", "0", "10"]
+    assert _row(text, "| test_a | 2 |")[2:6] == ["x/retry_handler", "1.84", "0", "10"]
     assert "commit abc123" in text
 
 

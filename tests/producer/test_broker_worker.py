@@ -50,7 +50,7 @@ def test_calls_that_start_out_of_order_reach_the_broker_in_the_callers_order():
     with MockCluster(n_brokers=2, topics={"t": 2}) as cluster:  # partition p is led by broker p + 1
         config = parse_config({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": False,
                                "linger.ms": 0, "compression.type": "lz4"})
-        ctx = SimpleNamespace(config=config, retry_handler=Calls(), results=Calls(), prefix="p/", transactions=None,
+        ctx = SimpleNamespace(config=config, retry_handler=Calls(), prefix="p/", transactions=None,
                               window=8)
 
         async def scenario() -> BrokerWorker:

@@ -150,7 +150,7 @@ def test_a_dead_partition_dispatcher_is_healed_and_what_is_sent_next_is_delivere
 
 @ray.remote(num_cpus=0, max_restarts=0)
 class Results:
-    """A ProducerResults that keeps what is reported to it."""
+    """A RetryHandler that keeps what is reported to its mailbox."""
 
     def __init__(self):
         self.reported: list[tuple] = []
@@ -171,7 +171,7 @@ def test_a_leader_dispatchers_failed_call_to_the_aggregator_fails_its_own_batch(
     from raykafka.wire.errors import PipelineError
 
     results = Results.remote()
-    actor = SimpleNamespace(ctx=SimpleNamespace(window=1, results=results), outbox=Outbox())
+    actor = SimpleNamespace(ctx=SimpleNamespace(window=1, retry_handler=results), outbox=Outbox())
     route = PartitionRoute(actor, "t", 0)
     route.aggregator = Stage.remote([1])  # as an Aggregator: `add` refuses batch 1
     for i in range(4):

@@ -17,6 +17,7 @@ import pytest
 
 from raykafka.actors.batch import MessageBatch
 from raykafka.actors.flusher import Flusher, PartitionMuter
+from raykafka.actors.producer_results import Mailbox
 from raykafka.mock import MockCluster
 from raykafka.wire import messages
 from raykafka.wire.config import parse_config
@@ -90,19 +91,19 @@ def test_a_batch_waiting_for_the_wire_when_the_one_before_fails_is_retried_after
         cluster.set_handler(messages.PRODUCE, produce)
         config = parse_config({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": False,
                                "max.in.flight.requests.per.connection": 1})
-        retry_handler, results = Calls(), Calls()
-        ctx = SimpleNamespace(config=config, retry_handler=retry_handler, results=results, prefix="p/", transactions=None)
+        retry_handler, results = Calls(), Mailbox()
+        ctx = SimpleNamespace(config=config, retry_handler=retry_handler, prefix="p/", transactions=None)
         first, second = batch(0, b"a", b"b"), batch(0, b"c", b"d")
 
         async def scenario() -> None:
-            flusher = Flusher(ctx, 1, "127.0.0.1", cluster.brokers[1].port)
+            flusher = Flusher(ctx, 1, "127.0.0.1", cluster.brokers[1].port, mailbox=results)
             try:
                 await flusher.submit([("produce", [first])])  # on the wire
                 sending = flusher.submit([("produce", [second])])
                 await until(lambda: not flusher.inbox)  # the sender took it: it waits for the slot
                 answer_first.set()
                 await sending
-                await until(lambda: len(retry_handler.batches("retry")) + len(results.batches("report")) == 2)
+                await until(lambda: len(retry_handler.batches("retry")) + len(results.entries) == 2)
             finally:
                 for task in flusher.tasks:
                     task.cancel()
@@ -112,7 +113,7 @@ def test_a_batch_waiting_for_the_wire_when_the_one_before_fails_is_retried_after
     assert cluster.records("t", 0) == [], "nothing written: the second batch never went on the wire"
     assert len(produced) == 1
     assert [(b.values, b.retries) for b in retry_handler.batches("retry")] == [([b"a", b"b"], 1), ([b"c", b"d"], 1)]
-    assert results.calls == []
+    assert results.entries == []
 
 
 async def until(predicate, timeout: float = 10.0) -> None:

@@ -11,9 +11,9 @@ from raykafka.driver.producer import Producer
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(300)]
 
-# the processes of a producer on one broker: the TopicDispatcher, the PartitionDispatcher, the
-# LeaderDispatcher, the broker's BrokerWorker, the RetryHandler and the ProducerResults
-ONE_BROKER_PROCESSES = 6
+# the processes of a producer on one broker (4 + B): the TopicDispatcher, the PartitionDispatcher,
+# the LeaderDispatcher, the RetryHandler, and the broker's BrokerWorker
+ONE_BROKER_PROCESSES = 5
 
 
 def _processes(prefix: str) -> set[int]:

@@ -15,8 +15,7 @@ from raykafka.driver.producer import Producer
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(300)]
 
-ROLES = ["topic_dispatcher", "partition_dispatcher", "leader_dispatcher", "broker_worker", "retry_handler",
-         "producer_results"]
+ROLES = ["topic_dispatcher", "partition_dispatcher", "leader_dispatcher", "broker_worker", "retry_handler"]
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -16,8 +16,8 @@ CLOSED = "ActorDiedErrorContext: INTENDED_USER_EXIT exit_actor()"
 
 def _table(cause: str, state: str = "DEAD") -> dict:
     worker = {"Name": "p/broker_worker-111-1", "State": state, "DeathCause": cause}
-    results = {"Name": "p/producer_results", "State": "ALIVE", "DeathCause": ""}
-    return {"w": worker, "r": results}
+    retry_handler = {"Name": "p/retry_handler", "State": "ALIVE", "DeathCause": ""}
+    return {"w": worker, "r": retry_handler}
 
 
 def _dog() -> ProducerWatchdog:

@@ -162,7 +162,7 @@ def test_a_record_is_its_message_by_partition_and_sequence_not_by_what_it_holds(
 
 
 def test_without_a_note_a_record_is_matched_by_its_headers_and_explicit_partition_too():
-    """The note of B was lost (its ProducerResults died before the driver polled it): the
+    """The note of B was lost (its BrokerWorker died before the driver polled it): the
     record is matched by what it holds, headers and an explicit partition included."""
     from raykafka.driver.producer_heal import SequenceBook
     from raykafka.wire.records import encode_header_lists
