@@ -4,7 +4,8 @@ topic through one broker starts the topic, partition and leader dispatchers, one
 (the broker's aggregator and flusher in one process) and the RetryHandler: five (4 + B, B = 1;
 there is no results actor: the driver polls the RetryHandler and the BrokerWorker). On the
 mock cluster's 8 brokers, `broker.worker.actors` caps the BrokerWorkers: the brokers share them,
-and the other roles stay 4."""
+and the other roles stay 4. Writing 12 topics runs as many processes as writing 1: a new topic
+adds a partitioner in the PartitionDispatcher and state machines in the LeaderDispatcher."""
 
 from __future__ import annotations
 
@@ -74,3 +75,27 @@ def test_eight_brokers_share_the_capped_broker_workers(ray_session, live_actors)
         for p in range(partitions):
             assert [r.value for r in cluster.records("t", p)] == sent[p]
     assert live_actors(producer.name) == []
+
+
+def _processes(prefix: str) -> set[int]:
+    """The pids of the live actors whose names start with `prefix`."""
+    import ray._private.state
+
+    return {a["Pid"] for a in ray._private.state.actors().values()
+            if (a.get("Name") or "").startswith(prefix) and a["State"] == "ALIVE" and a.get("Pid")}
+
+
+@pytest.mark.broker
+def test_a_producer_runs_as_many_processes_for_12_topics_as_for_1(ray_session, bootstrap, topic_name):
+    topics = [topic_name(f"budget{i}") for i in range(12)]
+    with Admin(bootstrap) as admin:
+        admin.create_topics({t: 3 for t in topics})
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        counts = {}
+        written = 0
+        for upto in (1, 4, 12):
+            futures = [producer.send(t, b"m", key=b"%d" % i) for t in topics[written:upto] for i in range(20)]
+            assert producer.flush(60) == 0 and all(f.result(0).offset >= 0 for f in futures)
+            written = upto
+            counts[upto] = len(_processes(producer.name + "/"))
+    assert counts[1] == counts[4] == counts[12] <= MAX_PROCESSES_ONE_TOPIC, counts
