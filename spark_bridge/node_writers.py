@@ -351,7 +351,10 @@ class WriterPool:
         except Exception as exc:  # a writer died: its pipeline went with it
             log.warning("raykafka/writer: closing a pool: %s", exc)
         for writer in handles:
-            ray.kill(writer, no_restart=True)
+            try:
+                ray.kill(writer, no_restart=True)
+            except Exception as exc:  # gone with a Ray shut down and started again under the pool
+                log.debug("raykafka/writer: killing a writer: %s", exc)
         for group in self.groups:
             try:
                 remove_placement_group(group)

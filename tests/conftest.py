@@ -73,7 +73,7 @@ def start_shared_ray(replace_foreign: bool = False) -> None:
     if ray.is_initialized():
         if not replace_foreign or ray.get_runtime_context().gcs_address == _SHARED_RAY["address"]:
             return
-        ray.shutdown()
+        stop_ray()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     logs = os.environ.get("RAYKAFKA_ACTOR_LOGS", "") not in ("", "0")
@@ -83,17 +83,37 @@ def start_shared_ray(replace_foreign: bool = False) -> None:
     _SHARED_RAY["address"] = ray.get_runtime_context().gcs_address
 
 
+def stop_ray() -> None:
+    """Shut down whatever Ray this process runs, the cached producers and writer pools and a
+    Spark session first (while Ray is up, so their actors stop cleanly): for a module that needs a Ray of its own
+    (the multi-node cluster, the metrics port, the bench suite), and at the end of the run."""
+    import ray
+
+    if not ray.is_initialized():
+        return
+    from raykafka.spark_bridge.node_writers import POOLS
+    from raykafka.spark_bridge.producer_cache import PRODUCERS
+
+    POOLS.close_all()
+    PRODUCERS.close_all()
+    if "raydp" in sys.modules:  # a Spark session runs on this Ray: it goes with it
+        from raykafka.spark_bridge.session import stop_spark
+
+        stop_spark()
+    ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def ray_runtime() -> Iterator[Callable[..., None]]:
     """start_shared_ray, for the fixtures that need Ray; the run's Ray is shut down at the end."""
     yield start_shared_ray
-    import ray
+    stop_ray()
 
-    if ray.is_initialized():
-        from raykafka.spark_bridge.producer_cache import PRODUCERS
 
-        PRODUCERS.close_all()  # while Ray is up, so the cached pipelines' actors are stopped cleanly
-        ray.shutdown()
+@pytest.fixture(scope="session")
+def ray_stopper() -> Callable[[], None]:
+    """stop_ray, for a module that needs no Ray running or a Ray of its own."""
+    return stop_ray
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,10 @@ CLIENTS = ("raykafka send_batch", "confluent-kafka produce", "raykafka Consumer"
 
 
 @pytest.fixture(scope="module")
-def report():
+def report(ray_stopper):
     import ray
 
-    assert not ray.is_initialized()  # the suite starts Ray itself and shuts it down
+    ray_stopper()  # the suite starts Ray itself and shuts it down
     settings = Settings(messages=600, runs=1, sizes=(100,), codecs=("none",), latency_rate=500,
                         latency_seconds=0.4, clients=CLIENTS, record_batches=False, quick_mode=True)
     result = run_suite(settings, command="raykafka bench (smoke)")

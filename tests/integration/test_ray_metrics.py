@@ -19,14 +19,13 @@ pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
-def metrics_port() -> Iterator[int]:
+def metrics_port(ray_stopper) -> Iterator[int]:
     """A Ray of this module's own, exporting its metrics on a free port every second."""
     import ray
 
     if importlib.util.find_spec("prometheus_client") is None or importlib.util.find_spec("aiohttp") is None:
         pytest.skip("Ray's metrics agent needs ray[default] (in the test extra)")
-    if ray.is_initialized():
-        ray.shutdown()
+    ray_stopper()  # the run's Ray: this module needs one of its own
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -27,11 +27,10 @@ class ThreeNodes:
 
 
 @pytest.fixture(scope="module")
-def three_nodes() -> Iterator[Any]:
+def three_nodes(ray_stopper) -> Iterator[Any]:
     import ray
 
-    if ray.is_initialized():  # another folder's Ray: this module needs its own cluster
-        ray.shutdown()
+    ray_stopper()  # the run's Ray: this module needs a cluster of its own
     nodes = ThreeNodes()
     ray.init(address=nodes.cluster.address, log_to_driver=False)
     yield nodes

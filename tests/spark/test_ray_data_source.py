@@ -292,15 +292,16 @@ def test_read_dataset_keeps_the_blocks_its_tasks_yield(ray_for_spark, bootstrap,
 def test_a_read_task_reads_all_its_ranges_over_one_connection_to_the_broker(bootstrap, filled_topic,
                                                                            monkeypatch):
     from raykafka.spark_bridge import ray_data
+    from raykafka.wire import range_reader
 
     clusters = []
 
-    class Counted(ray_data.Cluster):
+    class Counted(range_reader.Cluster):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             clusters.append(self)
 
-    monkeypatch.setattr(ray_data, "Cluster", Counted)
+    monkeypatch.setattr(range_reader, "Cluster", Counted)
     config = {"bootstrap.servers": bootstrap}
     tables = list(ray_data.read_ranges(config, resolve_ranges(config, filled_topic, "earliest", "latest")))
     assert len(clusters) == 1
