@@ -42,15 +42,21 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def properties(pairs: list[str] | None) -> dict[str, str]:
-    """`-X key=value` pairs as a config dict, the last of a key winning (as kcat's)."""
+def key_values(pairs: list[str] | None, option: str) -> dict[str, str]:
+    """`key=value` pairs given to `option` (`-X`, `-c`) as a dict, the last of a key winning (as
+    kcat's); a pair without `=` or a key is a usage error naming the option."""
     out = {}
     for pair in pairs or ():
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"-X takes key=value, got {pair!r}")
+            raise UsageError(f"{option} takes key=value, got {pair!r}")
         out[key.strip()] = value
     return out
+
+
+def properties(pairs: list[str] | None) -> dict[str, str]:
+    """`-X key=value` pairs as a config dict."""
+    return key_values(pairs, "-X")
 
 
 def client_config(args: argparse.Namespace, **defaults: Any) -> dict[str, Any]:

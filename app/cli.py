@@ -43,6 +43,7 @@ from .args import (
     add_client_options,
     client_config,
     counted,
+    key_values,
 )
 
 
@@ -87,13 +88,7 @@ def cmd_topic(args: argparse.Namespace) -> int:
 
 def config_pairs(pairs: list[str] | None) -> dict[str, str]:
     """`-c key=value` pairs of `topic alter-config`, the last of a key winning."""
-    out = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"-c takes key=value, got {pair!r}")
-        out[key.strip()] = value
-    return out
+    return key_values(pairs, "-c")
 
 
 def build_parser() -> argparse.ArgumentParser:
