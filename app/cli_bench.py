@@ -31,7 +31,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .bench.report import NO_CHART, render_chart, render_markdown, target_results
+    from .bench.report import NO_CHART, bound_results, render_chart, render_markdown, target_results
     from .bench.suite import Settings, run_suite
 
     if args.runs < 1:
@@ -63,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:  # every run's figure, to compare or re-render
         json.dump(dataclasses.asdict(report), f, indent=1, default=str)
     print(f"wrote {args.out}" + (f" and {chart_path}" if chart else f" ({note})" if note else ""), file=sys.stderr)
+    verdicts = {None: "n/a", "yes": "met", "no": "MISSED", "straddles": "STRADDLES"}
     for text, ratio, _need, met, _spread in target_results(report):
-        verdict = {None: "n/a", "yes": "met", "no": "MISSED", "straddles": "STRADDLES"}[met]
-        print(f"  {text}: {'—' if ratio is None else f'{ratio:.2f}x'} {verdict}", file=sys.stderr)
+        print(f"  {text}: {'—' if ratio is None else f'{ratio:.2f}x'} {verdicts[met]}", file=sys.stderr)
+    for text, measured, met in bound_results(report):
+        print(f"  {text}: {measured} {verdicts[met]}", file=sys.stderr)
     return 0

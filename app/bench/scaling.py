@@ -39,6 +39,8 @@ from typing import Any
 
 import psutil
 
+from raykafka.app.bench.budget import WARM_PATH_CALLS
+
 BLOCK_ROWS = 100_000
 VALUE = b"v" * 100
 PARTITIONS = 6
@@ -382,13 +384,13 @@ def run_pipelines(args: argparse.Namespace, config: dict[str, Any], admin: Any, 
                                                            for r in runs], " us"))
 
 
-HOPS = 6  # actor hops of a message's path and its answer's: PD, LD, Aggregator, Flusher, results, driver
+HOPS = WARM_PATH_CALLS  # actor calls of a warm message's path and its answer's (budget.WARM_PATH)
 IDLE_S = 2.0  # how long the chain's actors are watched with nothing to do (plain, then compiled)
 
 
 def run_hops(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
     """p50 and p99 of one message at a time through: our producer at linger.ms=0 (send → ack);
-    a chain of six trivial actors by plain Ray calls; the same six as a Ray compiled graph. Each
+    a chain of HOPS trivial actors by plain Ray calls; the same HOPS as a Ray compiled graph. Each
     run compiles the graph anew and tears it down before the next run's send: a compiled graph's
     actors poll their channels while it runs nothing, and the CPU they take then (cores busy, CPU
     seconds a second) is measured too."""

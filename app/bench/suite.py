@@ -33,7 +33,6 @@ import re
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -50,7 +49,7 @@ class Settings:
     sizes: tuple[int, ...] = (100, 1024)
     codecs: tuple[str, ...] = ("none", "lz4")
     pipelines: int = 2  # parallel producer pipelines / group members
-    latency_rate: int = 2000  # msg/s
+    latency_rates: tuple[int, ...] = (1000, 2000)  # msg/s
     latency_seconds: float = 5.0
     perf_seconds: int = 10
     spark: bool = False
@@ -102,9 +101,9 @@ class Report:
 _CREATED: list[str] = []  # topics made since the last `_drop_topics`
 
 
-def _topic(admin: Any, label: str) -> str:
+def _topic(admin: Any, label: str, partitions: int = PARTITIONS) -> str:
     name = f"bench-{re.sub('[^a-z0-9]+', '-', label.lower())[:24]}-{uuid.uuid4().hex[:6]}"
-    admin.create_topics({name: PARTITIONS})
+    admin.create_topics({name: partitions})
     _CREATED.append(name)
     return name
 
@@ -455,7 +454,8 @@ def produce_tansu_perf(bootstrap: str, admin: Any, s: Settings, size: int, codec
 
 # Rows whose runs are mostly start-up (a producer's actors per run, a second pipeline, tansu
 # perf's fixed 10 s): measured at the first codec only, to keep the whole run near 15 minutes
-UNCOMPRESSED_ONLY = {"raykafka N pipelines send_batch()", "raykafka send() per message, keyed",
+NEW_CONSUMER = "raykafka Consumer → Arrow, new Consumer"
+UNCOMPRESSED_ONLY = {"raykafka N pipelines send_batch()", NEW_CONSUMER, "raykafka send() per message, keyed",
                      "confluent-kafka produce(), keyed", "aiokafka send(), keyed", "raykafka Ray Data write_dataset",
                      "raykafka Ray Data write_dataset, cold start",
                      "Ray Data write_kafka from Spark", "raykafka Spark write_kafka", "tansu perf (broker ceiling)",
@@ -526,6 +526,29 @@ def consume_raykafka(bootstrap: str, t: str, s: Settings) -> list[float]:
             assert got == s.messages, got
     finally:
         consumer.close()
+    return times
+
+
+def consume_raykafka_new(bootstrap: str, t: str, s: Settings) -> list[float]:
+    """Cold, as a user waits: each run is a new Consumer, timed from its construction (its
+    actors' start and `assign_topic` included) to every message held."""
+    from raykafka.driver.consumer import Consumer
+
+    times = []
+    for _ in range(s.runs):
+        start = time.perf_counter()
+        consumer = Consumer({"bootstrap.servers": bootstrap})
+        try:
+            consumer.assign_topic(t, "earliest")
+            got = 0
+            for batch in consumer.batches(timeout=60):
+                got += batch.num_rows
+                if got >= s.messages:
+                    break
+            times.append(time.perf_counter() - start)
+            assert got == s.messages, got
+        finally:
+            consumer.close()
     return times
 
 
@@ -680,7 +703,9 @@ SINGLE_RECORD_CAP = 200_000
 # --quick leaves out what costs tens of seconds of start-up: a group's join (~25 s on tansu) and
 # a second set of producer actors
 QUICK_SKIPS = {"raykafka ConsumerGroup N members", "raykafka N pipelines send_batch()"}
-NOTES = {"raykafka ConsumerGroup N members": "from the first claim; joining (tansu answers a JoinGroup after half "
+NOTES = {NEW_CONSUMER: "each run a new Consumer, timed from its construction: its actors' start and assign_topic "
+                       "included, as confluent-kafka consume()'s runs are",
+         "raykafka ConsumerGroup N members": "from the first claim; joining (tansu answers a JoinGroup after half "
                                                 "of session.timeout.ms, 22.5 s by default) not counted",
          "Ray Data read_kafka": "topic of 1 record per batch, at most 200,000 messages a run",
          "raykafka Ray Data read_dataset": "topic of 1 record per batch, at most 200,000 messages a run",
@@ -693,6 +718,7 @@ NOTES = {"raykafka ConsumerGroup N members": "from the first claim; joining (tan
 
 CONSUMERS: list[tuple[str, Callable[..., list[float]]]] = [
     ("raykafka Consumer → Arrow", consume_raykafka),
+    (NEW_CONSUMER, consume_raykafka_new),
     ("raykafka ConsumerGroup N members", consume_raykafka_group),
     ("confluent-kafka consume()", consume_confluent),
     ("aiokafka getmany()", consume_aiokafka),
@@ -722,7 +748,16 @@ def _paced(count: int, rate: int, send: Callable[[float], None], idle: Callable[
         send(time.perf_counter())
 
 
-def latency_raykafka(bootstrap: str, admin: Any, s: Settings, keyed: bool = False,
+def latency_label(client: str, rate: int, keyed: bool = False) -> str:
+    """A paced latency row's label: `raykafka send()` or `confluent-kafka produce()` at `rate`."""
+    return f"{client} linger.ms=0, {rate:,} msg/s" + (", keyed" if keyed else "")
+
+
+RAYKAFKA_SEND, CONFLUENT_PRODUCE = "raykafka send()", "confluent-kafka produce()"
+ONE_AT_A_TIME_PER_SECOND = 100  # the one-at-a-time rows send this many messages per second of latency_seconds
+
+
+def latency_raykafka(bootstrap: str, admin: Any, s: Settings, rate: int, keyed: bool = False,
                      nagle_wait: float | None = None) -> tuple[float, float]:
     """`nagle_wait`: the sender's NAGLE_WAIT for this run (None: as shipped)."""
     from raykafka.driver import producer as producer_module
@@ -731,12 +766,12 @@ def latency_raykafka(bootstrap: str, admin: Any, s: Settings, keyed: bool = Fals
     if nagle_wait is not None:
         producer_module.NAGLE_WAIT = nagle_wait
     try:
-        return _latency_raykafka(bootstrap, admin, s, keyed)
+        return _latency_raykafka(bootstrap, admin, s, rate, keyed)
     finally:
         producer_module.NAGLE_WAIT = shipped
 
 
-def _latency_raykafka(bootstrap: str, admin: Any, s: Settings, keyed: bool) -> tuple[float, float]:
+def _latency_raykafka(bootstrap: str, admin: Any, s: Settings, rate: int, keyed: bool) -> tuple[float, float]:
     from raykafka.driver.producer import Producer
 
     t, lat, keys, sent = _topic(admin, "lat-rk"), [], KEYS if keyed else [None], itertools.count()
@@ -748,23 +783,47 @@ def _latency_raykafka(bootstrap: str, admin: Any, s: Settings, keyed: bool) -> t
             producer.send(t, value, key=keys[next(sent) % len(keys)]).add_done_callback(
                 lambda f, t0=t0: lat.append(time.perf_counter() - t0))
 
-        _paced(int(s.latency_rate * s.latency_seconds), s.latency_rate, send, lambda d: time.sleep(min(d, 0.0005)))
+        _paced(int(rate * s.latency_seconds), rate, send, lambda d: time.sleep(min(d, 0.0005)))
         assert producer.flush(60) == 0
     return _percentiles(lat)
+
+
+def latency_one_at_a_time(bootstrap: str, admin: Any, s: Settings) -> tuple[float, float]:
+    from raykafka.app.bench import budget
+
+    count = max(1, int(s.latency_seconds * ONE_AT_A_TIME_PER_SECOND))
+    return _percentiles(budget.one_at_a_time_latencies(bootstrap, _topic(admin, "lat-one"), count, _warm))
+
+
+def latency_chain(bootstrap: str, admin: Any, s: Settings) -> tuple[float, float]:
+    from raykafka.app.bench import budget
+
+    return _percentiles(budget.chain_latencies(max(1, int(s.latency_seconds * ONE_AT_A_TIME_PER_SECOND))))
+
+
+def latency_clients(s: Settings) -> list[tuple[str, Callable[..., tuple[float, float]]]]:
+    """Every latency row's label and how it is measured: each rate, keyed and not, ours and
+    confluent-kafka's; then, one message at a time, ours and the plain-Ray chain as long as our
+    warm path; and what the sender's Nagle wait is worth, at the top rate (a diagnostic)."""
+    from raykafka.app.bench.budget import CHAIN_ROW, ONE_AT_A_TIME_ROW
+
+    clients: list[tuple[str, Callable[..., tuple[float, float]]]] = []
+    for rate in s.latency_rates:
+        for keyed in (False, True):
+            clients += [(latency_label(RAYKAFKA_SEND, rate, keyed), functools.partial(latency_raykafka, rate=rate, keyed=keyed)),
+                        (latency_label(CONFLUENT_PRODUCE, rate, keyed),
+                         functools.partial(latency_confluent, rate=rate, keyed=keyed))]
+    clients += [(ONE_AT_A_TIME_ROW, latency_one_at_a_time), (CHAIN_ROW, latency_chain)]
+    top = max(s.latency_rates)
+    clients.append((latency_label(RAYKAFKA_SEND, top, keyed=True) + ", Nagle wait off",
+                    functools.partial(latency_raykafka, rate=top, keyed=True, nagle_wait=0.0)))
+    return [(label, fn) for label, fn in clients if _wanted(s, label)]
 
 
 def latency_rows(bootstrap: str, admin: Any, s: Settings) -> list[Row]:
     """Each client's p50 and p99, the median over `s.runs` runs taken in turn (a run is short, so
     one stall on the box would otherwise decide a p99)."""
-    clients = [(label, fn) for label, fn in (
-        ("raykafka send() linger.ms=0", latency_raykafka),
-        ("confluent-kafka produce() linger.ms=0", latency_confluent),
-        ("raykafka send() linger.ms=0, keyed", functools.partial(latency_raykafka, keyed=True)),
-        ("confluent-kafka produce() linger.ms=0, keyed", functools.partial(latency_confluent, keyed=True)),
-        # what the sender's Nagle wait is worth: the same keyed row with it off (a diagnostic, no target)
-        ("raykafka send() linger.ms=0, keyed, Nagle wait off",
-         functools.partial(latency_raykafka, keyed=True, nagle_wait=0.0)))
-               if _wanted(s, label)]
+    clients = latency_clients(s)
     figures: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in clients}
     failed: dict[str, str] = {}
     for _ in range(s.runs):
@@ -788,7 +847,7 @@ def latency_rows(bootstrap: str, admin: Any, s: Settings) -> list[Row]:
     return rows
 
 
-def latency_confluent(bootstrap: str, admin: Any, s: Settings, keyed: bool = False) -> tuple[float, float]:
+def latency_confluent(bootstrap: str, admin: Any, s: Settings, rate: int, keyed: bool = False) -> tuple[float, float]:
     from confluent_kafka import Producer
 
     t, lat, keys, sent = _topic(admin, "lat-confluent"), [], KEYS if keyed else [None], itertools.count()
@@ -802,70 +861,53 @@ def latency_confluent(bootstrap: str, admin: Any, s: Settings, keyed: bool = Fal
                          on_delivery=lambda err, msg, t0=t0: lat.append(time.perf_counter() - t0))
         producer.poll(0)
 
-    _paced(int(s.latency_rate * s.latency_seconds), s.latency_rate, send, lambda d: producer.poll(min(d, 0.0005)))
+    _paced(int(rate * s.latency_seconds), rate, send, lambda d: producer.poll(min(d, 0.0005)))
     assert producer.flush(60) == 0
     return _percentiles(lat)
 
 
-def producer_memory(bootstrap: str, admin: Any, s: Settings) -> tuple[float, int, str]:
-    """Peak RSS (MiB), summed over the producer's actor processes, while `send_batch` writes; the
-    number of processes; and where it goes, role by role: each process's RSS once the pipeline is
-    warm (the interpreter, Ray's worker and our imports) and its own peak during the write."""
-    import psutil
-    import ray._private.state as state
+def budget_rows(bootstrap: str, admin: Any, s: Settings) -> list[Row]:
+    """The process budget's rows (`budget`): a new Consumer's start on a wide topic, a
+    producer's first messages to new topics, and one producer's memory and CPU a message during
+    `send_batch`s of `s.messages`."""
+    from raykafka.app.bench import budget
 
-    from raykafka.driver.producer import Producer
-
-    with Producer(_rk_config(bootstrap, "none")) as producer:
-        t = _topic(admin, "memory")
-        _warm(producer, t)
-        prefix = producer.pipeline_prefix
-        roles = {info["Pid"]: _role(info["Name"][len(prefix):]) for info in state.actors().values()
-                 if info.get("State") == "ALIVE" and (info.get("Name") or "").startswith(prefix)}
-        procs = {pid: psutil.Process(pid) for pid in roles}
-        warm = {pid: proc.memory_info().rss for pid, proc in procs.items()}
-        own_peak = dict(warm)
-        peak, stop = [0], threading.Event()
-
-        def sample() -> None:
-            while not stop.is_set():
-                total = 0
-                for pid, proc in procs.items():
-                    try:
-                        rss = proc.memory_info().rss
-                    except psutil.Error:
-                        continue
-                    total += rss
-                    own_peak[pid] = max(own_peak[pid], rss)
-                peak[0] = max(peak[0], total)
-                stop.wait(0.02)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        table = _arrow_values(_value(100), s.messages)
-        assert producer.send_batch(t, table).result(300).ok
-        stop.set()
-        sampler.join()
-        after = _shared_and_own(procs.values())
-    where = ", ".join(f"{roles[pid]} {warm[pid] / 2**20:.0f}→{own_peak[pid] / 2**20:.0f}"
-                      for pid in sorted(roles, key=lambda pid: roles[pid]))
-    return peak[0] / 2**20, len(procs), f"MiB warm→peak: {where}; {after}; {_bare_actor_rss()}"
-
-
-def _shared_and_own(procs: Any) -> str:
-    """Summed RSS counts every shared library once per process: the same processes' PSS (shared
-    pages split among their users) and USS (pages of their own), summed, once the write is done."""
-    import psutil
-
-    rss = pss = uss = 0
-    for proc in procs:
-        try:
-            info = proc.memory_full_info()
-        except psutil.Error:
-            continue
-        rss, pss, uss = rss + info.rss, pss + info.pss, uss + info.uss
-    return (f"after the write, summed: RSS {rss / 2**20:.0f} MiB, PSS {pss / 2**20:.0f} MiB, "
-            f"USS {uss / 2**20:.0f} MiB")
+    rows = []
+    try:
+        t = _topic(admin, "assign", budget.ASSIGN_PARTITIONS)
+        times, processes = budget.assign_seconds(bootstrap, t, s.runs)
+        rows.append(Row("startup", budget.ASSIGN_ROW, 100, "none", statistics.median(times), times,
+                        note="consumer processes each run: " + ", ".join(map(str, processes))))
+    except Exception as exc:
+        rows.append(Row("startup", budget.ASSIGN_ROW, 100, "none", float("nan"), note=_why(exc)))
+    try:
+        topics = [_topic(admin, "first") for _ in range(budget.NEW_TOPICS + 1)]
+        seconds, before, after = budget.new_topics_seconds(bootstrap, topics, _rk_config(bootstrap, "none"))
+        rows.append(Row("startup", budget.NEW_TOPICS_ROW, 100, "none", seconds, [seconds],
+                        note=f"producer processes: {before} before, {after} after", spread={"processes": [before, after]}))
+    except Exception as exc:
+        rows.append(Row("startup", budget.NEW_TOPICS_ROW, 100, "none", float("nan"), note=_why(exc)))
+    _drop_topics(admin)
+    try:
+        got = budget.batch_footprint(lambda: _topic(admin, "footprint"), _warm, _arrow_values(_value(100), s.messages),
+                                     s.runs, _rk_config(bootstrap, "none"))
+        peak, cpu, services = got["peak_mib"], got["cpu_us"], got["ray_services_cpu_us"]
+        rows.append(Row("memory", budget.MEMORY_ROW, 100, "none", peak["pss"], note=(
+            f"{got['processes']} processes, send_batch of {s.messages:,}; peaks of the sums: PSS {peak['pss']:,.0f} "
+            f"MiB, RSS {peak['rss']:,.0f} MiB, USS {peak['uss']:,.0f} MiB; each process's peak PSS: "
+            + ", ".join(f"{role} {mib:,.0f}" for role, mib in sorted(got["pss_mib"].items())) + " MiB; "
+            + _bare_actor_rss())))
+        rows.append(Row("cpu", budget.CPU_ROW, 100, "none", statistics.median(cpu), cpu, note=(
+            f"the producer's {got['processes']} processes and the driver, µs a message; Ray's raylet and GCS "
+            f"beside them: {statistics.median(services):.2f} µs; the broker's not counted"),
+            spread={"ray services": services}))
+    except Exception as exc:
+        rows += [Row(kind, label, 100, "none", float("nan"), note=_why(exc))
+                 for kind, label in (("memory", budget.MEMORY_ROW), ("cpu", budget.CPU_ROW))]
+    _drop_topics(admin)
+    for row in rows:
+        _log(f"{row.kind} {row.client}: {row.rate:,.2f} {row.note}")
+    return rows
 
 
 def _bare_actor_rss() -> str:
@@ -883,12 +925,8 @@ def _bare_actor_rss() -> str:
         info = psutil.Process(ray.get(bare.pid.remote(), timeout=60)).memory_full_info()
     finally:
         ray.kill(bare)
-    return f"a bare Ray actor: {info.rss / 2**20:.0f} MiB RSS, {info.uss / 2**20:.0f} MiB its own (USS)"
-
-
-def _role(name: str) -> str:
-    """An actor's role from its name after the producer's prefix (`flusher-111-...` -> `flusher`)."""
-    return name.split("-", 1)[0]
+    return (f"a bare Ray actor: {info.pss / 2**20:.0f} MiB PSS, {info.rss / 2**20:.0f} MiB RSS, "
+            f"{info.uss / 2**20:.0f} MiB its own (USS)")
 
 
 # ------------------------------------------------------------------------------- the run
@@ -960,17 +998,11 @@ def run_suite(s: Settings, command: str = "") -> Report:
             bootstrap = broker.bootstrap
             report.rows += latency_rows(bootstrap, admin, s)  # first, while nothing else runs on the box
             _drop_topics(admin)
+            if _wanted(s, "raykafka budget"):
+                report.rows += budget_rows(bootstrap, admin, s)  # start-up next, the box still quiet
             for size in s.sizes:
                 for codec in s.codecs:
                     report.rows += _config_rows(bootstrap, admin, s, size, codec, spark=False)
-            if _wanted(s, "raykafka producer actors RSS"):
-                try:
-                    mib, procs, where = producer_memory(bootstrap, admin, s)
-                    report.rows.append(Row("memory", "raykafka producer actors RSS", 100, "none", mib,
-                                           note=f"{procs} actor processes, send_batch of {s.messages:,}; {where}"))
-                except Exception as exc:
-                    report.rows.append(Row("memory", "raykafka producer actors RSS", 100, "none", float("nan"),
-                                           note=_why(exc)))
             if s.spark:  # last: from its start, Spark's executor holds one of the CPUs Ray tasks use
                 for size in s.sizes:
                     report.rows += _config_rows(bootstrap, admin, s, size, s.codecs[0], spark=True)
