@@ -20,16 +20,15 @@ batch the broker may already have written.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from .batch import BATCH_OVERHEAD, REQUEST_OVERHEAD, MessageBatch
+from .batch import BATCH_OVERHEAD, REQUEST_OVERHEAD, Control, Entry, MessageBatch, ProduceSet
 
 # the estimate of a topic's compression ratio: the largest measured in one set the Flusher sent, with this
 # margin, and never below MIN_RATIO, which bounds a batch to 16 times batch.size in record bytes
 RATIO_MARGIN = 1.1
 MIN_RATIO = 1 / 16
 
-Entry = tuple[str, Any]  # ("produce", [MessageBatch, one per partition]) or ("control", MessageBatch)
+
 
 
 @dataclass
@@ -70,7 +69,7 @@ class AggregatorState:
         for batch in batches:
             if batch.is_control:
                 out.extend(self.drain())
-                out.append(("control", batch))
+                out.append(Control(batch))
                 ready = False
                 continue
             if not len(batch):
@@ -110,7 +109,7 @@ class AggregatorState:
                     del self.queues[tp]
                 size += wire
                 request.append(MessageBatch.concat(head.chunks))
-            out.append(("produce", request))
+            out.append(ProduceSet(request))
         self.oldest = None
         self.buffered = 0
         return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -204,3 +204,19 @@ class MessageBatch:
                        partitions=None, retries=max(b.retries for b in batches),
                        unanswered=any(b.unanswered for b in batches),
                        created_ms=min(b.created_ms for b in batches), nbytes=sum(b.nbytes for b in batches))
+
+
+class ProduceSet(NamedTuple):
+    """The batches of one Produce request: at most one record batch per partition."""
+
+    batches: list[MessageBatch]
+
+
+class Control(NamedTuple):
+    """A control batch (a transaction marker, a partition's flush, the SHUTDOWN), in its place
+    among the sets."""
+
+    batch: MessageBatch
+
+
+Entry = ProduceSet | Control  # what an AggregatorState hands its Flusher, in order

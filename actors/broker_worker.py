@@ -49,8 +49,8 @@ import time
 import uuid
 from typing import Any
 
-from .aggregator import AggregatorState, Entry
-from .batch import SHUTDOWN, MessageBatch
+from .aggregator import AggregatorState
+from .batch import SHUTDOWN, Control, Entry, MessageBatch, ProduceSet
 from .flusher import Flusher
 from .producer_results import Mailbox, Reports, report_failed
 
@@ -121,7 +121,7 @@ class BrokerProducer:
         self.closing = True
         self.wake.set()
         self._emit(self.state.drain())
-        await asyncio.gather(*self._emit([("control", MessageBatch.control("", -1, SHUTDOWN))]),
+        await asyncio.gather(*self._emit([Control(MessageBatch.control("", -1, SHUTDOWN))]),
                              return_exceptions=True)
         self.timer.cancel()
         for task in self.flusher.tasks:  # idle for good: the worker may live on for other brokers
@@ -143,7 +143,7 @@ class BrokerProducer:
             return
         from .calls import pipeline_error
 
-        batches = [b for kind, item in entries for b in (item if kind == "produce" else [item])]
+        batches = [b for e in entries for b in (e.batches if isinstance(e, ProduceSet) else [e.batch])]
         report_failed(self.flusher.mailbox.report, batches, pipeline_error(future.exception()))
 
     async def _linger_loop(self) -> None:

@@ -42,7 +42,7 @@ from ..wire.connection import BrokerConnection, security_from_config
 from ..wire.errors import KafkaError, UnknownOffsetError, code_for
 from ..wire.fetch import find_batch_offset
 from ..wire.records import encode_record_batch_parts, prepare_columnar
-from .batch import FIN, SHUTDOWN, SYN, MessageBatch
+from .batch import FIN, SHUTDOWN, SYN, Control, MessageBatch, ProduceSet
 from .calls import pipeline_error
 from .flusher_state import (
     Chaser,
@@ -104,14 +104,14 @@ class Flusher:
         return self.metrics.stats.snapshot()
 
     def submit(self, entries: list) -> asyncio.Future:
-        """Queue a set of entries (`("produce", [batches])` or `("control", batch)`), behind those
+        """Queue a set of entries (`aggregator.ProduceSet` or `aggregator.Control`), behind those
         submitted before; the future is done once its requests are on the wire (for a SHUTDOWN,
         once every response before it is handled and the connections are closed)."""
         if not self._started:
             self._start()
         done = asyncio.get_running_loop().create_future()
         # in a transaction, the partitions are added while earlier sets are still being sent
-        adding = self._add_partitions([b for kind, item in entries if kind != "control" for b in item])
+        adding = self._add_partitions([b for e in entries if isinstance(e, ProduceSet) for b in e.batches])
         self.inbox.append((entries, done, adding))
         self.new_work.set()
         return done
@@ -134,16 +134,16 @@ class Flusher:
                 await self.new_work.wait()
             entries, done, adding = self.inbox.popleft()
             try:
-                for kind, item in entries:
-                    if kind == "control":
-                        self._control(item, done)
+                for entry in entries:
+                    if isinstance(entry, Control):
+                        self._control(entry.batch, done)
                     else:
-                        await self._send(item, adding)
+                        await self._send(entry.batches, adding)
             except Exception as exc:  # a bug: fail loudly to the worker, keep serving
                 log.exception("%s sending failed", self.path)
                 if not done.done():
                     done.set_exception(exc)
-            if not done.done() and not any(k == "control" and i.flags & SHUTDOWN for k, i in entries):
+            if not done.done() and not any(isinstance(e, Control) and e.batch.flags & SHUTDOWN for e in entries):
                 done.set_result(None)
             self._observe_ratios()
             self._flush_calls()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..wire.records import SEQUENCE_MASK
@@ -132,40 +133,49 @@ class PartitionSequences:
         return True
 
 
+@dataclass
+class EndedFront:
+    """One numbering's ended sequences: all before `first_unresolved`, and spans beyond it."""
+
+    first_unresolved: int = 0
+    beyond: dict[int, int] = field(default_factory=dict)  # base -> end of a span ended past the front
+
+    def end(self, start: int, end: int) -> None:
+        """[start, end) ended: the front moves over every span that now joins it."""
+        if start != self.first_unresolved:
+            self.beyond.setdefault(start, end)
+        else:
+            self.first_unresolved = end
+        while self.first_unresolved in self.beyond:
+            self.first_unresolved = self.beyond.pop(self.first_unresolved)
+
+
 class EndedSequences:
     """Per (topic, partition, producer id, numbering): the first sequence whose batch has not
     ended, and the spans that ended beyond it."""
 
     def __init__(self) -> None:
-        self._state: dict[tuple[str, int, int, int], list] = {}  # key -> [first unresolved, {base: end}]
+        self._fronts: dict[tuple[str, int, int, int], EndedFront] = {}
 
     def ended(self, span: SequenceSpan) -> None:
         topic, partition, producer_id, numbering, base, count = span
-        state = self._state.setdefault((topic, partition, producer_id, numbering), [0, {}])
-        state[1][base] = (base + count) & SEQUENCE_MASK
-        while state[0] in state[1]:
-            state[0] = state[1].pop(state[0])
+        front = self._fronts.setdefault((topic, partition, producer_id, numbering), EndedFront())
+        front.end(base, (base + count) & SEQUENCE_MASK)
 
     def first_unresolved(self, topic: str, partition: int, producer_id: int, numbering: int) -> int:
-        state = self._state.get((topic, partition, producer_id, numbering))
-        return 0 if state is None else state[0]
+        front = self._fronts.get((topic, partition, producer_id, numbering))
+        return 0 if front is None else front.first_unresolved
 
     def intervals(self) -> list[tuple[tuple[str, int, int, int], int, int]]:
         """What ended, as (key, start, end) intervals: [0, first unresolved) and each span beyond."""
         out = []
-        for key, (first, beyond) in self._state.items():
-            if first:
-                out.append((key, 0, first))
-            out.extend((key, base, end) for base, end in beyond.items())
+        for key, front in self._fronts.items():
+            if front.first_unresolved:
+                out.append((key, 0, front.first_unresolved))
+            out.extend((key, base, end) for base, end in front.beyond.items())
         return out
 
     def merge(self, intervals: list[tuple[tuple[str, int, int, int], int, int]]) -> None:
         """Take in what ended elsewhere (another's `intervals`)."""
         for key, start, end in intervals:
-            state = self._state.setdefault(tuple(key), [0, {}])
-            if start != state[0]:
-                state[1].setdefault(start, end)
-            else:
-                state[0] = end
-            while state[0] in state[1]:
-                state[0] = state[1].pop(state[0])
+            self._fronts.setdefault(tuple(key), EndedFront()).end(start, end)

@@ -91,7 +91,7 @@ class Mailbox:
         """`entries` ended; `spans` are the sequence numbers of those that were numbered."""
         with self.cond:
             self.entries.extend(entries)
-            self.reported += sum(len(e[0]) for e in entries)
+            self.reported += sum(len(e.ids) for e in entries)
             for span in spans:
                 self.sequences.ended(SequenceSpan(*span))
             self._news()

@@ -614,9 +614,9 @@ class Producer:
         """End the messages these outcomes name (the ledger), then set their futures and report
         them, outside the lock. An outcome of `pipeline` failed by an actor's death does not end
         its messages when the producer heals: they go again, through the healed pipeline."""
-        if self.heals and not self._stopping and any(isinstance(e[5], PipelineError) for e in entries):
-            self.request_heal(next(e[5] for e in entries if isinstance(e[5], PipelineError)), pipeline)
-            entries = [e for e in entries if not isinstance(e[5], PipelineError)]
+        if self.heals and not self._stopping and any(isinstance(e.error, PipelineError) for e in entries):
+            self.request_heal(next(e.error for e in entries if isinstance(e.error, PipelineError)), pipeline)
+            entries = [e for e in entries if not isinstance(e.error, PipelineError)]
         with self._cond:
             if self.heals:
                 acked_ends(self._acked_ends, entries)

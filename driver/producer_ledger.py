@@ -36,6 +36,15 @@ class RecordMetadata(NamedTuple):
 REPR_ERRORS = 3  # errors a BatchResult's repr shows, each with its record's index
 
 
+class Single(NamedTuple):
+    """A message of `send`, from its send to its outcome."""
+
+    future: Future
+    topic: str
+    timestamp: int  # ms, the create time its metadata gives when the broker stamps none
+    size: int  # bytes it holds of buffer.memory
+
+
 @dataclass(repr=False)
 class BatchResult:
     """How each record of one `send_batch` ended, as arrays in the order the records were given.
@@ -108,7 +117,7 @@ class Ledger:
 
     def __init__(self) -> None:
         self.next_id = 0  # every message accepted so far has a smaller id
-        self.singles: dict[int, tuple[Future, str, int, int]] = {}  # id -> (future, topic, timestamp, bytes)
+        self.singles: dict[int, Single] = {}  # message id -> its Single
         self.batches: dict[int, BatchState] = {}  # first id -> its send_batch
         self._starts: list[int] = []  # the batches' first ids, in order
         self.unresolved_bytes = 0  # what buffer.memory bounds
@@ -120,7 +129,7 @@ class Ledger:
         """A message sent alone, its `size` bytes already counted (`reserve`); its id."""
         mid = self.next_id
         self.next_id = mid + 1
-        self.singles[mid] = (future, topic, timestamp, size)
+        self.singles[mid] = tuple.__new__(Single, (future, topic, timestamp, size))  # Single(...), at C speed
         return mid
 
     def reserve(self, size: int) -> None:
@@ -192,16 +201,17 @@ class Ledger:
                 singles = self._settle_batches(ids, partition, first_offset, error)
             freed = 0
             for mid, i in singles:
-                rec = pop(mid, None)
-                if rec is None:
+                single = pop(mid, None)
+                if single is None:
                     continue
-                freed += rec[3]
+                future, _, timestamp, size = single  # a Single, unpacked: the loop runs per message
+                freed += size
                 if error is None:
-                    add((rec[0], meta_of(RecordMetadata, (topic, partition,
+                    add((future, meta_of(RecordMetadata, (topic, partition,
                                                           first_offset + i if first_offset >= 0 else -1,
-                                                          append_ms if append_ms >= 0 else rec[2])), None))
+                                                          append_ms if append_ms >= 0 else timestamp)), None))
                 else:
-                    add((rec[0], None, error))
+                    add((future, None, error))
             self.unresolved_bytes -= freed  # per entry: finishing a batch recounts from the singles
         return settled
 
@@ -238,7 +248,7 @@ class Ledger:
         del self.batches[state.start]
         self._starts.remove(state.start)
         if not self.batches:
-            self.unresolved_bytes = sum(rec[3] for rec in self.singles.values())  # no rounding drift
+            self.unresolved_bytes = sum(single.size for single in self.singles.values())  # no rounding drift
         self._finished.append(state)
 
     def take_finished(self) -> list[BatchState]:

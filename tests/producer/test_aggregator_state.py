@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raykafka.actors.aggregator import AggregatorState
-from raykafka.actors.batch import FIN, MessageBatch
+from raykafka.actors.batch import FIN, Control, MessageBatch, ProduceSet
 
 
 def batch(partition: int, n: int, start: int = 0, size: int = 100, retries: int = 0) -> MessageBatch:
@@ -12,7 +12,7 @@ def batch(partition: int, n: int, start: int = 0, size: int = 100, retries: int 
 
 
 def produce_sets(entries):
-    return [item for kind, item in entries if kind == "produce"]
+    return [e.batches for e in entries if isinstance(e, ProduceSet)]
 
 
 def test_small_batches_linger_until_linger_ms():
@@ -63,8 +63,8 @@ def test_a_chaser_flushes_what_is_buffered_and_stays_in_band():
     state = AggregatorState(linger_ms=1000, batch_size=1 << 20, batch_num_messages=1000, max_request_size=1 << 20)
     state.add([batch(0, 2)], now=0.0)
     out = state.add([MessageBatch.control("t", 0, FIN, retries=0), batch(0, 1, start=9)], now=0.0)
-    assert [kind for kind, _ in out] == ["produce", "control"]
-    assert out[0][1][0].ids == [0, 1]
+    assert [type(e) for e in out] == [ProduceSet, Control]
+    assert out[0].batches[0].ids == [0, 1]
     assert [b.ids for s in produce_sets(state.drain()) for b in s] == [[9]]
 
 

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from raykafka.actors.batch import MessageBatch
+from raykafka.actors.batch import MessageBatch, ProduceSet
 from raykafka.actors.flusher import Flusher, PartitionMuter
 from raykafka.actors.producer_results import Mailbox
 from raykafka.mock import MockCluster
@@ -98,8 +98,8 @@ def test_a_batch_waiting_for_the_wire_when_the_one_before_fails_is_retried_after
         async def scenario() -> None:
             flusher = Flusher(ctx, 1, "127.0.0.1", cluster.brokers[1].port, mailbox=results)
             try:
-                await flusher.submit([("produce", [first])])  # on the wire
-                sending = flusher.submit([("produce", [second])])
+                await flusher.submit([ProduceSet([first])])  # on the wire
+                sending = flusher.submit([ProduceSet([second])])
                 await until(lambda: not flusher.inbox)  # the sender took it: it waits for the slot
                 answer_first.set()
                 await sending

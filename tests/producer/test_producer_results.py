@@ -8,7 +8,7 @@ import threading
 
 from raykafka.actors.batch import MessageBatch
 from raykafka.actors.idempotence import EndedSequences
-from raykafka.actors.producer_results import Mailbox, NumberedBatch, report_failed
+from raykafka.actors.producer_results import Mailbox, NumberedBatch, Outcome, report_failed
 
 
 def first_unresolved(mailbox: Mailbox, numbering: int = 0) -> int:
@@ -19,9 +19,9 @@ def test_the_first_unresolved_sequence_advances_only_over_batches_that_ended():
     mailbox = Mailbox()
     assert first_unresolved(mailbox) == 0
     ok, failed = None, RuntimeError("gave up")
-    mailbox.report([([1, 2], "t", 0, 10, -1, ok)], [("t", 0, 7, 0, 2, 2)])  # 2-3 ended first
+    mailbox.report([Outcome([1, 2], "t", 0, 10, -1, ok)], [("t", 0, 7, 0, 2, 2)])  # 2-3 ended first
     assert first_unresolved(mailbox) == 0  # 0-1 has not
-    mailbox.report([([0], "t", 0, -1, -1, failed)], [("t", 0, 7, 0, 0, 2)])  # a failure ends it too
+    mailbox.report([Outcome([0], "t", 0, -1, -1, failed)], [("t", 0, 7, 0, 0, 2)])  # a failure ends it too
     assert first_unresolved(mailbox) == 4
     assert first_unresolved(mailbox, numbering=1) == 0  # another numbering counts on its own
     assert [e[0] for e in mailbox.poll(0).outcomes] == [[1, 2], [0]]
@@ -31,15 +31,15 @@ def test_what_ended_in_several_mailboxes_merges_into_the_first_gap():
     """A partition's batches end on the worker of its first leader, then on the next one's, and
     one fails before the brokers (the RetryHandler's): the merge of their intervals finds the gap."""
     first, second, retry = Mailbox(), Mailbox(), Mailbox()
-    first.report([([0], "t", 0, 0, -1, None)], [("t", 0, 7, 0, 0, 10)])  # 0-9
-    second.report([([2], "t", 0, 20, -1, None)], [("t", 0, 7, 0, 20, 5)])  # 20-24, beyond a gap
-    retry.report([([1], "t", 0, -1, -1, RuntimeError("no leader"))], [("t", 0, 7, 0, 10, 5)])  # 10-14
+    first.report([Outcome([0], "t", 0, 0, -1, None)], [("t", 0, 7, 0, 0, 10)])  # 0-9
+    second.report([Outcome([2], "t", 0, 20, -1, None)], [("t", 0, 7, 0, 20, 5)])  # 20-24, beyond a gap
+    retry.report([Outcome([1], "t", 0, -1, -1, RuntimeError("no leader"))], [("t", 0, 7, 0, 10, 5)])  # 10-14
     assert first.ended_intervals() == [(("t", 0, 7, 0), 0, 10)]
     merged = EndedSequences()
     for mailbox in (second, retry, first):  # in any order
         merged.merge(mailbox.ended_intervals())
     assert merged.first_unresolved("t", 0, 7, 0) == 15  # 15-19 has not ended anywhere
-    second.report([([3], "t", 0, 25, -1, None)], [("t", 0, 7, 0, 15, 5)])
+    second.report([Outcome([3], "t", 0, 25, -1, None)], [("t", 0, 7, 0, 15, 5)])
     merged.merge(second.ended_intervals())
     assert merged.first_unresolved("t", 0, 7, 0) == 25
 
@@ -51,7 +51,7 @@ def test_a_poll_wakes_on_the_first_report_and_takes_everything_since():
     got: list = []
     poller = threading.Thread(target=lambda: got.append(mailbox.poll(60)))
     poller.start()
-    mailbox.report([([5, 6], "t", 1, 30, -1, None)])
+    mailbox.report([Outcome([5, 6], "t", 1, 30, -1, None)])
     poller.join(20)
     assert not poller.is_alive()  # woken by the report, not by its 60 s timeout
     assert got == [([([5, 6], "t", 1, 30, -1, None)], [], False, None)] and mailbox.reported == 2
@@ -67,7 +67,7 @@ def test_numbered_batches_are_noted_and_handed_over_with_the_next_poll_once():
     numbered.producer_id, numbered.producer_epoch, numbered.base_sequence = 7, 0, 40
     plain = MessageBatch(topic="t", partition=2, ids=[9], values=[b"x"])  # no producer id: no note
     mailbox.noted([numbered, plain, MessageBatch.control("t", 2, 0)])
-    mailbox.report([([9], "t", 0, 5, -1, None)])
+    mailbox.report([Outcome([9], "t", 0, 5, -1, None)])
     (note,) = mailbox.poll(0).numbered
     assert isinstance(note, NumberedBatch) and note[:5] == ("t", 2, 7, 0, 40) and list(note.ids) == [100, 101, 102]
     assert mailbox.poll(0) == ([], [], False, None)
@@ -78,7 +78,7 @@ def test_numbered_batches_are_noted_and_handed_over_with_the_next_poll_once():
 
 def test_a_closed_mailbox_says_so_at_once_and_with_what_it_still_holds():
     mailbox = Mailbox()
-    mailbox.report([([1], "t", 0, 3, -1, None)])
+    mailbox.report([Outcome([1], "t", 0, 3, -1, None)])
     waiting: list = []
     mailbox.close()
     poller = threading.Thread(target=lambda: waiting.append(mailbox.poll(60)))
