@@ -29,8 +29,10 @@ session; what it marked is committed and the member rejoins, so the batches it d
 come again. After `max_handler_failures` failures in a row with no offset marked between them,
 the member stops with the last one as its fatal error.
 
-Order kept: per claim, batches reach the handler in offset order. A claim whose queue is full
-(its handler is slow) is left out of fetches until it takes a batch: it pauses alone.
+Order kept: per claim, batches reach the handler in offset order. A claim whose handler is
+slow pauses alone: it is left out of fetches while its queue is full, or while a batch has
+waited in it longer than `max.processing.time.ms`, until the handler takes a batch (as a
+`Consumer`'s broker consumer leaves out a partition that has not acked within that time).
 The member fetches its claims itself rather than through per-partition actors: claims
 change at every rebalance, and a member is already one process.
 `MemberRuntime` is the plain class (also run in-process by `raykafka consume -g`).
@@ -74,6 +76,7 @@ from .metrics import ConsumerMetrics
 log = logging.getLogger("raykafka.actors.group_member")
 
 CLAIM_QUEUE = 4  # Arrow batches waiting per claim before its fetching pauses
+IDLE_CHECK_S = 0.02  # with every claim paused or done, how often the fetch loop looks again
 MAX_HANDLER_FAILURES = 3
 _CLOSED = object()
 
@@ -108,6 +111,8 @@ class Claim:
         self._queue: queue.Queue = queue.Queue()  # bounded by `full`, so the end marker always fits
         self._closed = threading.Event()
         self._deserialize = deserialize
+        self._waiting_lock = threading.Lock()
+        self._waiting_since: float | None = None  # when the oldest batch not yet taken was queued
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """Batches in offset order, deserialized here, in the handler's thread."""
@@ -115,11 +120,18 @@ class Claim:
             item = self._queue.get()
             if item is _CLOSED:
                 return
+            with self._waiting_lock:  # the handler took one: what is left waits from now
+                self._waiting_since = time.monotonic() if self._queue.qsize() else None
             yield item if self._deserialize is None else self._deserialize(item)
 
     @property
     def full(self) -> bool:
         return self._queue.qsize() >= CLAIM_QUEUE
+
+    def behind(self, now: float, max_processing: float) -> bool:
+        """Its handler has left a batch untaken for more than `max_processing` seconds."""
+        with self._waiting_lock:
+            return self._waiting_since is not None and now - self._waiting_since > max_processing
 
     @property
     def done(self) -> bool:
@@ -127,7 +139,10 @@ class Claim:
         return self._closed.is_set() or self.error is not None
 
     def put(self, batch: pa.RecordBatch) -> None:
-        self._queue.put_nowait(batch)
+        with self._waiting_lock:
+            if self._waiting_since is None:
+                self._waiting_since = time.monotonic()
+            self._queue.put_nowait(batch)
 
     def fail(self, error: ConsumerError) -> None:
         """The partition cannot be read on: hand out what came before, then end with `error`."""
@@ -592,15 +607,19 @@ class MemberRuntime:
 
     async def _fetch_loop(self, claims: dict[tuple[str, int], Claim], positions: dict[tuple[str, int], PartitionFetch],
                           over: asyncio.Event) -> None:
-        """Fetch every claim that is neither done nor full, one request per leader. A failure
+        """Fetch every claim that is neither done, full nor behind (a batch left untaken past
+        `max.processing.time.ms`), one request per leader. A failure
         that is not the partition's own (a broker down, a leader moved) is retried after
         `retry.backoff.ms` with fresh metadata; reconnecting waits the reconnect backoff."""
         stale = True
         failures = 0
+        max_processing = self.config["max.processing.time.ms"] / 1000
         while not over.is_set():
-            wanted = [tp for tp, claim in claims.items() if not claim.done and not claim.full]
+            now = time.monotonic()
+            wanted = [tp for tp, claim in claims.items()
+                      if not claim.done and not claim.full and not claim.behind(now, max_processing)]
             if not wanted:
-                await _wait_or(over, 0.02)  # every claim is full or done: their handlers are behind
+                await _wait_or(over, IDLE_CHECK_S)  # every claim is done or paused: their handlers are behind
                 continue
             problems: list[Any] = []
             try:
