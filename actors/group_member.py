@@ -8,7 +8,8 @@ A member lives through sessions, one per generation (Sarama's consumerGroupSessi
 read committed offsets, `handler.setup(session)`, one thread per claim running
 `handler.consume_claim(session, claim)`, and meanwhile the fetch loop, auto-commit and the
 partition-count check. The session ends when the group rebalances (a heartbeat says so), a
-subscribed topic grows, a handler fails, or the member stops; then claims close, the member
+subscribed topic grows, the topics a pattern matches change, a handler fails, or the member
+stops; then claims close, the member
 waits for its handlers (all of them together at most `rebalance.timeout.ms`), runs
 `handler.cleanup`, commits what was marked with the ending generation, and rejoins.
 Heartbeats run on their own task for the member's whole life, not per session, so they go on
@@ -36,6 +37,11 @@ waited in it longer than `max.processing.time.ms`, until the handler takes a bat
 The member fetches its claims itself rather than through per-partition actors: claims
 change at every rebalance, and a member is already one process.
 `MemberRuntime` is the plain class (also run in-process by `raykafka consume -g`).
+
+Subscribed names that start with `^` are patterns (wire/subscription.py): before each join the
+member looks up the topics they match and subscribes to those; while a session runs it looks
+again every `metadata.max.age.ms` (or `topic.metadata.refresh.interval.ms`, if shorter), and a
+topic that came or went ends the session, so that the member joins again with the new list.
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ from ..wire.group_coordinator import Generation, GroupCoordinator, RebalanceNeed
 from ..wire.loop import LoopThread
 from ..wire.records import InflationBudget
 from ..wire.serde import Deserializers
+from ..wire.subscription import TopicSubscription, external_topics
 from .metrics import ConsumerMetrics
 
 log = logging.getLogger("raykafka.actors.group_member")
@@ -258,9 +265,10 @@ class MemberRuntime:
         self.config = parse_config(config)
         if not self.config["group.id"]:
             raise ValueError("group.id: required for a consumer group")
-        self.topics = sorted(set(topics))
-        if not self.topics:
+        self.subscription = TopicSubscription.of(topics)
+        if not self.subscription.names and not self.subscription.has_patterns:
             raise ValueError("topics: a consumer group needs at least one topic")
+        self.topics = list(self.subscription.names)  # and, with patterns, the topics they matched last
         if max_handler_failures < 1:
             raise ValueError(f"max_handler_failures: must be at least 1, got {max_handler_failures}")
         self.handler = as_handler(handler)
@@ -342,6 +350,7 @@ class MemberRuntime:
         heartbeat = asyncio.ensure_future(self._heartbeat_loop(leaving))
         try:
             while not self._stop.is_set():
+                await self._look_up_subscription()
                 generation = await self._unless_stopped(self.coordinator.join())
                 if generation is None:
                     break
@@ -727,11 +736,17 @@ class MemberRuntime:
                 log.warning("auto-commit failed: %s", exc)
 
     async def _partition_check(self, end: Callable[[str], None]) -> None:
-        """Sarama's loopCheckPartitionNumbers: a subscribed topic that grows means a rebalance."""
+        """Sarama's loopCheckPartitionNumbers: a subscribed topic that grows means a rebalance; so
+        does, with patterns, a topic that comes to match or goes away."""
         interval = self.config["topic.metadata.refresh.interval.ms"] / 1000
+        if self.subscription.has_patterns:
+            interval = min(interval, self.config["metadata.max.age.ms"] / 1000)
         counts = {t: len(self.cluster.metadata.partitions(t)) for t in self.topics}
         while True:
             await asyncio.sleep(interval)
+            if await self._look_up_subscription():
+                end(f"subscribed topics changed to {self.topics}")  # the rejoin subscribes to them
+                return
             try:
                 metadata = await self.cluster.refresh_metadata(self.topics)
             except KafkaError as exc:
@@ -743,6 +758,26 @@ class MemberRuntime:
                 end(f"partition count changed {counts} -> {now}")  # the leader's rejoin rebalances
                 return
             counts = now
+
+    async def _look_up_subscription(self) -> bool:
+        """With patterns: the topics they match now become the subscription the next join sends;
+        True if that changed. A look-up that fails keeps the last list (it is tried again)."""
+        if not self.subscription.has_patterns:
+            return False
+        try:
+            metadata = await self.cluster.refresh_metadata(None)
+        except KafkaError as exc:
+            if is_fatal(exc):
+                raise
+            log.warning("group/%s looking up the topics of %s failed: %s", self.coordinator.group_id,
+                        self.subscription, exc)
+            return False
+        topics = self.subscription.topics(external_topics(metadata.topics))
+        if topics == self.topics:
+            return False
+        log.info("group/%s %s matches %s (was %s)", self.coordinator.group_id, self.subscription, topics, self.topics)
+        self.topics = self.coordinator.topics = topics
+        return True
 
     async def commit_session(self, session: Session) -> None:
         offsets = session.uncommitted()
