@@ -19,6 +19,9 @@ keeps one batch in flight per partition, and where a look-up for a batch written
 offset starts. This class owns the connections: it encodes and sends the requests, awaits their
 answers in order, looks up offsets the broker left out (`_locate_written`, on a second
 connection), and hands what the state decided to the RetryHandler and the worker's mailbox.
+Each of its two connections is (re)opened under its own `ReconnectBackoff` (wire/cluster.py, the
+one the cluster's connections use): `reconnect.backoff.ms` after the last attempt, doubling up
+to `reconnect.backoff.max.ms`, so batches retried while the broker is down do not hammer it.
 
 With compression, the `AggregatorState` sizes batches by an estimate of each topic's compression
 ratio; after each set it sends, the Flusher hands the ratios it measured to `observe` (the
@@ -37,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..wire import messages
+from ..wire.cluster import ReconnectBackoff
 from ..wire.compression import Compression
 from ..wire.connection import BrokerConnection, security_from_config
 from ..wire.errors import KafkaError, UnknownOffsetError, code_for
@@ -81,6 +85,8 @@ class Flusher:
                              request_timeout_ms=config["request.timeout.ms"],
                              connect_timeout_ms=config["socket.connection.setup.timeout.ms"],
                              ssl_context=ssl_context, sasl=sasl) for _ in range(2))  # the second: `_locate_written`
+        self.backoffs = {self.conn: ReconnectBackoff.from_config(config),
+                         self.lookup_conn: ReconnectBackoff.from_config(config)}
         self.acks = config["acks"]
         self.timeout_ms = config["request.timeout.ms"]
         self.codec = int(Compression.from_name(config["compression.type"]))
@@ -223,8 +229,7 @@ class Flusher:
         index = self.request_index
         self.request_index += 1
         try:
-            if not self.conn.connected:
-                await self.conn.connect()
+            await self._connected(self.conn)
             muter = self.state.muter
             held = muter.hold(batch for batch, _ in encoded)  # asked now: every answer before is in
             if held:
@@ -251,6 +256,12 @@ class Flusher:
         self.state.in_flight.append(InFlightRequest(index, future, ready))
         self.metrics.request_sent(encoded)
         self.responses.set()
+
+    async def _connected(self, conn: BrokerConnection) -> None:
+        """`conn` open: reopened, if it is not, once its reconnect backoff allows."""
+        if not conn.connected:
+            await self.backoffs[conn].pace(self.path)
+            await conn.connect()
 
     @staticmethod
     async def _values(batches: list[MessageBatch]) -> list[Any]:
@@ -367,8 +378,7 @@ class Flusher:
             cause: Exception | None = None
             for _ in range(LOOKUP_ATTEMPTS):
                 try:
-                    if not self.lookup_conn.connected:
-                        await self.lookup_conn.connect()
+                    await self._connected(self.lookup_conn)
                     found = await find_batch_offset(
                         self.lookup_conn, self.ctx.config, batch.topic, batch.partition, start,
                         producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,

@@ -8,7 +8,8 @@ A member lives through sessions, one per generation (Sarama's consumerGroupSessi
 read committed offsets, `handler.setup(session)`, one thread per claim running
 `handler.consume_claim(session, claim)`, and meanwhile the fetch loop, auto-commit and the
 partition-count check. The session ends when the group rebalances (a heartbeat says so), a
-subscribed topic grows, a handler fails, or the member stops; then claims close, the member
+subscribed topic grows, the topics a pattern matches change, a handler fails, or the member
+stops; then claims close, the member
 waits for its handlers (all of them together at most `rebalance.timeout.ms`), runs
 `handler.cleanup`, commits what was marked with the ending generation, and rejoins.
 Heartbeats run on their own task for the member's whole life, not per session, so they go on
@@ -29,11 +30,18 @@ session; what it marked is committed and the member rejoins, so the batches it d
 come again. After `max_handler_failures` failures in a row with no offset marked between them,
 the member stops with the last one as its fatal error.
 
-Order kept: per claim, batches reach the handler in offset order. A claim whose queue is full
-(its handler is slow) is left out of fetches until it takes a batch: it pauses alone.
+Order kept: per claim, batches reach the handler in offset order. A claim whose handler is
+slow pauses alone: it is left out of fetches while its queue is full, or while a batch has
+waited in it longer than `max.processing.time.ms`, until the handler takes a batch (as a
+`Consumer`'s broker consumer leaves out a partition that has not acked within that time).
 The member fetches its claims itself rather than through per-partition actors: claims
 change at every rebalance, and a member is already one process.
 `MemberRuntime` is the plain class (also run in-process by `raykafka consume -g`).
+
+Subscribed names that start with `^` are patterns (wire/subscription.py): before each join the
+member looks up the topics they match and subscribes to those; while a session runs it looks
+again every `metadata.max.age.ms` (or `topic.metadata.refresh.interval.ms`, if shorter), and a
+topic that came or went ends the session, so that the member joins again with the new list.
 """
 
 from __future__ import annotations
@@ -69,11 +77,13 @@ from ..wire.group_coordinator import Generation, GroupCoordinator, RebalanceNeed
 from ..wire.loop import LoopThread
 from ..wire.records import InflationBudget
 from ..wire.serde import Deserializers
+from ..wire.subscription import TopicSubscription, external_topics
 from .metrics import ConsumerMetrics
 
 log = logging.getLogger("raykafka.actors.group_member")
 
 CLAIM_QUEUE = 4  # Arrow batches waiting per claim before its fetching pauses
+IDLE_CHECK_S = 0.02  # with every claim paused or done, how often the fetch loop looks again
 MAX_HANDLER_FAILURES = 3
 _CLOSED = object()
 
@@ -108,6 +118,8 @@ class Claim:
         self._queue: queue.Queue = queue.Queue()  # bounded by `full`, so the end marker always fits
         self._closed = threading.Event()
         self._deserialize = deserialize
+        self._waiting_lock = threading.Lock()
+        self._waiting_since: float | None = None  # when the oldest batch not yet taken was queued
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """Batches in offset order, deserialized here, in the handler's thread."""
@@ -115,11 +127,18 @@ class Claim:
             item = self._queue.get()
             if item is _CLOSED:
                 return
+            with self._waiting_lock:  # the handler took one: what is left waits from now
+                self._waiting_since = time.monotonic() if self._queue.qsize() else None
             yield item if self._deserialize is None else self._deserialize(item)
 
     @property
     def full(self) -> bool:
         return self._queue.qsize() >= CLAIM_QUEUE
+
+    def behind(self, now: float, max_processing: float) -> bool:
+        """Its handler has left a batch untaken for more than `max_processing` seconds."""
+        with self._waiting_lock:
+            return self._waiting_since is not None and now - self._waiting_since > max_processing
 
     @property
     def done(self) -> bool:
@@ -127,7 +146,10 @@ class Claim:
         return self._closed.is_set() or self.error is not None
 
     def put(self, batch: pa.RecordBatch) -> None:
-        self._queue.put_nowait(batch)
+        with self._waiting_lock:
+            if self._waiting_since is None:
+                self._waiting_since = time.monotonic()
+            self._queue.put_nowait(batch)
 
     def fail(self, error: ConsumerError) -> None:
         """The partition cannot be read on: hand out what came before, then end with `error`."""
@@ -243,9 +265,10 @@ class MemberRuntime:
         self.config = parse_config(config)
         if not self.config["group.id"]:
             raise ValueError("group.id: required for a consumer group")
-        self.topics = sorted(set(topics))
-        if not self.topics:
+        self.subscription = TopicSubscription.of(topics)
+        if not self.subscription.names and not self.subscription.has_patterns:
             raise ValueError("topics: a consumer group needs at least one topic")
+        self.topics = list(self.subscription.names)  # and, with patterns, the topics they matched last
         if max_handler_failures < 1:
             raise ValueError(f"max_handler_failures: must be at least 1, got {max_handler_failures}")
         self.handler = as_handler(handler)
@@ -327,6 +350,7 @@ class MemberRuntime:
         heartbeat = asyncio.ensure_future(self._heartbeat_loop(leaving))
         try:
             while not self._stop.is_set():
+                await self._look_up_subscription()
                 generation = await self._unless_stopped(self.coordinator.join())
                 if generation is None:
                     break
@@ -592,15 +616,19 @@ class MemberRuntime:
 
     async def _fetch_loop(self, claims: dict[tuple[str, int], Claim], positions: dict[tuple[str, int], PartitionFetch],
                           over: asyncio.Event) -> None:
-        """Fetch every claim that is neither done nor full, one request per leader. A failure
+        """Fetch every claim that is neither done, full nor behind (a batch left untaken past
+        `max.processing.time.ms`), one request per leader. A failure
         that is not the partition's own (a broker down, a leader moved) is retried after
         `retry.backoff.ms` with fresh metadata; reconnecting waits the reconnect backoff."""
         stale = True
         failures = 0
+        max_processing = self.config["max.processing.time.ms"] / 1000
         while not over.is_set():
-            wanted = [tp for tp, claim in claims.items() if not claim.done and not claim.full]
+            now = time.monotonic()
+            wanted = [tp for tp, claim in claims.items()
+                      if not claim.done and not claim.full and not claim.behind(now, max_processing)]
             if not wanted:
-                await _wait_or(over, 0.02)  # every claim is full or done: their handlers are behind
+                await _wait_or(over, IDLE_CHECK_S)  # every claim is done or paused: their handlers are behind
                 continue
             problems: list[Any] = []
             try:
@@ -708,11 +736,17 @@ class MemberRuntime:
                 log.warning("auto-commit failed: %s", exc)
 
     async def _partition_check(self, end: Callable[[str], None]) -> None:
-        """Sarama's loopCheckPartitionNumbers: a subscribed topic that grows means a rebalance."""
+        """Sarama's loopCheckPartitionNumbers: a subscribed topic that grows means a rebalance; so
+        does, with patterns, a topic that comes to match or goes away."""
         interval = self.config["topic.metadata.refresh.interval.ms"] / 1000
+        if self.subscription.has_patterns:
+            interval = min(interval, self.config["metadata.max.age.ms"] / 1000)
         counts = {t: len(self.cluster.metadata.partitions(t)) for t in self.topics}
         while True:
             await asyncio.sleep(interval)
+            if await self._look_up_subscription():
+                end(f"subscribed topics changed to {self.topics}")  # the rejoin subscribes to them
+                return
             try:
                 metadata = await self.cluster.refresh_metadata(self.topics)
             except KafkaError as exc:
@@ -724,6 +758,26 @@ class MemberRuntime:
                 end(f"partition count changed {counts} -> {now}")  # the leader's rejoin rebalances
                 return
             counts = now
+
+    async def _look_up_subscription(self) -> bool:
+        """With patterns: the topics they match now become the subscription the next join sends;
+        True if that changed. A look-up that fails keeps the last list (it is tried again)."""
+        if not self.subscription.has_patterns:
+            return False
+        try:
+            metadata = await self.cluster.refresh_metadata(None)
+        except KafkaError as exc:
+            if is_fatal(exc):
+                raise
+            log.warning("group/%s looking up the topics of %s failed: %s", self.coordinator.group_id,
+                        self.subscription, exc)
+            return False
+        topics = self.subscription.topics(external_topics(metadata.topics))
+        if topics == self.topics:
+            return False
+        log.info("group/%s %s matches %s (was %s)", self.coordinator.group_id, self.subscription, topics, self.topics)
+        self.topics = self.coordinator.topics = topics
+        return True
 
     async def commit_session(self, session: Session) -> None:
         offsets = session.uncommitted()

@@ -25,6 +25,12 @@ without handing out a record, or its replacement could not start) is raised once
 as a `ConsumerError` naming it and the cause, and left out from then on (`failed` keeps why);
 the other partitions go on at the next `batches` call. `close()` stops every actor, dead or
 alive, within `CLOSE_TIMEOUT` s.
+
+`assign_topic("^orders-.*")` subscribes to a pattern (a name that starts with `^`, librdkafka's
+rule, wire/subscription.py): every topic whose whole name matches is assigned, at `start`; while
+`batches` runs the topics are looked up again every `metadata.max.age.ms`, a topic that comes to
+match is assigned from its earliest offset (nothing written to it is missed), and one that no
+longer exists is unassigned.
 """
 
 from __future__ import annotations
@@ -49,9 +55,10 @@ from ..actors.partition_consumer import (
 from ..actors.partition_consumer_state import PartitionPoll
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
-from ..wire.errors import ConsumerError
+from ..wire.errors import ConsumerError, KafkaError
 from ..wire.fetch import high_watermarks
 from ..wire.loop import LoopThread
+from ..wire.subscription import TopicSubscription, external_topics, is_pattern
 from .ray_runtime import ensure_ray
 
 log = logging.getLogger("raykafka.driver.consumer")
@@ -59,6 +66,7 @@ log = logging.getLogger("raykafka.driver.consumer")
 POLL_WAIT = 0.2  # seconds a poll waits on one partition consumer
 CLOSE_TIMEOUT = 30.0  # seconds the partition consumers get to close
 MAX_HEALS = 3  # replacements of a partition's consumer in a row with no record of it handed out between them
+NEW_TOPIC_START = "earliest"  # where a topic that comes to match a pattern is read from
 
 __all__ = ["Consumer", "ConsumerError"]
 
@@ -98,6 +106,9 @@ class Consumer:
         self._ready: deque[tuple[Key, pa.RecordBatch | PartitionEnds, int]] = deque()
         self._closed = False
         self._brokers: dict[int, Any] = {}
+        self._patterns: dict[str, TopicSubscription] = {}  # by the pattern as given
+        self._matched: set[str] = set()  # the topics assigned because a pattern matched them
+        self._next_look = 0.0  # when `batches` looks up the topics the patterns match again
         self.reports.start()
 
     # -- metadata from the driver ---------------------------------------------
@@ -142,15 +153,55 @@ class Consumer:
 
     consume_partition = assign
 
-    def assign_topic(self, topic: str, start: Any = "earliest") -> dict[int, int]:
-        """Every partition of `topic`, spread over the partition consumers; starts in parallel."""
+    def assign_topic(self, topic: str, start: Any = "earliest") -> dict[Any, int]:
+        """Every partition of `topic`, spread over the partition consumers; starts in parallel.
+        Returns each partition's start offset; for a pattern (`^...`), by (topic, partition), of
+        every topic it matches now."""
         self._check_open()
+        if is_pattern(topic):
+            return self._subscribe_pattern(topic, start)
         leaders = self._leaders(topic)
         assigned = [p for p in sorted(leaders) if (topic, p) in self._slots]
         if assigned:
             raise ValueError(f"{topic}/{assigned[0]} is already assigned")
         self._ensure_broker_consumers(list(leaders.values()))
         return self._start(topic, sorted(leaders), start)
+
+    def _subscribe_pattern(self, pattern: str, start: Any) -> dict[Any, int]:
+        if pattern in self._patterns:
+            raise ValueError(f"{pattern} is already subscribed")
+        self._patterns[pattern] = TopicSubscription.of(pattern)
+        return self._look_up_patterns(start)
+
+    def _look_up_patterns(self, start: Any) -> dict[Any, int]:
+        """Assign, at `start`, the topics the patterns match now and were not assigned; unassign
+        those they matched that no longer exist. A topic that cannot be assigned now (it went
+        away meanwhile) is tried again at the next look."""
+        self._next_look = time.monotonic() + self.config["metadata.max.age.ms"] / 1000
+
+        async def existing() -> list[str]:
+            assert self._cluster is not None
+            return external_topics((await self._cluster.refresh_metadata(None)).topics)
+
+        names = self._run(existing())
+        matched = set().union(*(s.topics(names) for s in self._patterns.values()))
+        assigned_by_name = {t for t, _ in self._slots} - self._matched
+        started: dict[Any, int] = {}
+        for topic in sorted(matched - self._matched - assigned_by_name):
+            try:
+                offsets = self.assign_topic(topic, start)
+            except KafkaError as exc:
+                log.warning("consumer %s: %s matched, not assigned yet: %s", self.id, topic, exc)
+                continue
+            self._matched.add(topic)
+            started.update({(topic, p): offset for p, offset in offsets.items()})
+            log.info("consumer %s: %s matched: assigned %d partition(s)", self.id, topic, len(offsets))
+        for topic in sorted(self._matched - matched):
+            self._matched.discard(topic)
+            for key in [k for k in [*self._slots, *self._ended] if k[0] == topic]:
+                self.unassign(*key)
+            log.info("consumer %s: %s no longer matches or exists: unassigned", self.id, topic)
+        return started
 
     def _start(self, topic: str, partitions: list[int], start: Any) -> dict[int, int]:
         """Start the partitions on their slots (one `start` call per slot); if any fails, the
@@ -211,7 +262,12 @@ class Consumer:
                 ps = [p for t, p in self._slots if t == topic]
                 for p, end in self.high_watermarks(topic, ps).items():
                     self.ends[(topic, p)] = end
-        while self._slots or self._ready or self._failures:
+        while self._slots or self._ready or self._failures or self._patterns:
+            if self._patterns and time.monotonic() >= self._next_look:
+                try:
+                    self._look_up_patterns(NEW_TOPIC_START)
+                except KafkaError as exc:  # the cluster cannot be asked now: looked up again later
+                    log.warning("consumer %s: looking up %s failed: %s", self.id, ", ".join(self._patterns), exc)
             if self._failures:
                 raise self._failures.popleft()
             while self._ready:
@@ -222,7 +278,7 @@ class Consumer:
                     raise self._end(key, batch.cause)
                 self.positions[key] = position
                 yield batch
-            if not self._slots:
+            if not self._slots and not self._patterns:
                 return
             if until_end and self.at_end():
                 return
@@ -230,7 +286,9 @@ class Consumer:
             for slot in set(self._slots.values()) - polling:
                 host = self._hosts[slot]
                 self._polls[host.poll.remote(POLL_WAIT)] = (slot, host)
-            ready, _ = ray.wait(list(self._polls), num_returns=1, timeout=POLL_WAIT * 2)
+            if not self._polls:  # patterns that match nothing yet
+                time.sleep(POLL_WAIT)
+            ready, _ = ray.wait(list(self._polls), num_returns=1, timeout=POLL_WAIT * 2) if self._polls else ([], [])
             for ref in ready:
                 slot, asked = self._polls.pop(ref)
                 if self._hosts[slot] is not asked:

@@ -7,6 +7,11 @@
     group.check()                 # raises ConsumerError if a member ended or a partition failed
     group.close()                 # every member commits, leaves; no actor stays
 
+A topic name that starts with `^` is a pattern (`["^orders-.*"]`, librdkafka's rule,
+wire/subscription.py): every topic whose whole name matches, looked up again every
+`metadata.max.age.ms`; a topic that comes to match is read from `auto.offset.reset` (or its
+committed offsets), one that goes away is dropped at the rebalance that follows.
+
 The handler is a function of a batch (marked when it returns), or an object with
 `setup(session)`, `consume_claim(session, claim)` (iterate `claim.batches()`, call
 `session.mark(topic, partition, next_offset)` / `session.commit()`), and `cleanup(session)`,
@@ -51,6 +56,7 @@ from ..actors.group_member import MAX_HANDLER_FAILURES, GroupMember, GroupMetada
 from ..actors.metrics import Reports
 from ..wire.config import Config, parse_config
 from ..wire.errors import ConsumerError
+from ..wire.subscription import TopicSubscription
 from .ray_runtime import ensure_ray
 
 __all__ = ["ConsumerGroup", "GroupMetadata"]
@@ -72,6 +78,7 @@ class ConsumerGroup:
         self.topics = [topics] if isinstance(topics, str) else list(topics)
         if not self.topics:
             raise ValueError("topics: a consumer group needs at least one topic")
+        TopicSubscription.of(self.topics)  # a pattern that is no regular expression fails here
         if not (hasattr(handler, "consume_claim") or callable(handler)):
             raise TypeError(f"handler: expected a function of a batch or an object with consume_claim, got {handler!r}")
         if members < 0:

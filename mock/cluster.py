@@ -542,6 +542,13 @@ class MockCluster:
             self.topics[name] = TopicState(name, uuid.uuid4(),
                                            [PartitionState(leader=p % n + 1) for p in range(partitions)])
 
+    def delete_topic(self, name: str) -> None:
+        """The topic and its log are gone: Metadata no longer lists it."""
+        with self.lock:
+            if name not in self.topics:
+                raise ValueError(f"topic {name!r} does not exist")
+            del self.topics[name]
+
     def topic_id(self, topic: str) -> uuid.UUID:
         """The topic's id, which Fetch v13+ names topics by."""
         with self.lock:

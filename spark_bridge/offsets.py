@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from ..wire.config import parse_config
 from ..wire.errors import ConfigError, DataLossError
 from ..wire.fetch import EARLIEST, LATEST, log_bounds, resolve_offsets
 from ..wire.loop import LoopThread
+from ..wire.subscription import compile_pattern, external_topics, matching_topics
 
 log = logging.getLogger(__name__)
 
@@ -77,16 +77,12 @@ def offsets_json(offsets: Mapping[tuple[str, int], int]) -> str:
 
 def subscribed_topics(names: Iterable[str] | str | None, pattern: str | None, existing: Iterable[str]) -> list[str]:
     """The topics a read subscribes to: `names`, or every one of `existing` whose whole name
-    matches `pattern` (Spark's `subscribePattern`, a Java regex matched whole)."""
+    matches `pattern` (Spark's `subscribePattern`, a Java regex matched whole: wire/subscription.py's rule)."""
     if (names is None) == (pattern is None):
         raise ConfigError("give topics or subscribePattern, exactly one of them")
     if names is not None:
         return [names] if isinstance(names, str) else list(names)
-    try:
-        compiled = re.compile(pattern or "")
-    except re.error as exc:
-        raise ConfigError(f"subscribePattern: {pattern!r} is not a regular expression ({exc})") from exc
-    return sorted(t for t in existing if compiled.fullmatch(t))
+    return matching_topics(compile_pattern(pattern or "", "subscribePattern"), existing)
 
 
 def check_range(topic: str, partition: int, start: int, end: int, log_start: int, log_end: int,
@@ -172,7 +168,7 @@ async def _resolve(config: Any, topics: Iterable[str] | str | None, pattern: str
     try:
         existing: list[str] = []
         if pattern is not None:
-            existing = [t for t, info in (await cluster.refresh_metadata(None)).topics.items() if not info.is_internal]
+            existing = external_topics((await cluster.refresh_metadata(None)).topics)
         names = subscribed_topics(topics, pattern, existing)
         plan.check_topics(names)
         ranges = []

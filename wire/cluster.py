@@ -11,7 +11,8 @@ the bottom once the connection has been left alone for that long. So a caller's 
 consumer riding out a broker outage) can simply ask again: the connection attempt itself waits
 its turn. The bootstrap connection, each broker's connection and each broker's extra
 connection are paced apart (one client first connects to a bootstrap server, then to the
-broker at that same address: the second is no reconnect).
+broker at that same address: the second is no reconnect). The producer's Flushers
+(actors/flusher.py), which own their connections, pace them with the same `ReconnectBackoff`.
 """
 
 from __future__ import annotations
@@ -96,6 +97,11 @@ class ReconnectBackoff:
         self.attempts = 0
         self._random = jitter or random.Random()
 
+    @classmethod
+    def from_config(cls, config: Config) -> ReconnectBackoff:
+        """The backoff `reconnect.backoff.ms` and `reconnect.backoff.max.ms` describe."""
+        return cls(config["reconnect.backoff.ms"], config["reconnect.backoff.max.ms"])
+
     def wait(self, now: float) -> float:
         """Seconds until an attempt may start."""
         return max(0.0, self.next_at - now)
@@ -109,6 +115,15 @@ class ReconnectBackoff:
         self.backoff = min(self.max, self.backoff * 2)
         self.attempts += 1
         return wait
+
+    async def pace(self, path: str) -> None:
+        """Wait until an attempt may start, then count one as started (`path` names the
+        connection in the log)."""
+        wait = self.wait(time.monotonic())
+        if wait > 0:
+            log.debug("%s reconnect backoff %.2fs", path, wait)
+            await asyncio.sleep(wait)
+        self.attempt(time.monotonic())
 
 
 class Cluster:
@@ -135,13 +150,8 @@ class Cluster:
         key = (node_id, host, port, extra)
         backoff = self.backoffs.get(key)
         if backoff is None:
-            backoff = self.backoffs[key] = ReconnectBackoff(self.config["reconnect.backoff.ms"],
-                                                            self.config["reconnect.backoff.max.ms"])
-        wait = backoff.wait(time.monotonic())
-        if wait > 0:
-            log.debug("cluster/%s:%d reconnect backoff %.2fs", host, port, wait)
-            await asyncio.sleep(wait)
-        backoff.attempt(time.monotonic())
+            backoff = self.backoffs[key] = ReconnectBackoff.from_config(self.config)
+        await backoff.pace(f"cluster/{host}:{port}")
         return await BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
                                       request_timeout_ms=self.config["request.timeout.ms"],
                                       connect_timeout_ms=self.config["socket.connection.setup.timeout.ms"],

@@ -270,13 +270,16 @@ PRODUCER_KEYS = COMMON_KEYS | frozenset(list(PROPERTIES)[list(PROPERTIES).index(
 GROUP_ONLY_KEYS = frozenset({"group.id", "group.instance.id", "session.timeout.ms", "heartbeat.interval.ms",
                              "rebalance.timeout.ms", "partition.assignment.strategy", "enable.auto.commit",
                              "auto.commit.interval.ms", "topic.metadata.refresh.interval.ms"})
-# read by the Consumer's actors alone: a group member's fetch loop pauses no partition by time
-CONSUMER_ONLY_KEYS = frozenset({"partition.consumer.actors", "max.processing.time.ms"})
+# read by the Consumer's actors alone
+CONSUMER_ONLY_KEYS = frozenset({"partition.consumer.actors"})
+# read by the long-lived readers (a Consumer's actors, a group member) that pause a partition
+# whose handler is behind; a bounded read hands each range out whole and pauses nothing
+PAUSING_KEYS = frozenset({"max.processing.time.ms"})
 GROUP_KEYS = COMMON_KEYS | (frozenset(PROPERTIES) - PRODUCER_KEYS - CONSUMER_ONLY_KEYS)
 CONSUMER_KEYS = (GROUP_KEYS - GROUP_ONLY_KEYS) | CONSUMER_ONLY_KEYS
 # a bounded read of the bridges (Ray Data's read, Spark's batch read): read tasks fetch ranges
 # themselves, with no actor, no group, and raw columns (no deserializer)
-READ_KEYS = CONSUMER_KEYS - CONSUMER_ONLY_KEYS - {"key.deserializer", "value.deserializer"}
+READ_KEYS = CONSUMER_KEYS - CONSUMER_ONLY_KEYS - PAUSING_KEYS - {"key.deserializer", "value.deserializer"}
 ROLES: dict[str, tuple[str, frozenset[str]]] = {
     "producer": ("a Producer", PRODUCER_KEYS),
     "consumer": ("a Consumer with assigned partitions (it joins no group and commits nothing)", CONSUMER_KEYS),

@@ -221,7 +221,7 @@ def test_keys_that_work_together_pass():
     ("producer", {"auto.offset.reset": "earliest", "group.id": "g"}, "auto.offset.reset, group.id"),
     ("admin", {"linger.ms": 5, "fetch.max.bytes": 1024}, "fetch.max.bytes, linger.ms"),
     ("admin", {"statistics.interval.ms": 1000}, "statistics.interval.ms"),
-    ("group", {"max.processing.time.ms": 200}, "max.processing.time.ms"),
+    ("read", {"max.processing.time.ms": 200}, "max.processing.time.ms"),
     ("read", {"linger.ms": 5, "group.id": "g"}, "group.id, linger.ms"),
     ("read", {"partition.consumer.actors": 2}, "partition.consumer.actors"),
     ("stream", {"session.timeout.ms": 6000, "acks": "all"}, "acks, session.timeout.ms"),
@@ -242,8 +242,9 @@ def test_keys_each_client_reads_raise_no_warning(role):
     from raykafka.wire.config import ROLES
 
     given = {"bootstrap.servers": "k:9092", "client.id": "c", "retry.backoff.ms": 50, "request.timeout.ms": 20000}
-    given.update({"producer": {"linger.ms": 1, "acks": "all"}, "consumer": {"fetch.max.bytes": 1 << 20},
-                  "group": {"group.id": "g", "fetch.max.bytes": 1 << 20}, "admin": {},
+    given.update({"producer": {"linger.ms": 1, "acks": "all"}, "consumer": {"fetch.max.bytes": 1 << 20, "max.processing.time.ms": 200},
+                  "group": {"group.id": "g", "fetch.max.bytes": 1 << 20, "max.processing.time.ms": 200},
+                  "admin": {},
                   "read": {"isolation.level": "read_committed"}, "stream": {"group.id": "g", "fetch.max.bytes": 1 << 20},
                   "write": {"linger.ms": 1, "enable.idempotence": True}}[role])
     with warnings.catch_warnings():
