@@ -1,18 +1,24 @@
-"""BrokerConsumer: one per broker that leads a partition of a consumer; one fetch loop for all its partitions.
+"""BrokerConsumer: at most `broker.consumer.actors` per `Consumer` (by default the CPUs of the
+driver's node), each hosting the fetch loops of the brokers placed on it; a `BrokerFetchLoop`, Ray-free
+state, per broker that leads an assigned partition: one fetch loop for all that broker's partitions.
 
-Started by the driver's `Consumer` for the leaders of the partitions it assigns, or by a
-`PartitionConsumer` when leadership moves to a broker that has none. Called by: the
-`PartitionConsumer`s hosting partitions this broker leads (`subscribe`, `unsubscribe`). Calls:
-the broker (one Fetch request for every subscribed partition), and the hosting partition
-consumer's `feed`, naming the partition, with that partition's raw record bytes (under read_committed,
-only those of the batches it may hand out: `fetcher.PartitionFetch`), or its `redispatch`
-/ `offset_out_of_range` / `fail` when the broker says the partition is no longer here.
+Placement needs no registry: broker `node_id` goes to slot `broker_slot(node_id, cap)`
+(actors/partition_consumer.py), the actor named for (consumer, slot), found or created by whoever
+needs it first. Started by the driver's `Consumer` for the slots of the leaders of the partitions it
+assigns, or by a `PartitionConsumer` when leadership moves to a broker whose slot has none; a
+broker's fetch loop starts with its first subscription. Called by: the `PartitionConsumer`s hosting
+partitions a hosted broker leads (`subscribe`, `unsubscribe`, each naming the broker). Calls: each
+broker (one Fetch request for every partition subscribed there), and the hosting partition
+consumer's `feed`, naming the partition, with that partition's raw record bytes (under
+read_committed, only those of the batches it may hand out: `fetcher.PartitionFetch`), or its
+`redispatch` / `offset_out_of_range` / `fail` when the broker says the partition is no longer here.
 
-Two fetches at most are in flight, each on a connection of its own (a broker answers one
-request per connection at a time): the main one, a long poll for every partition ready, and a
-catch-up one that does not wait, for partitions that became ready (just subscribed after a
-new assignment, a seek or a leader move, or just acked) while the long poll was out. A
-partition the catch-up fetch found at its end waits for the next long poll.
+Per broker, two fetches at most are in flight, each on a connection of its own (a broker answers
+one request per connection at a time): the main one, a long poll for every partition ready, and a
+catch-up one that does not wait, for partitions that became ready (just subscribed after a new
+assignment, a seek or a leader move, or just acked) while the long poll was out. A partition the
+catch-up fetch found at its end waits for the next long poll. The brokers of one actor share its
+event loop and its `Cluster`, never a fetch: a slow broker holds up none of the others.
 
 Order kept: per partition, fetches follow one another in offset order, and a partition is
 fetched again only after its consumer acked the previous data (its `feed` returned). Acks are
@@ -59,24 +65,19 @@ class Subscription:
 
 
 class BrokerConsumer:
-    """The fetch loop for broker `node_id`."""
+    """The fetch loops of the brokers placed on slot `slot`, one `BrokerFetchLoop` each, made at
+    a broker's first subscription; every call names its broker."""
 
-    def __init__(self, config: dict[str, Any], node_id: int):
+    def __init__(self, config: dict[str, Any], slot: int):
         self.config = parse_config(config)
-        self.node_id = node_id
+        self.slot = slot
         self.cluster = Cluster(self.config)
-        self.subscriptions: dict[tuple[str, int], Subscription] = {}
-        self.max_processing = self.config["max.processing.time.ms"] / 1000
-        self.paused_count = 0
-        self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
-        self._main_busy = False  # a long poll is out on the main connection
-        self._side_busy = False  # a catch-up fetch is out on the side connection
-        self._side: BrokerConnection | None = None
         self.metrics = ConsumerMetrics(self.config["client.id"])
+        self.loops: dict[int, BrokerFetchLoop] = {}  # node id -> its fetch loop
 
-    async def ping(self) -> int:
-        return self.node_id
+    async def ping(self) -> list[int]:
+        """The brokers this actor fetches from."""
+        return sorted(self.loops)
 
     async def watch(self) -> None:
         """Never answers while this actor lives: a partition consumer holds this call open to
@@ -86,20 +87,62 @@ class BrokerConsumer:
     async def metrics_snapshot(self) -> dict[str, Any]:
         return self.metrics.snapshot()
 
+    async def subscribe(self, node_id: int, topic: str, partition: int, offset: int, consumer: Any,
+                        sub_id: int) -> None:
+        loop = self.loops.get(node_id)
+        if loop is None:
+            loop = self.loops[node_id] = BrokerFetchLoop(self.config, node_id, self.cluster, self.metrics)
+        loop.subscribe(topic, partition, offset, consumer, sub_id)
+
+    async def unsubscribe(self, node_id: int, topic: str, partition: int, sub_id: int) -> None:
+        loop = self.loops.get(node_id)
+        if loop is not None:
+            loop.unsubscribe(topic, partition, sub_id)
+
+    async def stats(self, node_id: int) -> dict[str, Any] | None:
+        """Broker `node_id`'s subscriptions and pauses; None if it has no fetch loop here."""
+        loop = self.loops.get(node_id)
+        return None if loop is None else loop.stats()
+
+    async def close(self) -> None:
+        for loop in self.loops.values():
+            await loop.close()
+        await self.cluster.close()
+
+
+class BrokerFetchLoop:
+    """The fetch loop for broker `node_id`, without Ray of its own: it runs on its actor's event
+    loop, over its actor's `Cluster`, and calls the partition consumers' handles it is given."""
+
+    def __init__(self, config: Any, node_id: int, cluster: Cluster, metrics: ConsumerMetrics):
+        self.config = config
+        self.node_id = node_id
+        self.cluster = cluster
+        self.metrics = metrics
+        self.subscriptions: dict[tuple[str, int], Subscription] = {}
+        self.max_processing = self.config["max.processing.time.ms"] / 1000
+        self.paused_count = 0
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._main_busy = False  # a long poll is out on the main connection
+        self._side_busy = False  # a catch-up fetch is out on the side connection
+        self._side: BrokerConnection | None = None
+
     # -- the subscription manager -------------------------------------------
 
-    async def subscribe(self, topic: str, partition: int, offset: int, consumer: Any, sub_id: int) -> None:
+    def subscribe(self, topic: str, partition: int, offset: int, consumer: Any, sub_id: int) -> None:
+        """Called inside the actor's event loop, where the fetch loop starts if it is not running."""
         self.subscriptions[(topic, partition)] = Subscription(
             PartitionFetch(self.config, topic, partition, offset), consumer, sub_id)
         log.debug("consumer/broker/%d added subscription to %s/%d at %d", self.node_id, topic, partition, offset)
         self._start()
 
-    async def unsubscribe(self, topic: str, partition: int, sub_id: int) -> None:
+    def unsubscribe(self, topic: str, partition: int, sub_id: int) -> None:
         sub = self.subscriptions.get((topic, partition))
         if sub is not None and sub.sub_id == sub_id:
             del self.subscriptions[(topic, partition)]
 
-    async def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, Any]:
         return {"subscriptions": {f"{t}/{p}": s.fetch.offset for (t, p), s in self.subscriptions.items()},
                 "paused": sorted(f"{t}/{p}" for (t, p), s in self.subscriptions.items() if s.acking),
                 "paused_count": self.paused_count}
@@ -109,7 +152,6 @@ class BrokerConsumer:
             self._task.cancel()
         if self._side is not None:
             await self._side.close()
-        await self.cluster.close()
 
     def _start(self) -> None:
         if self._wake is None:
