@@ -8,7 +8,7 @@ needs it first. Started by the driver's `Consumer` for the slots of the leaders 
 assigns, or by a `PartitionConsumer` when leadership moves to a broker whose slot has none; a
 broker's fetch loop starts with its first subscription. Called by: the `PartitionConsumer`s hosting
 partitions a hosted broker leads (`subscribe`, `unsubscribe`, each naming the broker). Calls: each
-broker (one Fetch request for every partition subscribed there), and the hosting partition
+broker (one Fetch round, `wire.fetch_round`, for every partition subscribed there), and the hosting partition
 consumer's `feed`, naming the partition, with that partition's raw record bytes (under
 read_committed, only those of the batches it may hand out: `fetcher.PartitionFetch`), or its
 `redispatch` / `offset_out_of_range` / `fail` when the broker says the partition is no longer here.
@@ -36,12 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from ..wire import messages
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.connection import BrokerConnection
-from ..wire.errors import BrokerError, KafkaError, is_fatal
-from ..wire.fetch import fetch_body, fetch_version
+from ..wire.errors import KafkaError, is_fatal
+from ..wire.fetch_round import FetchAnswer, fetch_round
 from ..wire.fetcher import Data, Failed, PartitionFetch, Refetch, Reset, Retry
 from .metrics import ConsumerMetrics
 
@@ -197,15 +196,13 @@ class BrokerFetchLoop:
         try:
             try:
                 conn = await (self._side_connection() if side else self.cluster.connection(self.node_id))
-                body = fetch_body(self.config, [s.fetch.request() for s in asked.values()],
-                                  max_wait_ms=CATCH_UP_WAIT_MS if side else None)
-                response = await self.metrics.fetch_timed(self.node_id, conn.request(messages.FETCH, body, fetch_version(conn)))
+                answer = await fetch_round(conn, self.config, {tp: s.fetch for tp, s in asked.items()},
+                                           max_wait_ms=CATCH_UP_WAIT_MS if side else None,
+                                           timed=lambda request: self.metrics.fetch_timed(self.node_id, request),
+                                           where=f"broker {self.node_id}")
             finally:
                 self._connection_free(side)
-            if response.get("error_code", 0):
-                self._abandon(BrokerError(response.error_code, f"Fetch from broker {self.node_id}"))
-                return
-            acks = self._hand_out(asked, response)
+            acks = self._hand_out(asked, answer)
             for sub in asked.values():
                 sub.in_flight = False
                 if sub.acking is not None:
@@ -235,41 +232,39 @@ class BrokerFetchLoop:
             self._main_busy = False
         self._wake.set()
 
-    def _hand_out(self, asked: dict[tuple[str, int], Subscription], response: Any) -> list[asyncio.Future]:
+    def _hand_out(self, asked: dict[tuple[str, int], Subscription], answer: FetchAnswer) -> list[asyncio.Future]:
+        """Each partition's outcome to its partition consumer; the acks of the data fed."""
         acks = []
-        for t in response.responses:
-            for p in t.partitions:
-                tp = (t.topic, p.partition_index)
-                sub = self.subscriptions.get(tp)
-                if sub is None or asked.get(tp) is not sub:
-                    continue  # unsubscribed or resubscribed while the fetch was in flight
-                outcome = sub.fetch.take(p)
-                if isinstance(outcome, Data):
-                    if (not outcome.records and outcome.high_watermark == sub.reported_hw
-                            and outcome.position <= outcome.fetched_at):
-                        continue  # nothing new: no records, no end moved, no position decided
-                    sub.reported_hw = outcome.high_watermark
-                    # the view as an array: Ray copies it once, into the object store, where the
-                    # partition consumer reads it (as bytes it would first be copied out of the response)
-                    data = outcome.records
-                    fed = np.frombuffer(data, np.uint8) if data else None
-                    ref = sub.consumer.feed.remote(*tp, sub.sub_id, fed, outcome.fetched_at, outcome.high_watermark,
-                                                   outcome.position)
-                    sub.acking = asyncio.wrap_future(ref.future())
-                    acks.append(sub.acking)
-                    continue
-                if isinstance(outcome, Refetch):  # asked again at once, for the whole batch
-                    sub.caught_up = False
-                    continue
-                del self.subscriptions[tp]
-                if isinstance(outcome, Retry):
-                    log.info("consumer/broker/%d %s/%d: %s: redispatching", self.node_id, *tp, outcome.error)
-                    sub.consumer.redispatch.remote(*tp, sub.sub_id, sub.fetch.offset,
-                                                   f"broker {self.node_id}: {outcome.error}")
-                elif isinstance(outcome, Reset):
-                    sub.consumer.offset_out_of_range.remote(*tp, sub.sub_id, sub.fetch.offset)
-                elif isinstance(outcome, Failed):
-                    sub.consumer.fail.remote(*tp, sub.sub_id, -1, str(outcome.error))
+        for tp, _fetch, outcome in answer.parts:
+            sub = asked[tp]
+            if self.subscriptions.get(tp) is not sub:
+                continue  # unsubscribed or resubscribed while the fetch was in flight
+            if isinstance(outcome, Data):
+                if (not outcome.records and outcome.high_watermark == sub.reported_hw
+                        and outcome.position <= outcome.fetched_at):
+                    continue  # nothing new: no records, no end moved, no position decided
+                sub.reported_hw = outcome.high_watermark
+                # the view as an array: Ray copies it once, into the object store, where the
+                # partition consumer reads it (as bytes it would first be copied out of the response)
+                data = outcome.records
+                fed = np.frombuffer(data, np.uint8) if data else None
+                ref = sub.consumer.feed.remote(*tp, sub.sub_id, fed, outcome.fetched_at, outcome.high_watermark,
+                                               outcome.position)
+                sub.acking = asyncio.wrap_future(ref.future())
+                acks.append(sub.acking)
+                continue
+            if isinstance(outcome, Refetch):  # asked again at once, for the whole batch
+                sub.caught_up = False
+                continue
+            del self.subscriptions[tp]
+            if isinstance(outcome, Retry):
+                log.info("consumer/broker/%d %s/%d: %s: redispatching", self.node_id, *tp, outcome.error)
+                sub.consumer.redispatch.remote(*tp, sub.sub_id, sub.fetch.offset,
+                                               f"broker {self.node_id}: {outcome.error}")
+            elif isinstance(outcome, Reset):
+                sub.consumer.offset_out_of_range.remote(*tp, sub.sub_id, sub.fetch.offset)
+            elif isinstance(outcome, Failed):
+                sub.consumer.fail.remote(*tp, sub.sub_id, -1, str(outcome.error))
         return acks
 
     async def _await_acks(self, acks: list[asyncio.Future]) -> None:
