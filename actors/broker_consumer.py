@@ -1,18 +1,24 @@
-"""BrokerConsumer: one per broker that leads a partition of a consumer; one fetch loop for all its partitions.
+"""BrokerConsumer: at most `broker.consumer.actors` per `Consumer` (by default the CPUs of the
+driver's node), each hosting the fetch loops of the brokers placed on it; a `BrokerFetchLoop`, Ray-free
+state, per broker that leads an assigned partition: one fetch loop for all that broker's partitions.
 
-Started by the driver's `Consumer` for the leaders of the partitions it assigns, or by a
-`PartitionConsumer` when leadership moves to a broker that has none. Called by: the
-`PartitionConsumer`s hosting partitions this broker leads (`subscribe`, `unsubscribe`). Calls:
-the broker (one Fetch request for every subscribed partition), and the hosting partition
-consumer's `feed`, naming the partition, with that partition's raw record bytes (under read_committed,
-only those of the batches it may hand out: `fetcher.PartitionFetch`), or its `redispatch`
-/ `offset_out_of_range` / `fail` when the broker says the partition is no longer here.
+Placement needs no registry: broker `node_id` goes to slot `broker_slot(node_id, cap)`
+(actors/partition_consumer.py), the actor named for (consumer, slot), found or created by whoever
+needs it first. Started by the driver's `Consumer` for the slots of the leaders of the partitions it
+assigns, or by a `PartitionConsumer` when leadership moves to a broker whose slot has none; a
+broker's fetch loop starts with its first subscription. Called by: the `PartitionConsumer`s hosting
+partitions a hosted broker leads (`subscribe`, `unsubscribe`, each naming the broker). Calls: each
+broker (one Fetch round, `wire.fetch_round`, for every partition subscribed there), and the hosting partition
+consumer's `feed`, naming the partition, with that partition's raw record bytes (under
+read_committed, only those of the batches it may hand out: `fetcher.PartitionFetch`), or its
+`redispatch` / `offset_out_of_range` / `fail` when the broker says the partition is no longer here.
 
-Two fetches at most are in flight, each on a connection of its own (a broker answers one
-request per connection at a time): the main one, a long poll for every partition ready, and a
-catch-up one that does not wait, for partitions that became ready (just subscribed after a
-new assignment, a seek or a leader move, or just acked) while the long poll was out. A
-partition the catch-up fetch found at its end waits for the next long poll.
+Per broker, two fetches at most are in flight, each on a connection of its own (a broker answers
+one request per connection at a time): the main one, a long poll for every partition ready, and a
+catch-up one that does not wait, for partitions that became ready (just subscribed after a new
+assignment, a seek or a leader move, or just acked) while the long poll was out. A partition the
+catch-up fetch found at its end waits for the next long poll. The brokers of one actor share its
+event loop and its `Cluster`, never a fetch: a slow broker holds up none of the others.
 
 Order kept: per partition, fetches follow one another in offset order, and a partition is
 fetched again only after its consumer acked the previous data (its `feed` returned). Acks are
@@ -30,12 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from ..wire import messages
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.connection import BrokerConnection
-from ..wire.errors import BrokerError, KafkaError, is_fatal
-from ..wire.fetch import fetch_body, fetch_version
+from ..wire.errors import KafkaError, is_fatal
+from ..wire.fetch_round import FetchAnswer, fetch_round
 from ..wire.fetcher import Data, Failed, PartitionFetch, Refetch, Reset, Retry
 from .metrics import ConsumerMetrics
 
@@ -59,24 +64,19 @@ class Subscription:
 
 
 class BrokerConsumer:
-    """The fetch loop for broker `node_id`."""
+    """The fetch loops of the brokers placed on slot `slot`, one `BrokerFetchLoop` each, made at
+    a broker's first subscription; every call names its broker."""
 
-    def __init__(self, config: dict[str, Any], node_id: int):
+    def __init__(self, config: dict[str, Any], slot: int):
         self.config = parse_config(config)
-        self.node_id = node_id
+        self.slot = slot
         self.cluster = Cluster(self.config)
-        self.subscriptions: dict[tuple[str, int], Subscription] = {}
-        self.max_processing = self.config["max.processing.time.ms"] / 1000
-        self.paused_count = 0
-        self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
-        self._main_busy = False  # a long poll is out on the main connection
-        self._side_busy = False  # a catch-up fetch is out on the side connection
-        self._side: BrokerConnection | None = None
         self.metrics = ConsumerMetrics(self.config["client.id"])
+        self.loops: dict[int, BrokerFetchLoop] = {}  # node id -> its fetch loop
 
-    async def ping(self) -> int:
-        return self.node_id
+    async def ping(self) -> list[int]:
+        """The brokers this actor fetches from."""
+        return sorted(self.loops)
 
     async def watch(self) -> None:
         """Never answers while this actor lives: a partition consumer holds this call open to
@@ -86,20 +86,62 @@ class BrokerConsumer:
     async def metrics_snapshot(self) -> dict[str, Any]:
         return self.metrics.snapshot()
 
+    async def subscribe(self, node_id: int, topic: str, partition: int, offset: int, consumer: Any,
+                        sub_id: int) -> None:
+        loop = self.loops.get(node_id)
+        if loop is None:
+            loop = self.loops[node_id] = BrokerFetchLoop(self.config, node_id, self.cluster, self.metrics)
+        loop.subscribe(topic, partition, offset, consumer, sub_id)
+
+    async def unsubscribe(self, node_id: int, topic: str, partition: int, sub_id: int) -> None:
+        loop = self.loops.get(node_id)
+        if loop is not None:
+            loop.unsubscribe(topic, partition, sub_id)
+
+    async def stats(self, node_id: int) -> dict[str, Any] | None:
+        """Broker `node_id`'s subscriptions and pauses; None if it has no fetch loop here."""
+        loop = self.loops.get(node_id)
+        return None if loop is None else loop.stats()
+
+    async def close(self) -> None:
+        for loop in self.loops.values():
+            await loop.close()
+        await self.cluster.close()
+
+
+class BrokerFetchLoop:
+    """The fetch loop for broker `node_id`, without Ray of its own: it runs on its actor's event
+    loop, over its actor's `Cluster`, and calls the partition consumers' handles it is given."""
+
+    def __init__(self, config: Any, node_id: int, cluster: Cluster, metrics: ConsumerMetrics):
+        self.config = config
+        self.node_id = node_id
+        self.cluster = cluster
+        self.metrics = metrics
+        self.subscriptions: dict[tuple[str, int], Subscription] = {}
+        self.max_processing = self.config["max.processing.time.ms"] / 1000
+        self.paused_count = 0
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._main_busy = False  # a long poll is out on the main connection
+        self._side_busy = False  # a catch-up fetch is out on the side connection
+        self._side: BrokerConnection | None = None
+
     # -- the subscription manager -------------------------------------------
 
-    async def subscribe(self, topic: str, partition: int, offset: int, consumer: Any, sub_id: int) -> None:
+    def subscribe(self, topic: str, partition: int, offset: int, consumer: Any, sub_id: int) -> None:
+        """Called inside the actor's event loop, where the fetch loop starts if it is not running."""
         self.subscriptions[(topic, partition)] = Subscription(
             PartitionFetch(self.config, topic, partition, offset), consumer, sub_id)
         log.debug("consumer/broker/%d added subscription to %s/%d at %d", self.node_id, topic, partition, offset)
         self._start()
 
-    async def unsubscribe(self, topic: str, partition: int, sub_id: int) -> None:
+    def unsubscribe(self, topic: str, partition: int, sub_id: int) -> None:
         sub = self.subscriptions.get((topic, partition))
         if sub is not None and sub.sub_id == sub_id:
             del self.subscriptions[(topic, partition)]
 
-    async def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, Any]:
         return {"subscriptions": {f"{t}/{p}": s.fetch.offset for (t, p), s in self.subscriptions.items()},
                 "paused": sorted(f"{t}/{p}" for (t, p), s in self.subscriptions.items() if s.acking),
                 "paused_count": self.paused_count}
@@ -109,7 +151,6 @@ class BrokerConsumer:
             self._task.cancel()
         if self._side is not None:
             await self._side.close()
-        await self.cluster.close()
 
     def _start(self) -> None:
         if self._wake is None:
@@ -155,15 +196,13 @@ class BrokerConsumer:
         try:
             try:
                 conn = await (self._side_connection() if side else self.cluster.connection(self.node_id))
-                body = fetch_body(self.config, [s.fetch.request() for s in asked.values()],
-                                  max_wait_ms=CATCH_UP_WAIT_MS if side else None)
-                response = await self.metrics.fetch_timed(self.node_id, conn.request(messages.FETCH, body, fetch_version(conn)))
+                answer = await fetch_round(conn, self.config, {tp: s.fetch for tp, s in asked.items()},
+                                           max_wait_ms=CATCH_UP_WAIT_MS if side else None,
+                                           timed=lambda request: self.metrics.fetch_timed(self.node_id, request),
+                                           where=f"broker {self.node_id}")
             finally:
                 self._connection_free(side)
-            if response.get("error_code", 0):
-                self._abandon(BrokerError(response.error_code, f"Fetch from broker {self.node_id}"))
-                return
-            acks = self._hand_out(asked, response)
+            acks = self._hand_out(asked, answer)
             for sub in asked.values():
                 sub.in_flight = False
                 if sub.acking is not None:
@@ -193,41 +232,39 @@ class BrokerConsumer:
             self._main_busy = False
         self._wake.set()
 
-    def _hand_out(self, asked: dict[tuple[str, int], Subscription], response: Any) -> list[asyncio.Future]:
+    def _hand_out(self, asked: dict[tuple[str, int], Subscription], answer: FetchAnswer) -> list[asyncio.Future]:
+        """Each partition's outcome to its partition consumer; the acks of the data fed."""
         acks = []
-        for t in response.responses:
-            for p in t.partitions:
-                tp = (t.topic, p.partition_index)
-                sub = self.subscriptions.get(tp)
-                if sub is None or asked.get(tp) is not sub:
-                    continue  # unsubscribed or resubscribed while the fetch was in flight
-                outcome = sub.fetch.take(p)
-                if isinstance(outcome, Data):
-                    if (not outcome.records and outcome.high_watermark == sub.reported_hw
-                            and outcome.position <= outcome.fetched_at):
-                        continue  # nothing new: no records, no end moved, no position decided
-                    sub.reported_hw = outcome.high_watermark
-                    # the view as an array: Ray copies it once, into the object store, where the
-                    # partition consumer reads it (as bytes it would first be copied out of the response)
-                    data = outcome.records
-                    fed = np.frombuffer(data, np.uint8) if data else None
-                    ref = sub.consumer.feed.remote(*tp, sub.sub_id, fed, outcome.fetched_at, outcome.high_watermark,
-                                                   outcome.position)
-                    sub.acking = asyncio.wrap_future(ref.future())
-                    acks.append(sub.acking)
-                    continue
-                if isinstance(outcome, Refetch):  # asked again at once, for the whole batch
-                    sub.caught_up = False
-                    continue
-                del self.subscriptions[tp]
-                if isinstance(outcome, Retry):
-                    log.info("consumer/broker/%d %s/%d: %s: redispatching", self.node_id, *tp, outcome.error)
-                    sub.consumer.redispatch.remote(*tp, sub.sub_id, sub.fetch.offset,
-                                                   f"broker {self.node_id}: {outcome.error}")
-                elif isinstance(outcome, Reset):
-                    sub.consumer.offset_out_of_range.remote(*tp, sub.sub_id, sub.fetch.offset)
-                elif isinstance(outcome, Failed):
-                    sub.consumer.fail.remote(*tp, sub.sub_id, -1, str(outcome.error))
+        for tp, _fetch, outcome in answer.parts:
+            sub = asked[tp]
+            if self.subscriptions.get(tp) is not sub:
+                continue  # unsubscribed or resubscribed while the fetch was in flight
+            if isinstance(outcome, Data):
+                if (not outcome.records and outcome.high_watermark == sub.reported_hw
+                        and outcome.position <= outcome.fetched_at):
+                    continue  # nothing new: no records, no end moved, no position decided
+                sub.reported_hw = outcome.high_watermark
+                # the view as an array: Ray copies it once, into the object store, where the
+                # partition consumer reads it (as bytes it would first be copied out of the response)
+                data = outcome.records
+                fed = np.frombuffer(data, np.uint8) if data else None
+                ref = sub.consumer.feed.remote(*tp, sub.sub_id, fed, outcome.fetched_at, outcome.high_watermark,
+                                               outcome.position)
+                sub.acking = asyncio.wrap_future(ref.future())
+                acks.append(sub.acking)
+                continue
+            if isinstance(outcome, Refetch):  # asked again at once, for the whole batch
+                sub.caught_up = False
+                continue
+            del self.subscriptions[tp]
+            if isinstance(outcome, Retry):
+                log.info("consumer/broker/%d %s/%d: %s: redispatching", self.node_id, *tp, outcome.error)
+                sub.consumer.redispatch.remote(*tp, sub.sub_id, sub.fetch.offset,
+                                               f"broker {self.node_id}: {outcome.error}")
+            elif isinstance(outcome, Reset):
+                sub.consumer.offset_out_of_range.remote(*tp, sub.sub_id, sub.fetch.offset)
+            elif isinstance(outcome, Failed):
+                sub.consumer.fail.remote(*tp, sub.sub_id, -1, str(outcome.error))
         return acks
 
     async def _await_acks(self, acks: list[asyncio.Future]) -> None:

@@ -2,7 +2,7 @@
 
 Called by: the driver's `ConsumerGroup` (`start`, `status`, `stop`). Calls: the group
 coordinator (through `wire.group_coordinator`), the leaders of its claimed partitions (one
-Fetch per broker for all its claims), and the user's handler.
+Fetch round per broker for all its claims, `wire.fetch_round`), and the user's handler.
 
 A member lives through sessions, one per generation (Sarama's consumerGroupSession): join,
 read committed offsets, `handler.setup(session)`, one thread per claim running
@@ -58,24 +58,14 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from ..wire import messages
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import ConsumerError, KafkaError, is_fatal
-from ..wire.fetch import RESET_POLICIES, fetch_body, fetch_version, resolve_offsets
-from ..wire.fetcher import (
-    Data,
-    Failed,
-    PartitionFetch,
-    Reset,
-    Retry,
-    answer_budget,
-    bad_data,
-    decode_until_bad,
-)
+from ..wire.fetch import RESET_POLICIES, resolve_offsets
+from ..wire.fetch_round import FetchAnswer, back_off, fetch_round
+from ..wire.fetcher import Data, Failed, PartitionFetch, Reset, Retry, bad_data
 from ..wire.group_coordinator import Generation, GroupCoordinator, RebalanceNeeded
 from ..wire.loop import LoopThread
-from ..wire.records import InflationBudget
 from ..wire.serde import Deserializers
 from ..wire.subscription import TopicSubscription, external_topics
 from .metrics import ConsumerMetrics
@@ -557,7 +547,7 @@ class MemberRuntime:
                 failures += 1
                 log.log(logging.WARNING if failures == 1 else logging.INFO, "group/%s %s failed (%d): %s",
                         self.coordinator.group_id, what, failures, exc)
-            await _wait_or(over, self.config["retry.backoff.ms"] / 1000)
+            await back_off(self.config, over)
         return None
 
     async def _open_claims(self, generation: Generation, over: asyncio.Event,
@@ -652,7 +642,7 @@ class MemberRuntime:
                 log.log(logging.WARNING if failures in (1, 10, 100) else logging.INFO,
                         "group/%s fetch failed %d time(s) in a row, retrying with fresh metadata: %s",
                         self.coordinator.group_id, failures, "; ".join(map(str, problems)))
-                await _wait_or(over, self.config["retry.backoff.ms"] / 1000)
+                await back_off(self.config, over)
             else:
                 failures = 0
 
@@ -663,38 +653,34 @@ class MemberRuntime:
         if leader < 0:
             return f"no leader for {tps}"
         conn = await self.cluster.connection(leader)
-        response = await self.metrics.fetch_timed(leader, conn.request(
-            messages.FETCH, fetch_body(self.config, [positions[tp].request() for tp in tps]), fetch_version(conn)))
+        answer = await fetch_round(conn, self.config, {tp: positions[tp] for tp in tps},
+                                   timed=lambda request: self.metrics.fetch_timed(leader, request),
+                                   where=f"broker {leader}")
         problem = None
-        answer = answer_budget(response, self.config)
-        for t in response.responses:
-            for part in t.partitions:
-                tp = (t.topic, part.partition_index)
-                claim = claims.get(tp)
-                if claim is None or claim.done:
-                    continue
-                outcome = positions[tp].take(part)
-                claim.high_watermark = positions[tp].high_watermark
-                if isinstance(outcome, Data):
-                    self._take(claim, outcome, answer)
-                elif isinstance(outcome, Reset):
-                    problem = await self._offset_out_of_range(claim, positions[tp], outcome) or problem
-                elif isinstance(outcome, Retry):
-                    problem = str(outcome.error)
-                elif isinstance(outcome, Failed):
-                    self._partition_failed(claim, str(outcome.error))
-                # Refetch: the next round asks again, for the whole batch
+        for tp, fetch, outcome in answer.parts:
+            claim = claims.get(tp)
+            if claim is None or claim.done:
+                continue
+            claim.high_watermark = fetch.high_watermark
+            if isinstance(outcome, Data):
+                self._take(claim, fetch, outcome, answer)
+            elif isinstance(outcome, Reset):
+                problem = await self._offset_out_of_range(claim, fetch, outcome) or problem
+            elif isinstance(outcome, Retry):
+                problem = str(outcome.error)
+            elif isinstance(outcome, Failed):
+                self._partition_failed(claim, str(outcome.error))
+            # Refetch: the next round asks again, for the whole batch
         return problem
 
-    def _take(self, claim: Claim, data: Data, answer: InflationBudget) -> None:
+    def _take(self, claim: Claim, fetch: PartitionFetch, data: Data, answer: FetchAnswer) -> None:
         """A partition's fetched records into its claim's queue, or its claim failed if they cannot
         be read; they may inflate to what is left of the `answer`'s budget, which every partition
         of the answer draws on."""
         if not data.records:
             return
         try:  # a corrupt batch ends the records handed out: those before it are, then the partition fails
-            batch, after, bad = decode_until_bad(data.records, claim.topic, claim.partition, data.fetched_at,
-                                                 self.config, answer)
+            batch, after, bad = answer.decode(fetch, data)
         except Exception as exc:  # noqa: BLE001 - undecodable: this partition fails, visibly, alone
             self._partition_failed(claim, bad_data(data.fetched_at, exc))
             return

@@ -4,12 +4,13 @@ Called by: the driver's `Consumer` (`start`, `poll`, `pause`, `resume`, `seek`, 
 `close`) and the `BrokerConsumer` of each hosted partition's leader (`feed`, `redispatch`,
 `offset_out_of_range`, `fail`, each naming its partition). Calls: the cluster (metadata,
 ListOffsets, one `Cluster` for all its partitions) and the leaders' `BrokerConsumer`s, which it
-finds or creates by name, one per broker per consumer.
+finds or creates by name, the one of each leader's slot (`broker_slot`: at most
+`broker.consumer.actors` per consumer, each hosting several brokers' fetch loops).
 
 A thin shell: each partition's dispatcher and feeder is a `PartitionConsumerState`
 (`actors/partition_consumer_state.py`), and this actor routes each call to it. What it owns
 itself: the handles of the broker consumers and one `watch` on each (when a broker consumer
-dies, every partition subscribed there subscribes again from its own position), and `poll`,
+dies, every partition whose leader it hosted subscribes again from its own position), and `poll`,
 which hands out every hosted partition's buffered batches in one answer. A partition is added
 by `start` and dropped by `unassign`: a new partition adds state, never a process. Order within
 a partition is its state's; partitions do not wait for one another (each has its own buffer
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any, NamedTuple
 
 import ray
@@ -46,6 +48,7 @@ log = logging.getLogger("raykafka.actors.partition_consumer")
 # the last record it handed out.
 BROKER_CONSUMER_OPTIONS = {"num_cpus": 0, "max_concurrency": 1000, "max_restarts": -1, "max_task_retries": 0}
 PARTITION_CONSUMER_OPTIONS = {"num_cpus": 0, "max_concurrency": 1000, "max_restarts": 0, "max_task_retries": 0}
+MAX_BROKER_CONSUMER_ACTORS = 1024  # the bound of `broker.consumer.actors`, for a node with more CPUs
 
 
 class PartitionStart(NamedTuple):
@@ -56,17 +59,34 @@ class PartitionStart(NamedTuple):
     start: Any
 
 
-def broker_consumer_name(consumer_id: str, node_id: int) -> str:
-    return f"raykafka-bc-{consumer_id}-{node_id}"
+def broker_consumer_actors(config: Any) -> int:
+    """`broker.consumer.actors`, or with 0 the CPUs of this node (at most the key's bound). The
+    driver's `Consumer` settles it once in the config it hands its actors, so that every
+    partition consumer, on whatever node, places the brokers alike."""
+    return config["broker.consumer.actors"] or min(os.cpu_count() or 1, MAX_BROKER_CONSUMER_ACTORS)
 
 
-def new_broker_consumer(config: dict[str, Any], consumer_id: str, node_id: int) -> Any:
-    """Find or create the named `BrokerConsumer` of `consumer_id` for broker `node_id`."""
+def broker_slot(node_id: int, actors: int) -> int:
+    """The slot of the `BrokerConsumer` that fetches from broker `node_id`, out of `actors`.
+
+    Every caller computes it alone, with no registry: node id modulo the cap. Brokers numbered in
+    a row (0..N-1, 1..N, or 1001.. as Kafka generates them) go round-robin over the slots, so N
+    brokers take min(N, actors) processes and the brokers per process differ by one at most; ids
+    spaced by a multiple of the cap would share one process, the price of needing no registry."""
+    return node_id % actors
+
+
+def broker_consumer_name(consumer_id: str, slot: int) -> str:
+    return f"raykafka-bc-{consumer_id}-{slot}"
+
+
+def new_broker_consumer(config: dict[str, Any], consumer_id: str, slot: int) -> Any:
+    """Find or create the named `BrokerConsumer` of `consumer_id` for slot `slot`."""
     from .broker_consumer import BrokerConsumer
 
     return ray.remote(BrokerConsumer).options(
-        name=broker_consumer_name(consumer_id, node_id), get_if_exists=True, **BROKER_CONSUMER_OPTIONS
-    ).remote(config, node_id)
+        name=broker_consumer_name(consumer_id, slot), get_if_exists=True, **BROKER_CONSUMER_OPTIONS
+    ).remote(config, slot)
 
 
 def new_partition_consumer(config: dict[str, Any], consumer_id: str) -> Any:
@@ -83,8 +103,9 @@ class PartitionConsumer:
         self.partitions: dict[tuple[str, int], PartitionConsumerState] = {}
         self.closed = False
         self._ctx: PartitionContext | None = None
-        self._brokers: dict[int, Any] = {}
-        self._watches: dict[int, asyncio.Task] = {}  # node id -> the watch on its broker consumer
+        self._broker_actors = broker_consumer_actors(self.config)
+        self._brokers: dict[int, Any] = {}  # slot -> its broker consumer
+        self._watches: dict[int, asyncio.Task] = {}  # slot -> the watch on its broker consumer
         self.metrics = ConsumerMetrics(consumer_id)
 
     def _context(self) -> PartitionContext:
@@ -217,42 +238,44 @@ class PartitionConsumer:
         """Subscribe at the broker consumer of `node_id`. One that Ray is restarting is asked
         again, `retry.backoff.ms` apart, for up to `request.timeout.ms` (a subscription is taken
         again as it stands: the same id, the same offset)."""
-        broker_consumer = self._broker_consumer(node_id)
+        slot = broker_slot(node_id, self._broker_actors)
+        broker_consumer = self._broker_consumer(slot)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config["request.timeout.ms"] / 1000
         while True:
             try:
-                await broker_consumer.subscribe.remote(topic, partition, offset,
+                await broker_consumer.subscribe.remote(node_id, topic, partition, offset,
                                                        ray.get_runtime_context().current_actor, sub_id)
                 break
             except ray.exceptions.ActorUnavailableError as exc:  # restarting: it answers again soon
                 if loop.time() > deadline:
-                    raise BrokerConsumerGone(f"broker consumer {node_id}: {death_cause(exc)}") from exc
+                    raise BrokerConsumerGone(f"broker consumer of broker {node_id}: {death_cause(exc)}") from exc
                 await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
             except ray.exceptions.RayActorError as exc:
-                raise BrokerConsumerGone(f"broker consumer {node_id}: {death_cause(exc)}") from exc
-        self._watch(node_id, broker_consumer)
+                raise BrokerConsumerGone(f"broker consumer of broker {node_id}: {death_cause(exc)}") from exc
+        self._watch(slot, broker_consumer)
 
     async def unsubscribe(self, node_id: int, topic: str, partition: int, sub_id: int) -> None:
         try:
-            await self._broker_consumer(node_id).unsubscribe.remote(topic, partition, sub_id)
+            await self._broker_consumer(broker_slot(node_id, self._broker_actors)).unsubscribe.remote(
+                node_id, topic, partition, sub_id)
         except ray.exceptions.RayActorError as exc:
-            raise BrokerConsumerGone(f"broker consumer {node_id}: {death_cause(exc)}") from exc
+            raise BrokerConsumerGone(f"broker consumer of broker {node_id}: {death_cause(exc)}") from exc
 
-    def _broker_consumer(self, node_id: int) -> Any:
-        """The broker consumer the driver made for `node_id`; one made here if leadership moved to
-        a broker that had none (its handle is kept: a named actor lives as long as its creator
+    def _broker_consumer(self, slot: int) -> Any:
+        """The broker consumer the driver made for `slot`; one made here if leadership moved to a
+        broker whose slot had none (its handle is kept: a named actor lives as long as its creator
         holds it)."""
-        handle = self._brokers.get(node_id)
+        handle = self._brokers.get(slot)
         if handle is None:
-            handle = self._brokers[node_id] = new_broker_consumer(self.config, self.consumer_id, node_id)
+            handle = self._brokers[slot] = new_broker_consumer(self.config, self.consumer_id, slot)
         return handle
 
-    def _watch(self, node_id: int, broker_consumer: Any) -> None:
-        """Keep a `watch` call open on the broker consumer of `node_id`: it fails only when that
-        actor dies (Ray then restarts it, empty); then every partition still subscribed there
+    def _watch(self, slot: int, broker_consumer: Any) -> None:
+        """Keep a `watch` call open on the broker consumer of `slot`: it fails only when that
+        actor dies (Ray then restarts it, empty); then every partition whose leader it hosted
         subscribes again from its own position."""
-        task = self._watches.get(node_id)
+        task = self._watches.get(slot)
         if task is not None and not task.done():
             return
 
@@ -260,14 +283,15 @@ class PartitionConsumer:
             try:
                 await broker_consumer.watch.remote()
             except ray.exceptions.RayActorError as exc:
-                self._watches.pop(node_id, None)  # the next subscription there watches anew
+                self._watches.pop(slot, None)  # the next subscription there watches anew
                 if self.closed:
                     return
-                reason = f"broker consumer {node_id} died: {death_cause(exc)}"
+                reason = f"broker consumer {slot} died: {death_cause(exc)}"
                 await asyncio.gather(*(s.redispatch(s.sub_id, s.offset, reason) for s in list(self.partitions.values())
-                                       if s.leader == node_id and not (s.closed or s.paused)))
+                                       if s.leader >= 0 and broker_slot(s.leader, self._broker_actors) == slot
+                                       and not (s.closed or s.paused)))
 
-        self._watches[node_id] = asyncio.get_running_loop().create_task(watch())
+        self._watches[slot] = asyncio.get_running_loop().create_task(watch())
 
 
 def death_cause(exc: BaseException, limit: int = 300) -> str:

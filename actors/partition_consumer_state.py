@@ -34,6 +34,7 @@ from ..wire.cluster import Cluster
 from ..wire.config import Config
 from ..wire.errors import BrokerError, KafkaError, is_fatal
 from ..wire.fetch import OFFSET_OUT_OF_RANGE, RESET_POLICIES, resolve_offsets
+from ..wire.fetch_round import back_off
 from ..wire.fetcher import bad_data, decode_until_bad
 from .metrics import ConsumerMetrics
 
@@ -153,7 +154,7 @@ class PartitionConsumerState:
         expected = self.sub_id  # a seek, pause or close meanwhile changes it: this retry then stops
         failures = 0
         while True:
-            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+            await back_off(self.config)
             if self.closed or self.paused or self.sub_id != expected:
                 return
             try:

@@ -7,9 +7,11 @@
     consumer.close()
 
 `partition.consumer.actors` (1) `PartitionConsumer` actors, however many partitions are
-assigned, each hosting the state of the partitions spread over it (the least loaded first); one
-`BrokerConsumer` actor per broker that leads an assigned partition (started here for the leaders
-at assignment, by a partition consumer when leadership moves to a broker that has none). This
+assigned, each hosting the state of the partitions spread over it (the least loaded first); at
+most `broker.consumer.actors` (the CPUs of this node) `BrokerConsumer` actors, each hosting the
+fetch loops of the brokers placed on its slot (`broker_slot`), one loop per broker that leads an
+assigned partition (the actors are started here for the leaders at assignment, by a partition
+consumer when leadership moves to a broker whose slot has none). This
 object polls the partition consumers, each for all its partitions at once, and hands their
 batches out in the order each partition produced them.
 
@@ -48,6 +50,8 @@ import ray
 from ..actors.metrics import Reports, snapshots_of
 from ..actors.partition_consumer import (
     PartitionStart,
+    broker_consumer_actors,
+    broker_slot,
     death_cause,
     new_broker_consumer,
     new_partition_consumer,
@@ -84,6 +88,8 @@ class Consumer:
 
     def __init__(self, config: Mapping[str, Any], *, stats_cb: Callable[[dict], Any] | None = None):
         self.config = parse_config(config, role="consumer")  # its repr hides the passwords; the actors get it
+        # settled here, so that every actor places the brokers on the same slots
+        self.config["broker.consumer.actors"] = broker_consumer_actors(self.config)
         ensure_ray()
         self.id = uuid.uuid4().hex[:12]
         self.reports = Reports(self.id, "consumer", self.config, stats_cb, lambda: snapshots_of(
@@ -105,7 +111,7 @@ class Consumer:
         self._seeks: dict[Key, int] = {}
         self._ready: deque[tuple[Key, pa.RecordBatch | PartitionEnds, int]] = deque()
         self._closed = False
-        self._brokers: dict[int, Any] = {}
+        self._brokers: dict[int, Any] = {}  # slot -> the broker consumer made here for it
         self._patterns: dict[str, TopicSubscription] = {}  # by the pattern as given
         self._matched: set[str] = set()  # the topics assigned because a pattern matched them
         self._next_look = 0.0  # when `batches` looks up the topics the patterns match again
@@ -422,14 +428,21 @@ class Consumer:
             log.warning("consumer %s: %s/%d did not close: %s", self.id, topic, partition, death_cause(exc))
 
     def _ensure_broker_consumers(self, leaders: list[int]) -> None:
-        """A broker consumer for each of these leaders, owned by this driver so that it outlives
-        any partition consumer (a partition whose leader is unknown finds it when it starts)."""
+        """The broker consumer of each of these leaders' slots, owned by this driver so that it
+        outlives any partition consumer (a partition whose leader is unknown finds it when it
+        starts). A broker's fetch loop starts there with its first subscription."""
         for node in leaders:
-            if node >= 0 and node not in self._brokers:
-                self._brokers[node] = new_broker_consumer(self.config, self.id, node)
+            slot = broker_slot(node, self.config["broker.consumer.actors"]) if node >= 0 else -1
+            if slot >= 0 and slot not in self._brokers:
+                self._brokers[slot] = new_broker_consumer(self.config, self.id, slot)
 
     def broker_consumer_stats(self) -> dict[int, Any]:
-        return {node: ray.get(handle.stats.remote()) for node, handle in self._brokers.items()}
+        """Each broker fetched from by the broker consumers made here: its subscriptions and pauses."""
+        stats = {}
+        for handle in self._brokers.values():
+            for node in ray.get(handle.ping.remote()):
+                stats[node] = ray.get(handle.stats.remote(node))
+        return stats
 
     def _live_hosts(self) -> list[Any]:
         return [host for host in self._hosts if host is not None]

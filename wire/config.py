@@ -257,6 +257,8 @@ PROPERTIES: dict[str, Property] = {
     "max.processing.time.ms": Property(100, POSITIVE, "Sarama's MaxProcessingTime: a partition whose batch is not taken this long pauses"),
     "partition.consumer.actors": Property(1, _int(1, 1024), "PartitionConsumer actors of a Consumer, however many "
                                           "partitions it is assigned; its partitions are spread over them"),
+    "broker.consumer.actors": Property(0, _int(0, 1024), "BrokerConsumer actors (processes) of a Consumer, each "
+                                       "hosting the fetch loops of some brokers; 0: the CPUs of the driver's node"),
     "key.deserializer": Property("bytes", _serde, "bytes, str, json, msgpack or a callable of one key's bytes"),
     "value.deserializer": Property("bytes", _serde, "bytes, str, json, msgpack or a callable of one value's bytes"),
 }
@@ -271,7 +273,7 @@ GROUP_ONLY_KEYS = frozenset({"group.id", "group.instance.id", "session.timeout.m
                              "rebalance.timeout.ms", "partition.assignment.strategy", "enable.auto.commit",
                              "auto.commit.interval.ms", "topic.metadata.refresh.interval.ms"})
 # read by the Consumer's actors alone
-CONSUMER_ONLY_KEYS = frozenset({"partition.consumer.actors"})
+CONSUMER_ONLY_KEYS = frozenset({"partition.consumer.actors", "broker.consumer.actors"})
 # read by the long-lived readers (a Consumer's actors, a group member) that pause a partition
 # whose handler is behind; a bounded read hands each range out whole and pauses nothing
 PAUSING_KEYS = frozenset({"max.processing.time.ms"})

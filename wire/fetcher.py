@@ -1,9 +1,9 @@
 """The fetcher's state: what a consumer does with each partition's part of a Fetch response.
 
-Cardinality: one `PartitionFetch` per partition a consumer reads. Who calls: every fetch loop,
-each of which only sends requests and acts on the outcomes: `actors.broker_consumer`
-(`Consumer`), `actors.group_member` (`ConsumerGroup`) and `spark_bridge.ray_data` (Ray Data
-read tasks). Whom it calls: nothing; no I/O, no Ray. A fix to how a partition's answer is
+Cardinality: one `PartitionFetch` per partition a consumer reads. Who calls: the fetch engine
+(`wire.fetch_round`), which every fetch loop calls and then acts on the outcomes:
+`actors.broker_consumer` (`Consumer`), `actors.group_member` (`ConsumerGroup`) and
+`wire.range_reader` (Ray Data read tasks, `raykafka consume -e`). Whom it calls: nothing; no I/O, no Ray. A fix to how a partition's answer is
 read (a leader move, an offset out of range, a batch larger than the request, a corrupt batch)
 is made here, once, for all three.
 

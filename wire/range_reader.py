@@ -2,9 +2,9 @@
 read. Ray Data's read tasks run it (`spark_bridge.ray_data`), and so does `raykafka consume -e`
 when there is no Ray to join (`app.cli_consume`): one implementation for both.
 
-Who calls: those two. Whom it calls: the cluster's connections (`wire.cluster`), the fetcher's
-per-partition state (`wire.fetcher.PartitionFetch`), which decides what each answer means, and
-its decoder. A range is anything with `topic`, `partition`, `start`, `end` and `count`
+Who calls: those two. Whom it calls: the cluster's connections (`wire.cluster`) and the fetch
+engine (`wire.fetch_round`: one Fetch round, each answer's meaning by the fetcher's
+per-partition state `wire.fetcher.PartitionFetch`, its decoding, and the wait between retries). A range is anything with `topic`, `partition`, `start`, `end` and `count`
 (`spark_bridge.offsets.PartitionRange`).
 """
 
@@ -16,15 +16,21 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from . import messages
 from .arrow_batches import SCHEMA
 from .cluster import Cluster
 from .config import parse_config
 from .errors import BrokerError, KafkaError, is_fatal
-from .fetch import OFFSET_OUT_OF_RANGE, fetch_body, fetch_version
-from .fetcher import Data, PartitionFetch, Refetch, Reset, Retry, decode
+from .fetch import OFFSET_OUT_OF_RANGE
+from .fetch_round import FetchAnswer, back_off, fetch_round
+from .fetcher import Data, PartitionFetch, Refetch, Reset, Retry
 
 READ_ATTEMPTS = 20
+
+
+class MissingPartitionError(KafkaError):
+    """A Fetch answer left out the one partition it was asked for: asked again, as a retriable error."""
+
+    retriable = True
 
 
 class PartitionRange(Protocol):
@@ -85,12 +91,14 @@ async def _read_range(cluster: Cluster, config: Any, part: PartitionRange) -> li
     want = max(config["max.partition.fetch.bytes"], min(config["fetch.max.bytes"], (part.end - offset) * 256))
     fetch = PartitionFetch(config, part.topic, part.partition, offset, want)  # one for the range: it holds
     try:                                                                      # read_committed's undecided batches
-        data = await _fetch(cluster, config, part, fetch)
+        answer, data = await _fetch(cluster, config, part, fetch)
         while True:
             if data.position < part.end:  # more to fetch: ask while this is decoded
                 prefetch = asyncio.ensure_future(_fetch(cluster, config, part, fetch))
                 await asyncio.sleep(0)  # let it send its request before the decode holds the loop
-            batch, after = decode(data.records, part.topic, part.partition, data.fetched_at, config)
+            batch, after, bad = answer.decode(fetch, data)
+            if bad is not None:  # a bounded read hands out its whole range or fails
+                raise bad
             if batch.num_rows:
                 if batch.column(4)[-1].as_py() >= part.end:
                     batch = batch.slice(0, _rows_before(batch, part.end))
@@ -104,16 +112,18 @@ async def _read_range(cluster: Cluster, config: Any, part: PartitionRange) -> li
                 return batches
             if prefetch is None:
                 prefetch = asyncio.ensure_future(_fetch(cluster, config, part, fetch))
-            data = await prefetch
+            answer, data = await prefetch
             prefetch = None
     finally:
         if prefetch is not None:
             prefetch.cancel()
 
 
-async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, fetch: PartitionFetch) -> Data:
-    """One partition's records at `fetch`'s position (`fetcher.Data`), through leader moves, retriable errors,
-    a first batch larger than the request (asked for again, whole) and a broker outage: up to
+async def _fetch(cluster: Cluster, config: Any, part: PartitionRange,
+                 fetch: PartitionFetch) -> tuple[FetchAnswer, Data]:
+    """One partition's records at `fetch`'s position (`fetcher.Data`, with the answer that decodes
+    them), through leader moves, retriable errors, a first batch larger than the request (asked
+    for again, whole) and a broker outage: up to
     `READ_ATTEMPTS` tries, each after `retry.backoff.ms` and with fresh metadata, reconnecting as
     the cluster's reconnect backoff allows (`reconnect.backoff.ms` doubling up to
     `reconnect.backoff.max.ms`: about two minutes at the defaults); then the last error, which
@@ -124,10 +134,13 @@ async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, fetch: Par
             if failures:
                 await cluster.refresh_metadata([part.topic])
             conn = await cluster.leader_connection(part.topic, part.partition)
-            response = await conn.request(messages.FETCH, fetch_body(config, [fetch.request()]), fetch_version(conn))
-            outcome = fetch.take(response.responses[0].partitions[0])
+            key = (part.topic, part.partition)
+            answer = await fetch_round(conn, config, {key: fetch}, where=f"the leader of {part.topic}/{part.partition}")
+            outcome = answer.outcome_of(key)
+            if outcome is None:
+                raise MissingPartitionError(f"{part.topic}/{part.partition}: not in the Fetch answer")
             if isinstance(outcome, Data):
-                return outcome
+                return answer, outcome
             if isinstance(outcome, Refetch):
                 continue
             if isinstance(outcome, Reset):  # a bounded read has nowhere else to go
@@ -142,7 +155,7 @@ async def _fetch(cluster: Cluster, config: Any, part: PartitionRange, fetch: Par
         failures += 1
         if failures >= READ_ATTEMPTS:
             raise error
-        await asyncio.sleep(config["retry.backoff.ms"] / 1000)
+        await back_off(config)
 
 
 def _rows_before(batch: pa.RecordBatch, end: int) -> int:

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 import ray
+import ray._private.state
 
 from raykafka.actors.broker_consumer import CATCH_UP_WAIT_MS
 from raykafka.driver.consumer import Consumer
@@ -37,23 +38,68 @@ def test_leader_moves_and_the_consumer_follows_without_loss_or_repeat(ray_sessio
 
 
 def test_only_the_leaders_of_assigned_partitions_get_a_broker_consumer(ray_session, kit, live_actors_of):
-    """8 brokers, one partition assigned: one BrokerConsumer; when leadership moves to a broker
-    that has none, one starts there, and the partition reads on without loss or repeat."""
+    """8 brokers, one partition assigned, 2 BrokerConsumer slots: one BrokerConsumer, fetching
+    from that leader alone; when leadership moves to a broker of the other slot, a second one
+    starts there, and the partition reads on without loss or repeat. No other broker is fetched from."""
     with MockCluster(n_brokers=8, topics={"t": 8}) as cluster, \
-            Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 100}) as consumer:
+            Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 100,
+                      "broker.consumer.actors": 2}) as consumer:
         kit.mock_produce(cluster, "t", 3, [b"a%d" % i for i in range(20)], per_batch=5)
         consumer.assign("t", 3, "earliest")
-        assert sorted(live_actors_of()) == ["BrokerConsumer", "PartitionConsumer"]
-        assert list(consumer._brokers) == [cluster.leader("t", 3)]
-        before = consumer.read_all(timeout=20).column("offset").to_pylist()
         first = cluster.leader("t", 3)
-        other = next(n for n in range(1, 9) if n != first)  # it leads another partition, none of ours
+        assert sorted(live_actors_of()) == ["BrokerConsumer", "PartitionConsumer"]
+        assert list(consumer.broker_consumer_stats()) == [first], "one fetch loop, for the leader"
+        before = consumer.read_all(timeout=20).column("offset").to_pylist()
+        other = next(n for n in range(1, 9) if n % 2 != first % 2)  # it leads another partition, none of ours
         cluster.move_leader("t", 3, other)
         kit.mock_produce(cluster, "t", 3, [b"b%d" % i for i in range(20)], per_batch=5)
         after = consumer.read_all(timeout=20).column("offset").to_pylist()
         assert before + after == list(range(40)), "every offset once, in order"
         assert sorted(live_actors_of()) == ["BrokerConsumer", "BrokerConsumer", "PartitionConsumer"]
         assert cluster.requests(messages.FETCH, node_id=other), "it fetched from the new leader"
+        fetched_from = {n for n in range(1, 9) if cluster.requests(messages.FETCH, node_id=n)}
+        assert fetched_from == {first, other}, "no fetch loop for a broker that leads none of ours"
+    assert live_actors_of() == [], "close leaves no consumer actor"
+
+
+def test_8_brokers_share_2_broker_consumers_and_a_killed_one_heals_with_no_gap_and_no_repeat(
+        ray_session, kit, live_actors_of):
+    """8 brokers, each leading one partition, all assigned, `broker.consumer.actors` 2: 2
+    BrokerConsumer processes, 4 brokers' fetch loops each; every record is read once. Then the one
+    hosting broker 1's loop (and 3 more) is killed: Ray restarts it, its partitions subscribe
+    again from their positions, and what is written next is read with no gap and no repeat."""
+    with MockCluster(n_brokers=8, topics={"t": 8}) as cluster, \
+            Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 100,
+                      "broker.consumer.actors": 2}) as consumer:
+        for p in range(8):
+            kit.mock_produce(cluster, "t", p, [b"a%d-%d" % (p, i) for i in range(10)], per_batch=5)
+        consumer.assign_topic("t", "earliest")
+        assert sorted(cluster.leader("t", p) for p in range(8)) == list(range(1, 9)), "a leader each"
+        assert sorted(live_actors_of()) == ["BrokerConsumer", "BrokerConsumer", "PartitionConsumer"]
+        loops = {node: ray.get(handle.ping.remote()) for node, handle in consumer._brokers.items()}
+        assert loops == {0: [2, 4, 6, 8], 1: [1, 3, 5, 7]}, "brokers placed by node id modulo 2"
+
+        def offsets_by_partition(table):
+            out = {p: [] for p in range(8)}
+            for row in table.select(["partition", "offset"]).to_pylist():
+                out[row["partition"]].append(row["offset"])
+            return out
+
+        assert offsets_by_partition(consumer.read_all(timeout=20)) == {p: list(range(10)) for p in range(8)}
+        ray.kill(consumer._brokers[1], no_restart=False)
+        for p in range(8):
+            kit.mock_produce(cluster, "t", p, [b"b%d-%d" % (p, i) for i in range(10)], per_batch=5)
+        after = {p: [] for p in range(8)}
+        for _ in range(10):
+            for p, offsets in offsets_by_partition(consumer.read_all(timeout=5)).items():
+                after[p] += offsets
+            if all(len(offsets) >= 10 for offsets in after.values()):
+                break
+        assert after == {p: list(range(10, 20)) for p in range(8)}, "no gap, no repeat, in order"
+        assert not consumer.failed
+        assert sorted(live_actors_of()) == ["BrokerConsumer", "BrokerConsumer", "PartitionConsumer"]
+        assert sorted(ray.get(consumer._brokers[1].ping.remote())) == [1, 3, 5, 7], "restarted with its loops"
+        assert ray._private.state.actors(consumer._brokers[1]._actor_id.hex())["NumRestarts"] == 1
     assert live_actors_of() == [], "close leaves no consumer actor"
 
 
@@ -68,9 +114,10 @@ def test_a_slow_partition_pauses_only_itself(ray_session, kit):
         slow, fast = consumer._host_of("t", 0), consumer._host_of("t", 1)
         assert slow is not fast, "two partition consumers, one partition each"
         (broker,) = consumer._brokers.values()
+        node = cluster.leader("t", 0)
 
         def stats():
-            return ray.get(broker.stats.remote())
+            return ray.get(broker.stats.remote(node))
 
         from raykafka.actors.partition_consumer_state import MAX_BUFFERED
 

@@ -224,6 +224,7 @@ def test_keys_that_work_together_pass():
     ("read", {"max.processing.time.ms": 200}, "max.processing.time.ms"),
     ("read", {"linger.ms": 5, "group.id": "g"}, "group.id, linger.ms"),
     ("read", {"partition.consumer.actors": 2}, "partition.consumer.actors"),
+    ("group", {"broker.consumer.actors": 2}, "broker.consumer.actors"),
     ("stream", {"session.timeout.ms": 6000, "acks": "all"}, "acks, session.timeout.ms"),
     ("write", {"session.timeout.ms": 6000}, "session.timeout.ms"),
 ])
