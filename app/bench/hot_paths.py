@@ -72,7 +72,9 @@ def _resolve(module: Any) -> float:
     pending = p._ledger.singles if hasattr(module, "Ledger") else p._pending
     for i, f in enumerate(futures):
         pending[i] = (f, "t", 123, 121)
-    entries = [(list(range(k, k + 2000)), "t", 0, k, -1, None) for k in range(0, N, 2000)]
+    from raykafka.actors.producer_results import Outcome  # a NamedTuple: read by field now, by place before
+
+    entries = [Outcome(list(range(k, k + 2000)), "t", 0, k, -1, None) for k in range(0, N, 2000)]
     start = time.perf_counter()
     p._resolve(entries)
     rate = N / (time.perf_counter() - start)

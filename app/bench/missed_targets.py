@@ -6,7 +6,7 @@ the command that takes it again and the day it was taken."""
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .budget import WARM_PATH_CALLS
 
@@ -36,11 +36,12 @@ LATENCY_HOPS = (
     "nothing, its actors keep {compiled_idle} busy polling their channels, as plain actors keep\n"
     "{plain_idle}, and that on a node of two. ")
 LATENCY_CLOSE = (
-    "Nor does it fit our stages. Seen with Ray 2.60 here (2026-11-26): an async actor's method\n"
-    "cannot be a node of a compiled graph (its coroutine is not serializable), and the BrokerWorker\n"
-    "is an async actor; an actor already in one compiled graph makes a second graph that shares it\n"
-    "hang (no result in 10 s), and that graph's teardown kills the actor, while one BrokerWorker\n"
-    "serves every topic of its brokers.")
+    "A Ray compiled graph does not fit our stages either. Seen with Ray 2.60 here (2026-11-26): an\n"
+    "async actor's method cannot be a node of a compiled graph (its coroutine is not serializable),\n"
+    "and the BrokerWorker is an async actor; an actor already in one compiled graph makes a second\n"
+    "graph that shares it hang (no result in 10 s), and that graph's teardown kills the actor, while\n"
+    "one BrokerWorker serves every topic of its brokers. What would close it is a decision on the\n"
+    "stages, not a faster stage: fewer calls on a warm message's path than the four it takes now.")
 
 
 class Taken(NamedTuple):
@@ -130,21 +131,21 @@ def reads(path: Path = READS_FIGURES) -> str:
 
 
 BATCH_TOPIC = (
-    "**Batch produce at 1.5× confluent-kafka.** Both clients spend about the same CPU a message, and\n"
-    "two cores carry no more. ")
+    "**Batch produce at 1.5× confluent-kafka, and at most 0.5 µs of our CPU a message.** Both\n"
+    "clients spend about the same CPU a message, and two cores carry no more. ")
 BATCH_FIGURES_TEXT = (
     "`{batch_cmd}` and `{confluent_cmd}` (CPU of every process, µs a message; median of the runs,\n"
-    "lowest–highest run; {day}): `send_batch` spent {b_all} at {b_rate} msg/s: the Flusher\n"
+    "lowest–highest run; {day}): `send_batch` spent {b_all} at {b_rate} msg/s: the BrokerWorker\n"
     "{b_flusher}, encoding the record batches; the driver {b_driver}, the Arrow columns; the broker\n"
     "{b_broker}{b_results}. confluent-kafka's `produce()` spent {c_all}, {c_own}\n"
     "of it its own and {c_broker} the broker's, at {c_rate} msg/s ({ratio:.2f}× for `send_batch`, by\n"
     "the medians). 1.5× that rate would need the two cores to carry a message in {need:.2f} µs, the\n"
     "broker's share included. With keys\n"
     "(`{keyed_cmd}`, the 100 keys in turn) the rows of a partition are gathered out of the shared\n"
-    "column: {k_all} a message at {k_rate} msg/s, the Flusher {k_flusher} and the PartitionDispatcher\n"
+    "column: {k_all} a message at {k_rate} msg/s, the BrokerWorker {k_flusher} and the PartitionDispatcher\n"
     "{k_pd}. ")
 BATCH_CLOSE = (
-    "What would close it: less work a message in the Flusher (encoding straight from the shared\n"
+    "What would close it: less work a message in the BrokerWorker (encoding straight from the shared\n"
     "column into the request buffer) and in the driver; on a node with more cores, a second pipeline.")
 
 
@@ -196,35 +197,70 @@ def _rate(figure: dict[str, float]) -> str:
     return f"{figure['median'] / 1000:,.0f}k ({figure['min'] / 1000:,.0f}k–{figure['max'] / 1000:,.0f}k)"
 
 
-# a target's text as report.py's table names it, or the start of it -> what renders its profile
-PROFILES: dict[str, Callable[[], str]] = {
-    "batch produce 100 B ≥ 1.5× confluent-kafka produce()": batch_produce,
-    "per-message send with keys ≥ 1.0× aiokafka with keys": lambda: (
-        "**Per-message `send` with keys at 1.0× aiokafka.** The ratio moves with the machine's load:\n"
-        "0.98× in a full run of 2026-11-24, 1.17× and 1.22× in runs of only the send rows and 1.10× in\n"
-        "a full run on 2026-11-25. `python -m raykafka.app.bench.scaling sends\n"
-        "--keyed` (3 runs of 500,000): 14.56 µs of CPU a message (14.42–16.10), **10.0 of them in the\n"
-        "driver** (9.8–11.2): a future, a ledger entry and a queued row per message on the caller's\n"
-        "side, then each message's outcome settled and its future set, in one Python process. At about\n"
-        "94,000 msg/s that is one core, the driver's GIL: the limit. (Each keyed hand-over spans every\n"
-        "partition; the LeaderDispatcher now sends a hand-over's batches to a broker in one call, not\n"
-        "one per partition, which cut its and the Aggregator's CPU from 0.66 and 0.68 µs a message to\n"
-        "0.44 and 0.40, and the raylet's from 0.76 to 0.54.) What would close it: fewer Python objects\n"
-        "per message on the driver (settling a hand-over's outcomes as arrays, as `send_batch` does at\n"
-        "0.25 µs a message, and setting futures lazily), or `send_batch` where the caller can batch."),
-    "Ray Data path read ≥ 2× Ray Data read_kafka": reads,
-    "p99 at ": latency,  # every rate, keyed or not
-    "p50 at ": latency,
-    "producer processes' summed PSS": lambda: (
-        "**Producer memory.** The memory row's note gives each role's resident memory once the pipeline\n"
-        "is warm and at its peak during the write, what a bare Ray actor process holds on this\n"
-        "machine, and, once the write is done, the processes' summed PSS (each shared page split among\n"
-        "the processes using it) and USS (their own pages): summed RSS counts the shared libraries\n"
-        "seven times, PSS and USS do not. Only the Flusher grows (it reads the shared column and encodes\n"
-        "the record batches); the rest is Ray's per-process floor, seven times over. What would close it: fewer processes (the roles that carry no data,\n"
-        "the topic dispatcher, retry handler and results, in one threaded actor; the leader dispatcher\n"
-        "beside the partition dispatcher): three processes, three floors."),
-}
+MEMORY_TEXT = (
+    "**Producer memory: summed PSS at most 350 MiB.** The producer ran {processes} processes, and a bare\n"
+    "Ray actor here holds {bare} of PSS before any of our code is imported: {processes} of them,\n"
+    "{floor}, are over the bound before a message is written (the memory row's note gives each\n"
+    "process's peak). The design keeps every stage kind an actor (DESIGN.md, \"The process budget\"),\n"
+    "and a producer on one broker has five: topic, partition and leader dispatchers, RetryHandler,\n"
+    "BrokerWorker. Trimming our imports cannot close it. What would: hosting the stages that carry\n"
+    "no data (the TopicDispatcher, which looks topics up, and the RetryHandler) as Ray-free state\n"
+    "in the PartitionDispatcher's process, a producer of 2 + W processes; a decision to take, as it\n"
+    "reverses the first of the budget's.")
+MEMORY_UNKNOWN = (
+    "**Producer memory: summed PSS at most 350 MiB.** The memory row's note gives each process's peak\n"
+    "PSS and what a bare Ray actor holds here: the floor of every process, whatever it runs.")
+
+
+def memory(report: Any = None) -> str:
+    """The memory profile, with the run's own figures: its processes and a bare actor's PSS."""
+    row = _budget_row(report, "memory")
+    try:
+        processes, bare = int(row.spread["processes"][0]), row.spread["bare actor PSS"][0]
+    except (AttributeError, KeyError, IndexError, TypeError):
+        return MEMORY_UNKNOWN
+    return MEMORY_TEXT.format(processes=processes, bare=f"{bare:,.0f} MiB", floor=f"{processes * bare:,.0f} MiB")
+
+
+NEW_CONSUMER_TEXT = (
+    "**Consume from a new Consumer at 2× confluent-kafka.** Each run is a new client, timed from its\n"
+    "construction: our runs took {new} for {messages:,} messages, confluent-kafka's {theirs}. A\n"
+    "Consumer already started reads the same in {warm}; the rest of a new one's run is its start: its\n"
+    "processes (a partition consumer and a broker consumer) and `assign_topic` (on 24 partitions,\n"
+    "the process budget's start-up row: {assign}). What would close it: a start that costs no\n"
+    "process, which a Ray actor cannot give; or processes started before they are needed.")
+
+
+def new_consumer(report: Any = None) -> str:
+    """The new Consumer's profile, with the run's own rows: cold, warm, the peer, the start-up."""
+    try:
+        new, warm, theirs = (_runs(report, "consume", client) for client in (
+            "raykafka Consumer → Arrow, new Consumer", "raykafka Consumer → Arrow", "confluent-kafka consume()"))
+        assign = _budget_row(report, "startup")
+        return NEW_CONSUMER_TEXT.format(new=new, warm=warm, theirs=theirs, messages=report.settings.messages,
+                                        assign=_seconds(assign.runs))
+    except (AttributeError, TypeError, ValueError):
+        return NEW_CONSUMER_TEXT.split(" Each run")[0] + " Its rows: the consume table and the start-up row."
+
+
+def _budget_row(report: Any, kind: str) -> Any:
+    """The run's budget row of `kind` (`startup`: the assign row), or None."""
+    from .budget import ASSIGN_ROW, MEMORY_ROW
+
+    client = {"memory": MEMORY_ROW, "startup": ASSIGN_ROW}[kind]
+    return None if report is None else report.find(kind, client)
+
+
+def _runs(report: Any, kind: str, client: str) -> str:
+    row = report.find(kind, client)
+    return _seconds(row.runs)
+
+
+def _seconds(runs: list[float]) -> str:
+    """Seconds of the runs: `1.23 s (1.10–1.40)`, the median and the range."""
+    ordered = sorted(runs)
+    median = ordered[len(ordered) // 2]
+    return f"{median:.2f} s" + (f" ({ordered[0]:.2f}–{ordered[-1]:.2f})" if len(ordered) > 1 else "")
 
 
 # a target of the issue that no bench row measures: always printed, with its own command
@@ -257,13 +293,38 @@ def demo_write(path: Path = DEMO_WRITE_FIGURES) -> str:
     return DEMO_WRITE + figures + DEMO_WRITE_CLOSE
 
 
-def section(missed: list[str]) -> str:
+# a target's text as report.py's table names it, or the start of it -> what renders its profile
+PROFILES: dict[str, Callable[[Any], str]] = {  # each given the run's report (None: none)
+    "batch produce 100 B ≥ 1.5× confluent-kafka produce()": lambda report: batch_produce(),
+    "per-message send with keys ≥ 1.0× aiokafka with keys": lambda report: (
+        "**Per-message `send` with keys at 1.0× aiokafka.** The ratio moves with the machine's load:\n"
+        "0.98× in a full run of 2026-11-24, 1.17× and 1.22× in runs of only the send rows and 1.10× in\n"
+        "a full run on 2026-11-25. `python -m raykafka.app.bench.scaling sends\n"
+        "--keyed` (3 runs of 500,000): 14.56 µs of CPU a message (14.42–16.10), **10.0 of them in the\n"
+        "driver** (9.8–11.2): a future, a ledger entry and a queued row per message on the caller's\n"
+        "side, then each message's outcome settled and its future set, in one Python process. At about\n"
+        "94,000 msg/s that is one core, the driver's GIL: the limit. (Each keyed hand-over spans every\n"
+        "partition; the LeaderDispatcher now sends a hand-over's batches to a broker in one call, not\n"
+        "one per partition, which cut its and the Aggregator's CPU from 0.66 and 0.68 µs a message to\n"
+        "0.44 and 0.40, and the raylet's from 0.76 to 0.54.) What would close it: fewer Python objects\n"
+        "per message on the driver (settling a hand-over's outcomes as arrays, as `send_batch` does at\n"
+        "0.25 µs a message, and setting futures lazily), or `send_batch` where the caller can batch."),
+    "Ray Data path read ≥ 2× Ray Data read_kafka": lambda report: reads(),
+    "p99 at ": lambda report: latency(),  # every rate, keyed or not
+    "p50 at ": lambda report: latency(),
+    "producer processes' summed PSS": memory,
+    "send_batch: our processes' CPU": lambda report: batch_produce(),
+    "consume from a new Consumer": new_consumer,
+}
+
+
+def section(missed: list[str], report: Any = None) -> str:
     """The heading, each missed target's profile, once each, in the order of `missed`, then the
     demo's write (no bench row); nothing when the run missed nothing."""
     seen: list[str] = []
     for target in missed:
         render = next((fn for key, fn in PROFILES.items() if target.startswith(key)), None)
-        profile = render() if render is not None else None
+        profile = render(report) if render is not None else None
         if profile is not None and profile not in seen:
             seen.append(profile)
     return "\n\n".join([HEADING, *seen, demo_write()]) if seen else ""

@@ -338,7 +338,7 @@ def _targets(report: Any) -> list[str]:
         if met in ("no", "straddles"):
             missed.append(text)
     out.append("")
-    profiles = missed_targets.section(missed)
+    profiles = missed_targets.section(missed, report)
     if profiles:
         out += [profiles, ""]
     return out

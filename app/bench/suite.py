@@ -892,11 +892,13 @@ def budget_rows(bootstrap: str, admin: Any, s: Settings) -> list[Row]:
         got = budget.batch_footprint(lambda: _topic(admin, "footprint"), _warm, _arrow_values(_value(100), s.messages),
                                      s.runs, _rk_config(bootstrap, "none"))
         peak, cpu, services = got["peak_mib"], got["cpu_us"], got["ray_services_cpu_us"]
+        bare_pss, bare_note = _bare_actor()
         rows.append(Row("memory", budget.MEMORY_ROW, 100, "none", peak["pss"], note=(
             f"{got['processes']} processes, send_batch of {s.messages:,}; peaks of the sums: PSS {peak['pss']:,.0f} "
             f"MiB, RSS {peak['rss']:,.0f} MiB, USS {peak['uss']:,.0f} MiB; each process's peak PSS: "
             + ", ".join(f"{role} {mib:,.0f}" for role, mib in sorted(got["pss_mib"].items())) + " MiB; "
-            + _bare_actor_rss())))
+            + bare_note), spread={"processes": [got["processes"]], "bare actor PSS": [bare_pss],
+                                  "rss": [peak["rss"]], "uss": [peak["uss"]]}))
         rows.append(Row("cpu", budget.CPU_ROW, 100, "none", statistics.median(cpu), cpu, note=(
             f"the producer's {got['processes']} processes and the driver, µs a message; Ray's raylet and GCS "
             f"beside them: {statistics.median(services):.2f} µs; the broker's not counted"),
@@ -910,8 +912,9 @@ def budget_rows(bootstrap: str, admin: Any, s: Settings) -> list[Row]:
     return rows
 
 
-def _bare_actor_rss() -> str:
-    """What one Ray actor process holds with nothing of ours in it: every role's floor."""
+def _bare_actor() -> tuple[float, str]:
+    """What one Ray actor process holds with nothing of ours in it, every role's floor: its PSS
+    (MiB), and a note of its PSS, RSS and USS."""
     import psutil
     import ray
 
@@ -925,8 +928,8 @@ def _bare_actor_rss() -> str:
         info = psutil.Process(ray.get(bare.pid.remote(), timeout=60)).memory_full_info()
     finally:
         ray.kill(bare)
-    return (f"a bare Ray actor: {info.pss / 2**20:.0f} MiB PSS, {info.rss / 2**20:.0f} MiB RSS, "
-            f"{info.uss / 2**20:.0f} MiB its own (USS)")
+    return info.pss / 2**20, (f"a bare Ray actor: {info.pss / 2**20:.0f} MiB PSS, {info.rss / 2**20:.0f} MiB RSS, "
+                              f"{info.uss / 2**20:.0f} MiB its own (USS)")
 
 
 # ------------------------------------------------------------------------------- the run

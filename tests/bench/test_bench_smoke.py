@@ -103,16 +103,16 @@ def test_a_saved_run_renders_again_the_same(report, tmp_path):
 
 def test_each_profile_names_a_target_and_only_missed_ones_are_printed():
     from raykafka.app.bench import missed_targets
-    from raykafka.app.bench.report import MEMORY_TARGET, P50_TARGET, P99_TARGET, TARGETS
+    from raykafka.app.bench.report import CPU_TARGET, MEMORY_TARGET, P50_TARGET, P99_TARGET, TARGETS
 
     latency = {P99_TARGET.format(rate="1,000 msg/s"), P50_TARGET.format(rate="2,000 msg/s, keyed")}
-    named = [t[0] for t in TARGETS] + [*latency, MEMORY_TARGET]
+    named = [t[0] for t in TARGETS] + [*latency, MEMORY_TARGET, CPU_TARGET]
     assert all(any(text.startswith(key) for text in named) for key in missed_targets.PROFILES)
     assert missed_targets.section([]) == ""
     text = missed_targets.section([*latency, MEMORY_TARGET])
     assert text.startswith(missed_targets.HEADING)
     assert text.count("**Send → acknowledgement latency") == 1  # one profile for both latency targets
-    assert "**Producer memory.**" in text and "**Batch produce" not in text
+    assert "**Producer memory: summed PSS" in text and "**Batch produce" not in text
 
 
 def test_the_latency_profile_quotes_the_hops_run_it_is_given_and_only_names_the_command_without_one(tmp_path):
@@ -188,6 +188,26 @@ def test_a_budget_bound_is_met_only_when_our_worst_run_is_within_it():
     assert got[P99_TARGET.format(rate="1,000 msg/s, keyed")] is None  # no keyed rows: not measured
 
 
+def test_the_memory_and_new_consumer_profiles_quote_the_run_they_are_given():
+    from raykafka.app.bench import budget, missed_targets
+    from raykafka.app.bench.suite import Report, Row
+
+    report = Report(settings=Settings(messages=1000))
+    report.rows = [Row("memory", budget.MEMORY_ROW, 100, "none", 450.0,
+                       spread={"processes": [5], "bare actor PSS": [80.0]}),
+                   Row("startup", budget.ASSIGN_ROW, 100, "none", 1.0, [0.9, 1.0, 1.25]),
+                   Row("consume", "raykafka Consumer → Arrow, new Consumer", 100, "none", 500.0, [2.0, 1.5, 2.5]),
+                   Row("consume", "raykafka Consumer → Arrow", 100, "none", 2000.0, [0.5]),
+                   Row("consume", "confluent-kafka consume()", 100, "none", 250.0, [4.0])]
+    memory = missed_targets.memory(report)
+    assert "holds 80 MiB of PSS" in memory and "5 of them,\n400 MiB, are over the bound" in memory
+    assert missed_targets.memory(None) == missed_targets.MEMORY_UNKNOWN
+    cold = missed_targets.new_consumer(report)
+    assert "our runs took 2.00 s (1.50–2.50) for 1,000 messages, confluent-kafka's 4.00 s" in cold
+    assert "start-up row: 1.00 s (0.90–1.25)" in cold and "reads the same in 0.50 s" in cold
+    assert "Its rows" in missed_targets.new_consumer(None)
+
+
 def test_the_reads_profile_quotes_the_reads_run_it_is_given_and_only_names_the_command_without_one(tmp_path):
 
     from raykafka.app.bench import missed_targets
@@ -236,7 +256,7 @@ def test_the_batch_produce_profile_quotes_the_three_sends_runs_and_only_names_th
     text = missed_targets.batch_produce(paths)
     assert "`python -m raykafka.app.bench.scaling sends --batch` and `python -m raykafka.app.bench.scaling sends " \
            "--confluent`" in text
-    assert "spent 1.00 (0.75–1.50) at 1,400k (1,400k–1,400k) msg/s: the Flusher\n1.10 (0.85–1.60)" in text
+    assert "spent 1.00 (0.75–1.50) at 1,400k (1,400k–1,400k) msg/s: the BrokerWorker\n1.10 (0.85–1.60)" in text
     assert "(1.40× for `send_batch`" in text and "in 1.33 µs" in text  # two cores at 1.5 × 1,000,000 msg/s
     assert "PartitionDispatcher\n2.40 (2.15–2.90)" in text
     paths["confluent"] = tmp_path / "none.json"
