@@ -11,7 +11,7 @@ import math
 import statistics
 from typing import Any
 
-from . import budget, missed_targets
+from . import budget, cli_rows, missed_targets
 
 PEERS = {
     "produce": ["confluent-kafka produce()", "aiokafka send()", "confluent-kafka produce(), keyed",
@@ -168,6 +168,7 @@ def render_markdown(report: Any, chart: str | None, chart_note: str = "") -> str
             out.append(f"| {r.client} | {p50} | {p99} |")
         out.append("")
     out += _budget(report)
+    out += _command_line(report)
     out += _targets(report)
     if report.record_batches:
         from .record_batches import HEADER, row
@@ -254,6 +255,23 @@ def _budget(report: Any) -> list[str]:
     return [*out, ""]
 
 
+def _command_line(report: Any) -> list[str]:
+    """The command line's rows: seconds a command takes, as a user runs it."""
+    rows = [r for r in report.rows if r.kind == "cli"]
+    if not rows:
+        return []
+    out = ["## Command line", "",
+           f"Seconds from the command's start to its exit, each a new process, on a machine where no Ray runs "
+           f"(measured before the bench starts Ray, on an embedded tansu of its own); {cli_rows.LINES:,} lines "
+           f"written to a new topic of 6 partitions, then read to its end; the median of {report.settings.runs} "
+           f"runs (fastest–slowest).", "", "| command | seconds | note |", "| --- | ---: | --- |"]
+    for r in rows:
+        measured = "—" if math.isnan(r.rate) else f"{r.rate:.2f}" + (
+            f" ({min(r.runs):.2f}–{max(r.runs):.2f})" if len(r.runs) > 1 else "")
+        out.append(f"| {r.client} | {measured} | {r.note} |")
+    return [*out, ""]
+
+
 # the process budget's bounds (DESIGN.md, "The process budget")
 ASSIGN_BOUND_S = 2.0
 MEMORY_BOUND_MIB = 350
@@ -299,6 +317,10 @@ def bound_results(report: Any) -> list[tuple[str, str, str | None]]:
     bound(MEMORY_TARGET, memory and [memory.rate], MEMORY_BOUND_MIB, "MiB")
     cpu = _row(report, "cpu", budget.CPU_ROW)
     bound(CPU_TARGET, cpu and cpu.runs, CPU_BOUND_US, "µs")
+    for label in cli_rows.RAYKAFKA_ROWS:
+        row = _row(report, "cli", label)
+        if report.find("cli", label) is not None:
+            bound(f"{label} ≤ {cli_rows.CLI_BOUND_S:g} s", row and row.runs, cli_rows.CLI_BOUND_S, "s")
     chain, alone = _row(report, "latency", budget.CHAIN_ROW), _row(report, "latency", budget.ONE_AT_A_TIME_ROW)
     for rate in report.settings.latency_rates:
         for keyed in (False, True):

@@ -39,6 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import cli_rows
+
 PARTITIONS = 6
 
 
@@ -866,6 +868,16 @@ def latency_confluent(bootstrap: str, admin: Any, s: Settings, rate: int, keyed:
     return _percentiles(lat)
 
 
+def command_line_rows(bootstrap: str, admin: Any, s: Settings) -> list[Row]:
+    """The command line's rows (`cli_rows`), each the median of `s.runs` runs in seconds."""
+    rows = []
+    for label, runs, note in cli_rows.rows_of(cli_rows.measure(bootstrap, lambda: _topic(admin, "cli"), s.runs)):
+        rows.append(Row("cli", label, 100, "none", statistics.median(runs) if runs else float("nan"), runs or [],
+                        note=note))
+        _log(f"cli {label}: {rows[-1].rate:.2f} s {note}")
+    return rows
+
+
 def budget_rows(bootstrap: str, admin: Any, s: Settings) -> list[Row]:
     """The process budget's rows (`budget`): a new Consumer's start on a wide topic, a
     producer's first messages to new topics, and one producer's memory and CPU a message during
@@ -985,6 +997,10 @@ def run_suite(s: Settings, command: str = "") -> Report:
     report = Report(settings=s, machine=machine(), command=command)
     _PROGRESS.append(bar("bench", unit="row"))  # a row measured per step; off unless stderr is a terminal
     started_ray = not ray.is_initialized()
+    if started_ray and any(_wanted(s, label) for label in cli_rows.RAYKAFKA_ROWS):
+        with EmbeddedBroker() as broker, Admin(broker.bootstrap) as admin:  # first: no Ray runs yet
+            report.rows += command_line_rows(broker.bootstrap, admin, s)
+            _drop_topics(admin)
     if started_ray:
         from raykafka.spark_bridge.session import init_ray
 

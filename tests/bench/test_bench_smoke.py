@@ -102,11 +102,12 @@ def test_a_saved_run_renders_again_the_same(report, tmp_path):
 
 
 def test_each_profile_names_a_target_and_only_missed_ones_are_printed():
-    from raykafka.app.bench import missed_targets
+    from raykafka.app.bench import cli_rows, missed_targets
     from raykafka.app.bench.report import CPU_TARGET, MEMORY_TARGET, P50_TARGET, P99_TARGET, TARGETS
 
     latency = {P99_TARGET.format(rate="1,000 msg/s"), P50_TARGET.format(rate="2,000 msg/s, keyed")}
-    named = [t[0] for t in TARGETS] + [*latency, MEMORY_TARGET, CPU_TARGET]
+    named = [t[0] for t in TARGETS] + [*latency, MEMORY_TARGET, CPU_TARGET] + [
+        f"{label} ≤ 2 s" for label in cli_rows.RAYKAFKA_ROWS]
     assert all(any(text.startswith(key) for text in named) for key in missed_targets.PROFILES)
     assert missed_targets.section([]) == ""
     text = missed_targets.section([*latency, MEMORY_TARGET])
@@ -186,6 +187,22 @@ def test_a_budget_bound_is_met_only_when_our_worst_run_is_within_it():
     assert got[P99_TARGET.format(rate="1,000 msg/s")] == "straddles"  # bound 8 + 3 = 11 ms: 10 in, 12 out
     assert got[P50_TARGET.format(rate="1,000 msg/s")] == "yes"  # bound 1.5 × 7 = 10.5 ms
     assert got[P99_TARGET.format(rate="1,000 msg/s, keyed")] is None  # no keyed rows: not measured
+
+
+def test_command_line_rows_render_and_are_bound_by_two_seconds():
+    from raykafka.app.bench import cli_rows
+    from raykafka.app.bench.report import bound_results
+    from raykafka.app.bench.suite import Report, Row
+
+    report = Report(settings=Settings(messages=1000, runs=2))
+    report.rows = [Row("cli", cli_rows.PRODUCE_ROW, 100, "none", 15.0, [14.0, 16.0]),
+                   Row("cli", cli_rows.PEER_PRODUCE_ROW, 100, "none", 0.1, [0.1, 0.1]),
+                   Row("cli", cli_rows.CONSUME_ROW, 100, "none", 1.2, [1.1, 1.3])]
+    text = render_markdown(report, None)
+    assert "## Command line" in text and f"| {cli_rows.PRODUCE_ROW} | 15.00 (14.00–16.00) |" in text
+    got = {t: met for t, _, met in bound_results(report)}
+    assert got[f"{cli_rows.PRODUCE_ROW} ≤ 2 s"] == "no" and got[f"{cli_rows.CONSUME_ROW} ≤ 2 s"] == "yes"
+    assert not any(t.startswith(cli_rows.NO_TOPIC_ROW) for t in got)  # not measured: no line
 
 
 def test_the_memory_and_new_consumer_profiles_quote_the_run_they_are_given():
