@@ -13,7 +13,9 @@ resources:
 3. Otherwise a local Ray is started with Ray's own defaults (every CPU Ray finds, its memory and
    object store sizes), without the dashboard.
 Either way the program keeps its own logging (`configure_logging=False`) and the actors' output
-stays in Ray's log files (`log_to_driver=False`).
+stays in Ray's log files (`log_to_driver=False`). What Ray's core prints to the process's stderr
+while `ray.init` runs (that token authentication is on, for one: it stays on) goes to the
+`raykafka.ray` log instead, and to stderr too when `ray.init` fails, since it may say why.
 
 A caller may pass `ray.init` options of its own (the tests and the benchmark ask for `num_cpus=2`
 on a shared 2-core machine); they go to `ray.init` as given, so options that only make sense
@@ -22,7 +24,13 @@ for a new Ray (`num_cpus`, `resources`, ...) are refused by Ray when there is a 
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import ray
@@ -34,6 +42,34 @@ QUIET = {"log_to_driver": False, "configure_logging": False}
 NEW_LOCAL_RAY = {"include_dashboard": False}
 
 _starting = threading.Lock()  # two objects built at once in two threads start Ray once
+log = logging.getLogger("raykafka.ray")
+STDERR = 2  # the file descriptor Ray's core prints its start-up notes to
+
+
+@contextmanager
+def start_notes_to_log() -> Iterator[None]:
+    """File descriptor 2 goes to a temporary file while the block runs; its lines then go to the
+    `raykafka.ray` log (INFO), and to stderr as well when the block raised."""
+    sys.stderr.flush()
+    saved = os.dup(STDERR)
+    failed = False
+    with tempfile.TemporaryFile() as notes:
+        os.dup2(notes.fileno(), STDERR)
+        try:
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, STDERR)
+            os.close(saved)
+            notes.seek(0)
+            text = notes.read().decode(errors="replace")
+            for line in filter(None, text.splitlines()):
+                log.info("ray: %s", line)
+            if failed and text:
+                sys.stderr.write(text)
 
 
 def cluster_address() -> str | None:
@@ -47,7 +83,8 @@ def ensure_ray(job_config: Any = None, **options: Any) -> None:
     with _starting:
         if ray.is_initialized():
             return
-        if cluster_address() is None:
-            ray.init(address="local", job_config=job_config, **{**QUIET, **NEW_LOCAL_RAY, **options})
-        else:
-            ray.init(job_config=job_config, **{**QUIET, **options})
+        with start_notes_to_log():
+            if cluster_address() is None:
+                ray.init(address="local", job_config=job_config, **{**QUIET, **NEW_LOCAL_RAY, **options})
+            else:
+                ray.init(job_config=job_config, **{**QUIET, **options})

@@ -224,9 +224,13 @@ def test_a_job_on_the_head_joins_the_cluster_ray_start_recorded(ray_cluster, boo
 
 
 def test_without_a_cluster_ray_starts_with_its_own_defaults(bootstrap):
-    """A machine Ray sees with 3 CPUs gets a Ray of 3 CPUs, not one capped by raykafka."""
+    """A machine Ray sees with 3 CPUs gets a Ray of 3 CPUs, not one capped by raykafka; what Ray's
+    core prints while it starts (token authentication is on: it stays on) goes to the
+    `raykafka.ray` log, not to the job's stderr."""
     root = tempfile.mkdtemp(prefix="rk-ray-")  # no cluster recorded here: Ray starts a new one below
     script = (
+        "import logging, sys\n"
+        "logging.basicConfig(level=logging.INFO, stream=sys.stdout, format='%(name)s %(message)s')\n"
         "import multiprocessing\n"
         "multiprocessing.cpu_count = lambda: 3  # the machine as Ray sees it\n"
         "import ray\n"
@@ -236,6 +240,8 @@ def test_without_a_cluster_ray_starts_with_its_own_defaults(bootstrap):
     try:
         done = run_job(script, job_env(RAY_TMPDIR=root, RAY_USE_MULTIPROCESSING_CPU_COUNT="1"), root)
         assert "cpus 3.0" in done.stdout, done.stdout
+        assert "Token authentication is enabled" not in done.stderr, done.stderr
+        assert "raykafka.ray ray: Token authentication is enabled" in done.stdout, done.stdout
     finally:
         left = end_processes_naming(root)
         shutil.rmtree(root, ignore_errors=True)
