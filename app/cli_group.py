@@ -7,7 +7,8 @@
         (--to-earliest | --to-latest | --to-datetime ISO-8601 | --to-offset N) [--dry-run | --execute]
 
 Everything goes through `Admin` (driver/admin.py; no Ray). `describe` prints a row per partition
-the group has committed offsets in or has assigned: the committed offset, the log's end and the
+the group has committed offsets in, has assigned, or consumes by a member's subscription that
+names no assignment (tansu sends none): the committed offset, the log's end and the
 lag, and the member holding it, as kafka-consumer-groups' CURRENT-OFFSET, LOG-END-OFFSET, LAG,
 CONSUMER-ID, HOST and CLIENT-ID; its state line goes to stderr. `reset-offsets` prints the offsets
 it would commit and commits nothing unless `--execute` is given (kafka-consumer-groups' dry run);
@@ -153,9 +154,11 @@ def _describe(admin: Any, group_id: str, fmt: str) -> None:
     group = admin.require_group(group_id)
     holders = {(topic, p): m for m in group.members for topic, ps in m.assignment.items() for p in ps}
     committed = {(o.topic, o.partition) for o in admin.group_offsets(group_id)}
-    wanted: dict[str, list[int]] = {}
+    wanted: dict[str, list[int] | None] = {}
     for topic, p in sorted(committed | set(holders)):
-        wanted.setdefault(topic, []).append(p)
+        wanted.setdefault(topic, []).append(p)  # type: ignore[union-attr]
+    for topic in subscribed_unassigned(group):  # a broker that sends no assignments (tansu): all of it
+        wanted[topic] = None
     offsets = admin.group_offsets(group_id, wanted) if wanted else []
     if fmt == "json":
         print(json.dumps(describe_dict(group, offsets)))
@@ -168,6 +171,12 @@ def _describe(admin: Any, group_id: str, fmt: str) -> None:
         rows.append([group_id, o.topic, str(o.partition), _or_dash(o.committed), _or_dash(o.end), _or_dash(o.lag),
                      m.member_id if m else "-", m.client_host if m else "-", m.client_id if m else "-"])
     print(_table(rows))
+
+
+def subscribed_unassigned(group: GroupDescription) -> list[str]:
+    """The topics a member subscribes to with none of their partitions assigned to it: the group
+    consumes every partition of them, whatever the broker says of its members' assignments."""
+    return sorted({t for m in group.members for t in m.topics if not m.assignment.get(t)})
 
 
 def describe_dict(group: GroupDescription, offsets: list[PartitionOffsets]) -> dict[str, Any]:
