@@ -266,7 +266,7 @@ class Hostility:
 class LoginLog:
     logins: dict[str, int] = field(default_factory=dict)  # mechanism -> successful logins
     refusals: list[str] = field(default_factory=list)
-    tokens: set[str] = field(default_factory=set)  # the OAUTHBEARER tokens accepted
+    tokens: set[str] = field(default_factory=set, repr=False)  # the OAUTHBEARER tokens accepted
     reauthentications: int = 0  # logins again on a connection already logged in
     expired: int = 0  # connections closed for a request after their session ended
 

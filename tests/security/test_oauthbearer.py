@@ -200,13 +200,14 @@ def test_a_token_refreshed_mid_stream_loses_nothing(short_sessions, ray_session,
     with Admin(config) as admin:
         admin.create_topics({topic: 2})
     values = [f"v{wave}-{i}".encode() for wave in range(WAVES) for i in range(PER_WAVE)]
+    metadata = []
     with Producer(config) as producer:
-        futures = []
-        for wave in range(WAVES):
-            futures += [producer.send(topic, v, partition=i % 2)
-                        for i, v in enumerate(values[wave * PER_WAVE:(wave + 1) * PER_WAVE])]
+        for wave in range(WAVES):  # each wave delivered before the next: traffic across STREAM_S
+            futures = [producer.send(topic, v, partition=i % 2)
+                       for i, v in enumerate(values[wave * PER_WAVE:(wave + 1) * PER_WAVE])]
+            metadata += [f.result(60) for f in futures]
             time.sleep(STREAM_S / WAVES)
-        offsets = sorted((m.partition, m.offset) for m in (f.result(60) for f in futures))
+    offsets = sorted((m.partition, m.offset) for m in metadata)
     assert offsets == sorted((p, o) for p in (0, 1) for o in range(len(values) // 2))
     consumer = Consumer(config)
     try:
