@@ -268,6 +268,7 @@ class LoginLog:
     refusals: list[str] = field(default_factory=list)
     tokens: set[str] = field(default_factory=set, repr=False)  # the OAUTHBEARER tokens accepted
     reauthentications: int = 0  # logins again on a connection already logged in
+    reauthentications_by: dict[str, int] = field(default_factory=dict)  # the same, by client.id
     expired: int = 0  # connections closed for a request after their session ended
 
 
@@ -312,10 +313,13 @@ class SaslFront(TlsFront):
                 while True:
                     frame = await _read_frame(reader)
                     if struct.unpack_from(">h", frame)[0] == messages.SASL_HANDSHAKE.key:
+                        client_id = decode_request(frame, messages.APIS)[3] or ""
                         session_ends = await self._login(reader, writer, up_reader, up_writer, frame)
                         if session_ends is None:
                             return
                         self.log.reauthentications += 1
+                        by = self.log.reauthentications_by
+                        by[client_id] = by.get(client_id, 0) + 1
                     elif time.monotonic() >= session_ends:
                         self.log.expired += 1  # as Kafka: a request after the session ended closes the connection
                         return

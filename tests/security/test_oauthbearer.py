@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import threading
 import time
 
 import pytest
@@ -190,34 +191,53 @@ def test_a_connection_logs_in_again_before_its_session_ends(short_sessions):
 @pytest.mark.broker
 @pytest.mark.ray
 def test_a_token_refreshed_mid_stream_loses_nothing(short_sessions, ray_session, topic_name):
+    """A producer (in a thread) and a consumer at once, both through their actors, across
+    several sessions and tokens: every record is delivered and read once, and both clients'
+    connections logged in again."""
     from raykafka.driver.consumer import Consumer
     from raykafka.driver.producer import Producer
 
     front = short_sessions.front
     topic = topic_name("oauth-stream")
     config = oauth_config(short_sessions)
-    tokens, reauthentications, expired = len(front.log.tokens), front.log.reauthentications, front.log.expired
+    tokens, expired = len(front.log.tokens), front.log.expired
+    by_before = dict(front.log.reauthentications_by)
     with Admin(config) as admin:
         admin.create_topics({topic: 2})
     values = [f"v{wave}-{i}".encode() for wave in range(WAVES) for i in range(PER_WAVE)]
-    metadata = []
-    with Producer(config) as producer:
-        for wave in range(WAVES):  # each wave delivered before the next: traffic across STREAM_S
-            futures = [producer.send(topic, v, partition=i % 2)
-                       for i, v in enumerate(values[wave * PER_WAVE:(wave + 1) * PER_WAVE])]
-            metadata += [f.result(60) for f in futures]
-            time.sleep(STREAM_S / WAVES)
-    offsets = sorted((m.partition, m.offset) for m in metadata)
-    assert offsets == sorted((p, o) for p in (0, 1) for o in range(len(values) // 2))
-    consumer = Consumer(config)
+    metadata: list = []
+    failures: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            with Producer({**config, "client.id": "oauth-producer"}) as producer:
+                for wave in range(WAVES):  # each wave delivered before the next: traffic across STREAM_S
+                    futures = [producer.send(topic, v, partition=i % 2)
+                               for i, v in enumerate(values[wave * PER_WAVE:(wave + 1) * PER_WAVE])]
+                    metadata.extend(f.result(60) for f in futures)
+                    time.sleep(STREAM_S / WAVES)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+            failures.append(exc)
+
+    consumer = Consumer({**config, "client.id": "oauth-consumer"})
+    producing = threading.Thread(target=produce, name="oauth-producer")
+    got: list[bytes] = []
     try:
         for partition in (0, 1):
             consumer.assign(topic, partition, "earliest")
-        got = [v for batch in consumer.batches(timeout=30, until_end=True)
-               for v in batch.column("value").to_pylist()]
+        producing.start()
+        for batch in consumer.batches(timeout=30):
+            got += batch.column("value").to_pylist()
+            if len(got) >= len(values):
+                break
     finally:
+        producing.join(120)
         consumer.close()
+    assert not failures, failures
+    offsets = sorted((m.partition, m.offset) for m in metadata)
+    assert offsets == sorted((p, o) for p in (0, 1) for o in range(len(values) // 2))
     assert sorted(got) == sorted(values)  # every record, once
-    assert front.log.reauthentications - reauthentications >= 3
+    by = {client: n - by_before.get(client, 0) for client, n in front.log.reauthentications_by.items()}
+    assert by.get("oauth-producer", 0) >= 2 and by.get("oauth-consumer", 0) >= 2, by
     assert len(front.log.tokens) - tokens >= 2  # oauth_cb was called more than once
     assert front.log.expired == expired
