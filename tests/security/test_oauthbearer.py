@@ -189,6 +189,31 @@ def test_a_connection_logs_in_again_before_its_session_ends(short_sessions):
 
 
 @pytest.mark.broker
+def test_a_token_refused_at_a_login_again_fails_the_requests_held_by_name(short_sessions):
+    front = short_sessions.front
+    tokens = iter([mint_token(f"key={front.oauth_key} lifetime.s=1.5"), mint_token("key=revoked lifetime.s=60")])
+    sasl = OAuthBearer(lambda config: next(tokens))
+    host, port = short_sessions.bootstrap.split(":")
+    metadata = {"topics": None, "allow_auto_topic_creation": False}
+
+    async def run() -> None:
+        conn = await BrokerConnection(host, int(port), sasl=sasl).connect()
+        try:
+            await conn.request(messages.METADATA, metadata)
+            await asyncio.sleep(SESSION_LIFETIME_MS / 1000)  # past the point of logging in again
+            held = [conn.send_nowait(messages.METADATA, metadata) for _ in range(3)]
+            for future in held:
+                with pytest.raises(AuthenticationError, match="SASL OAUTHBEARER with the token of oauth_cb"):
+                    await conn.wait(future, messages.METADATA)
+            assert not conn.connected
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+    assert sasl.calls == 2 and front.log.refusals[-1] == "OAUTHBEARER: invalid_token"
+
+
+@pytest.mark.broker
 @pytest.mark.ray
 def test_a_token_refreshed_mid_stream_loses_nothing(short_sessions, ray_session, topic_name):
     """A producer (in a thread) and a consumer at once, both through their actors, across
