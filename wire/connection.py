@@ -205,10 +205,12 @@ class BrokerConnection:
             except (OSError, ssl.SSLError, asyncio.CancelledError):
                 pass
 
-    def _fail_pending(self, error: Exception) -> None:
+    def _fail_pending(self, error: Exception, held_too: bool = True) -> None:
+        """Fail every request in flight with `error`, and those held for a login again unless
+        `held_too` is false (the login then fails them with its own cause, a refusal included)."""
         self._closed_error = error
         pending, self._pending = self._pending, {}
-        held, self._held = self._held, []
+        held, self._held = (self._held, []) if held_too else ([], self._held)
         self._reauthenticate_at = None
         for future in [entry[0] for entry in pending.values()] + [entry[3] for entry in held]:
             if future is not None and not future.done():
@@ -390,7 +392,7 @@ class BrokerConnection:
         except Exception as exc:  # a bug of ours: still, every waiting request hears of it
             log.exception("%s: reading responses failed", self)
             error = BrokerConnectionError(f"connection to {where} lost: {type(exc).__name__}: {exc}")
-        self._fail_pending(error)
+        self._fail_pending(error, held_too=self._reauthentication is None)
         if self._writer is not None:
             self._writer.transport.abort()
             self._writer = None

@@ -14,8 +14,10 @@ KIP-368): the connection logs in again, the same way, before it ends.
 OAUTHBEARER takes its token from the user's `oauth_cb` (confluent-kafka's form: called with
 `sasl.oauthbearer.config`, it returns the token and its expiry in seconds since the epoch).
 `OAuthBearer` calls it at the first login and again once TOKEN_REFRESH_FRACTION of the token's
-life has passed, as librdkafka refreshes; logins in between reuse the token. The token is a
-secret: it is in no repr, log or error.
+life has passed, as librdkafka refreshes; logins in between reuse the token. `authenticate`
+runs the call in a worker thread, as it may wait on a provider's token endpoint, and the
+event loop carries every connection of the process. The token is a secret: it is in no repr,
+log or error.
 
 The SCRAM client makes the checks of the Java client (`ScramSaslClient`), and a few more:
 - the server's nonce starts with ours and adds to it (RFC 5802 section 5.1);
@@ -33,12 +35,14 @@ appear in none of them, nor in a repr. No Ray and no sockets here: the connectio
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
 import hmac
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple, Protocol
@@ -136,16 +140,23 @@ class OAuthBearer:
         self.calls = 0  # times oauth_cb was called in this process
         self._token: str | None = None
         self._refresh_at = 0.0  # epoch seconds: fetch a new token from then on
+        self._fetching = threading.Lock()  # one call of oauth_cb at a time, whichever loop thread asks
 
     def __repr__(self) -> str:
         return f"OAuthBearer({getattr(self.oauth_cb, '__qualname__', type(self.oauth_cb).__name__)})"
 
+    @property
+    def due(self) -> bool:
+        """Whether the next login calls `oauth_cb` (no token yet, or it is due for refresh)."""
+        return self._token is None or self.clock() >= self._refresh_at
+
     def token(self) -> str:
         """The current token, from `oauth_cb` when there is none yet or it is due for refresh."""
-        now = self.clock()
-        if self._token is None or now >= self._refresh_at:
-            self._token, self._refresh_at = self._fetch(now)
-        return self._token
+        with self._fetching:
+            if self.due:
+                self._token, self._refresh_at = self._fetch(self.clock())
+            assert self._token is not None
+            return self._token
 
     def _fetch(self, now: float) -> tuple[str, float]:
         self.calls += 1
@@ -308,8 +319,10 @@ async def authenticate(conn: _LoginConnection, sasl: SaslCredentials | OAuthBear
         raise AuthenticationError(
             f"{who}: refused at SaslHandshake ({BrokerError(handshake.error_code)}); the broker offers "
             f"{', '.join(handshake.mechanisms) or 'no mechanism'}")
-    exchange = sasl.exchange()
     try:
+        if isinstance(sasl, OAuthBearer) and sasl.due:  # the callback may block: not on the loop
+            await asyncio.to_thread(sasl.token)
+        exchange = sasl.exchange()
         token = next(exchange)
     except AuthenticationError as exc:  # the token could not be had
         raise AuthenticationError(f"{who} failed: {exc}") from exc
