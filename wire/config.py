@@ -17,6 +17,7 @@ assignor tables, to check names against them.
 from __future__ import annotations
 
 import math
+import pickle
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -78,6 +79,22 @@ def _secret(key: str, value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     raise ConfigError(f"{key}: expected a string, got a value of type {type(value).__name__}")
+
+
+def _oauth_cb(key: str, value: Any) -> Any:
+    """A callable returning (token, expiry in epoch seconds), or unset. The actors get it in the
+    config Ray pickles for them, so one that cannot be pickled is refused here, not there."""
+    if value is None:
+        return None
+    if not callable(value):
+        raise ConfigError(f"{key}: expected a callable returning (token, expiry in seconds since the epoch), "
+                          f"got a value of type {type(value).__name__}")
+    try:
+        pickle.dumps(value)
+    except Exception as exc:  # noqa: BLE001 - any failure to pickle means the actors cannot have it
+        raise ConfigError(f"{key}: cannot be pickled ({type(exc).__name__}: {exc}), and the actors get it "
+                          "pickled: give a module-level function (or a picklable callable object)") from None
+    return value
 
 
 def _choice(*choices: str) -> Check:
@@ -202,9 +219,13 @@ PROPERTIES: dict[str, Property] = {
     "socket.connection.setup.timeout.ms": Property(10000, POSITIVE, "TCP connect timeout"),
     "statistics.interval.ms": Property(0, _int(0, 86400000), "call stats_cb this often (librdkafka); 0: off"),
     "security.protocol": Property("plaintext", _choice("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"), ""),
-    "sasl.mechanism": Property("PLAIN", lambda k, v: _choice("plain", "scram-sha-256", "scram-sha-512")(k, v).upper(), ""),
+    "sasl.mechanism": Property("PLAIN", lambda k, v: _choice("plain", "scram-sha-256", "scram-sha-512",
+                                                               "oauthbearer")(k, v).upper(), ""),
     "sasl.username": Property(None, _optional_str, ""),
     "sasl.password": Property(None, _secret, "never shown in a repr, a log or an error"),
+    "oauth_cb": Property(None, _oauth_cb, "sasl.mechanism=OAUTHBEARER: called with sasl.oauthbearer.config, "
+                         "returns (token, expiry in seconds since the epoch); picklable (confluent-kafka)"),
+    "sasl.oauthbearer.config": Property(None, _secret, "the string oauth_cb is called with; never shown"),
     "ssl.ca.location": Property(None, _optional_str, "CA bundle to verify the broker with"),
     "ssl.certificate.location": Property(None, _optional_str, "client certificate"),
     "ssl.key.location": Property(None, _optional_str, "client key"),
@@ -293,12 +314,12 @@ ROLES: dict[str, tuple[str, frozenset[str]]] = {
     "write": ("a write (each node's writer is a Producer)", PRODUCER_KEYS),
 }
 
-ALIASES = {"max.poll.interval.ms": "rebalance.timeout.ms", "sasl.mechanisms": "sasl.mechanism",
+ALIASES = {"max.poll.interval.ms": "rebalance.timeout.ms", "sasl.mechanisms": "sasl.mechanism", "oauth.cb": "oauth_cb",
            "queue.buffering.max.ms": "linger.ms", "compression.codec": "compression.type",
            "request.required.acks": "acks", "metadata.broker.list": "bootstrap.servers"}
 
 
-SECRETS = frozenset({"sasl.password", "ssl.key.password"})
+SECRETS = frozenset({"sasl.password", "ssl.key.password", "sasl.oauthbearer.config"})
 
 
 class Config(dict):
@@ -443,10 +464,23 @@ def _check_security(config: Config, given: dict[str, str], refuse: Callable[[str
             refuse(key, f"security.protocol={protocol} uses no TLS; set security.protocol=ssl or sasl_ssl")
         if key.startswith("sasl.") and not sasl:
             refuse(key, f"security.protocol={protocol} uses no SASL; set security.protocol=sasl_plaintext or sasl_ssl")
-    if sasl:
+    oauth = config["sasl.mechanism"] == "OAUTHBEARER"
+    if "oauth_cb" in given and not (sasl and oauth):
+        refuse("oauth_cb", "is used by sasl.mechanism=OAUTHBEARER only (with security.protocol=sasl_plaintext "
+               "or sasl_ssl)")
+    if sasl and oauth:
+        if config["oauth_cb"] is None:
+            refuse("oauth_cb", "sasl.mechanism=OAUTHBEARER needs oauth_cb (a callable returning the token and "
+                   "its expiry)")
+        for key in ("sasl.username", "sasl.password"):
+            if key in given:
+                refuse(key, "sasl.mechanism=OAUTHBEARER takes its token from oauth_cb, not a user and password")
+    elif sasl:
         for key in ("sasl.username", "sasl.password"):
             if config[key] is None:
                 refuse(key, f"security.protocol={protocol} needs sasl.username and sasl.password")
+    if "sasl.oauthbearer.config" in given and not oauth:
+        refuse("sasl.oauthbearer.config", "is used by sasl.mechanism=OAUTHBEARER only")
     for key in ("ssl.key.location", "ssl.key.password"):
         if config[key] is not None and config["ssl.certificate.location"] is None:
             refuse(key, "needs ssl.certificate.location (the client certificate it belongs to)")

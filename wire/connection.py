@@ -1,7 +1,12 @@
 """One connection to one broker: asyncio, many requests in flight, matched by correlation id.
 
 `BrokerConnection.connect` opens the socket (TLS if configured), negotiates versions with
-ApiVersions, then authenticates with SASL if configured. `request` writes a frame and waits
+ApiVersions, then authenticates with SASL if configured. When the broker gives the login a
+session lifetime (KIP-368), the connection logs in again before REAUTHENTICATE_FRACTION of it
+has passed: the first request sent after that point starts the new login, which waits for
+the requests in flight to be answered, then runs SaslHandshake and SaslAuthenticate on the
+same socket; the requests sent meanwhile are held and written, in order, after it (as the
+Java client, which never re-authenticates with requests in flight). `request` writes a frame and waits
 for the response with the same correlation id, up to `request.timeout.ms`: the wait for the
 broker to take the bytes (`drain`, which never ends if it stops reading) and the wait for the
 answer share that one bound. When the connection drops, every pending request fails with
@@ -38,7 +43,7 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .protocol import Api, Struct, decode_response_header, encode_request
-from .sasl import SaslCredentials, authenticate
+from .sasl import OAUTHBEARER, OAuthBearer, SaslCredentials, authenticate
 
 log = logging.getLogger("raykafka.wire.connection")
 
@@ -50,6 +55,9 @@ _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 RESPONSE_MARGIN = 1024 * 1024
 _CORRELATION_IDS = 0x7FFFFFFF  # a request's correlation id is its send number, wrapped to an int32
+# a connection logs in again once this share of the session lifetime its broker gave has passed
+# (the Java client picks at random between 85% and 95%; a fixed share keeps tests exact)
+REAUTHENTICATE_FRACTION = 0.85
 
 
 class _Unanswered:
@@ -96,7 +104,7 @@ class BrokerConnection:
 
     def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str = "raykafka",
                  request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
-                 ssl_context: ssl.SSLContext | None = None, sasl: SaslCredentials | None = None):
+                 ssl_context: ssl.SSLContext | None = None, sasl: SaslCredentials | OAuthBearer | None = None):
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -115,6 +123,11 @@ class BrokerConnection:
         self._unanswered = _Unanswered()
         self._sent = 0  # requests sent on this object, across reconnects: the next one's send number
         self._closed_error: Exception | None = None
+        self._reauthenticate_at: float | None = None  # loop time to log in again by (None: never)
+        self._reauthentication: asyncio.Task[None] | None = None
+        # requests sent while it runs, written after it: (api, body, version, future or None)
+        self._held: list[tuple[Api, Any, int | None, asyncio.Future[Struct] | None]] = []
+        self.reauthentications = 0  # logins again on the same socket
 
     def __repr__(self) -> str:
         return f"BrokerConnection(node={self.node_id}, {self.host}:{self.port})"
@@ -139,7 +152,7 @@ class BrokerConnection:
         try:
             await self._negotiate_versions()
             if self.sasl is not None:
-                await authenticate(self, self.sasl)
+                self._schedule_reauthentication(await authenticate(self, self.sasl))
         except BaseException:
             await self.close()
             raise
@@ -169,6 +182,9 @@ class BrokerConnection:
         that stopped reading would never take it. Without one, it may flush for up to
         `request.timeout.ms`, then is aborted all the same."""
         self._fail_pending(error or BrokerConnectionError(f"connection to {self.host}:{self.port} closed"))
+        login, self._reauthentication = self._reauthentication, None
+        if login is not None and login is not asyncio.current_task():
+            login.cancel()
         writer, self._writer = self._writer, None
         task, self._read_task = self._read_task, None
         if task is not None and task is not asyncio.current_task():
@@ -189,12 +205,61 @@ class BrokerConnection:
             except (OSError, ssl.SSLError, asyncio.CancelledError):
                 pass
 
-    def _fail_pending(self, error: Exception) -> None:
+    def _fail_pending(self, error: Exception, held_too: bool = True) -> None:
+        """Fail every request in flight with `error`, and those held for a login again unless
+        `held_too` is false (the login then fails them with its own cause, a refusal included)."""
         self._closed_error = error
         pending, self._pending = self._pending, {}
-        for future, *_ in pending.values():
-            if not future.done():
+        held, self._held = (self._held, []) if held_too else ([], self._held)
+        self._reauthenticate_at = None
+        for future in [entry[0] for entry in pending.values()] + [entry[3] for entry in held]:
+            if future is not None and not future.done():
                 future.set_exception(error)
+
+    # -- logging in again before the session ends (KIP-368) ---------------------
+
+    def _schedule_reauthentication(self, session_lifetime_ms: int) -> None:
+        self._reauthenticate_at = (None if session_lifetime_ms <= 0 else asyncio.get_running_loop().time()
+                                   + session_lifetime_ms / 1000 * REAUTHENTICATE_FRACTION)
+
+    def _reauthentication_due(self) -> bool:
+        if self._reauthentication is not None:
+            return asyncio.current_task() is not self._reauthentication  # its own requests go out
+        at = self._reauthenticate_at
+        if at is None or asyncio.get_running_loop().time() < at:
+            return False
+        self._reauthentication = asyncio.get_running_loop().create_task(self._reauthenticate())
+        return True
+
+    async def _reauthenticate(self) -> None:
+        """Wait for the requests in flight, log in again, then write the requests held meanwhile."""
+        assert self.sasl is not None
+        try:
+            in_flight = [entry[0] for entry in self._pending.values()]
+            if in_flight:
+                await asyncio.wait(in_flight)
+            if self._closed_error is None:
+                self._schedule_reauthentication(await authenticate(self, self.sasl))
+                self.reauthentications += 1
+                log.debug("%s: logged in again (SASL %s)", self, self.sasl.mechanism)
+        except Exception as exc:  # noqa: BLE001 - every request held or in flight hears of it
+            await self.close(exc if isinstance(exc, AuthenticationError) else BrokerConnectionError(
+                f"logging in again to {self.host}:{self.port} failed: {exc}"))
+            return
+        finally:
+            if self._reauthentication is asyncio.current_task():
+                self._reauthentication = None
+        held, self._held = self._held, []
+        for api, body, version, future in held:
+            if self._closed_error is not None:
+                if future is not None and not future.done():
+                    future.set_exception(self._closed_error)
+                continue
+            try:
+                self._write(api, body, version, future)
+            except Exception as exc:  # noqa: BLE001 - this request's caller hears of it
+                if future is not None and not future.done():
+                    future.set_exception(exc)
 
     # -- requests ----------------------------------------------------------
 
@@ -224,18 +289,29 @@ class BrokerConnection:
                                         + (f" ({self._closed_error})" if self._closed_error else ""))
         if version is None:
             version = self.version_for(api)
+        future: asyncio.Future[Struct] | None = None
+        if expect_response:
+            future = asyncio.get_running_loop().create_future()
+        if self._reauthentication_due():
+            self._held.append((api, body, version, future))
+        else:
+            self._write(api, body, version, future)
+        return future
+
+    def _write(self, api: Api, body: Any, version: int, future: asyncio.Future[Struct] | None) -> None:
+        """Encode and write one request now; its response goes to `future` (None: none expected)."""
+        if self._writer is None or self._closed_error is not None:
+            raise BrokerConnectionError(f"not connected to {self.host}:{self.port}"
+                                        + (f" ({self._closed_error})" if self._closed_error else ""))
         sent = self._sent
         correlation_id = sent & _CORRELATION_IDS
         frame = encode_request(api, version, correlation_id, self.client_id, body)
         self._sent += 1
-        future: asyncio.Future[Struct] | None = None
-        if expect_response:
-            future = asyncio.get_running_loop().create_future()
+        if future is not None:
             self._pending[correlation_id] = (future, api, version, sent, response_bound(api, body))
         else:
             self._unanswered.add(sent)
         self._writer.write(frame)
-        return future
 
     async def request(self, api: Api, body: Any, version: int | None = None,
                       timeout: float | None = None) -> Struct:
@@ -316,7 +392,7 @@ class BrokerConnection:
         except Exception as exc:  # a bug of ours: still, every waiting request hears of it
             log.exception("%s: reading responses failed", self)
             error = BrokerConnectionError(f"connection to {where} lost: {type(exc).__name__}: {exc}")
-        self._fail_pending(error)
+        self._fail_pending(error, held_too=self._reauthentication is None)
         if self._writer is not None:
             self._writer.transport.abort()
             self._writer = None
@@ -346,20 +422,26 @@ def response_bound(api: Api, body: Any) -> int:
     return MAX_RESPONSE_BYTES
 
 
-def security_from_config(config: dict[str, Any]) -> tuple[ssl.SSLContext | None, SaslCredentials | None]:
+def security_from_config(config: dict[str, Any]) -> tuple[ssl.SSLContext | None,
+                                                          SaslCredentials | OAuthBearer | None]:
     """The TLS context and SASL credentials that `security.protocol` and friends ask for.
 
     Kafka's property names: `ssl.ca.location` (file or directory; the system's CAs when
     unset), `ssl.certificate.location` + `ssl.key.location` (+ `ssl.key.password`) for a
     client certificate, `ssl.endpoint.identification.algorithm` (`https`: check the host
-    name, `none`: don't), `sasl.mechanism`, `sasl.username`, `sasl.password`.
+    name, `none`: don't), `sasl.mechanism`, `sasl.username`, `sasl.password`; for
+    OAUTHBEARER, `oauth_cb` and `sasl.oauthbearer.config`.
     """
     protocol = str(config.get("security.protocol") or "plaintext").lower()
     context = None
     if protocol in ("ssl", "sasl_ssl"):
         context = _ssl_context(config)
-    sasl = None
-    if protocol in ("sasl_plaintext", "sasl_ssl"):
+    sasl: SaslCredentials | OAuthBearer | None = None
+    if protocol in ("sasl_plaintext", "sasl_ssl") and str(config.get("sasl.mechanism")).upper() == OAUTHBEARER:
+        if config.get("oauth_cb") is None:
+            raise ConfigError("oauth_cb: sasl.mechanism=OAUTHBEARER needs oauth_cb")
+        sasl = OAuthBearer(config["oauth_cb"], config.get("sasl.oauthbearer.config"))
+    elif protocol in ("sasl_plaintext", "sasl_ssl"):
         for key in ("sasl.username", "sasl.password"):
             if config.get(key) is None:
                 raise ConfigError(f"{key}: security.protocol={protocol} needs sasl.username and sasl.password")

@@ -1,11 +1,23 @@
-"""SASL: the client side of PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802, RFC 7677).
+"""SASL: the client side of PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802, RFC 7677) and
+OAUTHBEARER (RFC 7628, KIP-255).
 
-One `SaslCredentials` per client, built from the config by `security_from_config` and shared
-by every `BrokerConnection` of that client. `BrokerConnection.connect` calls `authenticate`
-once ApiVersions is done: SaslHandshake v1 names the mechanism, then one SaslAuthenticate
-request per token of the mechanism's exchange, each waiting for the broker's answer before
-the next. The whole login is part of connection setup, so each step waits at most
-`socket.connection.setup.timeout.ms`, as the Java client bounds its handshakes.
+One `SaslCredentials` (PLAIN, SCRAM) or `OAuthBearer` per client, built from the config by
+`security_from_config` and shared by every `BrokerConnection` of that client (in each process:
+the actors build their own from the config Ray ships them). `BrokerConnection.connect` calls
+`authenticate` once ApiVersions is done: SaslHandshake v1 names the mechanism, then one
+SaslAuthenticate request per token of the mechanism's exchange, each waiting for the broker's
+answer before the next. The whole login is part of connection setup, so each step waits at
+most `socket.connection.setup.timeout.ms`, as the Java client bounds its handshakes.
+`authenticate` returns the session lifetime the broker gave (SaslAuthenticate v1+,
+KIP-368): the connection logs in again, the same way, before it ends.
+
+OAUTHBEARER takes its token from the user's `oauth_cb` (confluent-kafka's form: called with
+`sasl.oauthbearer.config`, it returns the token and its expiry in seconds since the epoch).
+`OAuthBearer` calls it at the first login and again once TOKEN_REFRESH_FRACTION of the token's
+life has passed, as librdkafka refreshes; logins in between reuse the token. `authenticate`
+runs the call in a worker thread, as it may wait on a provider's token endpoint, and the
+event loop carries every connection of the process. The token is a secret: it is in no repr,
+log or error.
 
 The SCRAM client makes the checks of the Java client (`ScramSaslClient`), and a few more:
 - the server's nonce starts with ours and adds to it (RFC 5802 section 5.1);
@@ -17,18 +29,21 @@ The SCRAM client makes the checks of the Java client (`ScramSaslClient`), and a 
 - the server signature must verify, so a broker that does not know the password is refused;
 - any other shape of message (not UTF-8, attributes missing or out of order, a mandatory
   extension `m=`) fails.
-Every failure is an `AuthenticationError` naming its cause; the password appears in none of
-them, nor in a repr. No Ray and no sockets here: the connection does the I/O.
+Every failure is an `AuthenticationError` naming its cause; the password and the token
+appear in none of them, nor in a repr. No Ray and no sockets here: the connection does the I/O.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
 import hmac
 import os
 import re
+import threading
+import time
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple, Protocol
 
@@ -59,7 +74,12 @@ SCRAM_MAX_ITERATIONS = 16384
 
 Digest = Callable[..., Any]  # a hashlib constructor
 SCRAM_DIGESTS: dict[str, Digest] = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
-MECHANISMS = ("PLAIN", *SCRAM_DIGESTS)
+OAUTHBEARER = "OAUTHBEARER"
+MECHANISMS = ("PLAIN", *SCRAM_DIGESTS, OAUTHBEARER)
+# a token is fetched again once this share of its life (from fetch to expiry) has passed (librdkafka: 0.8)
+TOKEN_REFRESH_FRACTION = 0.8
+_KVSEP = b"\x01"  # RFC 7628's separator of key=value pairs, and the client's answer to an error challenge
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")  # RFC 6750's b64token: what a Bearer token may hold
 
 _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
 _PRINTABLE = re.compile(r"[\x21-\x2b\x2d-\x7e]+")  # RFC 5802 `printable`: visible ASCII but ','
@@ -72,6 +92,8 @@ class SaslCredentials:
         self.mechanism = mechanism.upper()
         if self.mechanism not in MECHANISMS:
             raise ConfigError(f"sasl.mechanism: {mechanism} is not supported (use one of {', '.join(MECHANISMS)})")
+        if self.mechanism == OAUTHBEARER:
+            raise ConfigError("sasl.mechanism: OAUTHBEARER takes its token from oauth_cb, not a user and password")
         for key, value in (("sasl.username", username), ("sasl.password", password)):
             if "\0" in value:  # PLAIN separates its fields with NUL
                 raise ConfigError(f"{key}: must not contain a NUL character")
@@ -81,6 +103,11 @@ class SaslCredentials:
     def __repr__(self) -> str:
         return f"SaslCredentials({self.mechanism}, {self.username!r})"
 
+    @property
+    def identity(self) -> str:
+        """Who logs in, for messages."""
+        return f"as {self.username!r}"
+
     def exchange(self, nonce: str | None = None) -> Generator[bytes, bytes, None]:
         """Yield each token to send; receive the broker's answer to it. `nonce` is for tests."""
         if self.mechanism == "PLAIN":
@@ -88,6 +115,76 @@ class SaslCredentials:
             return
         nonce = nonce or base64.b64encode(os.urandom(24)).decode()
         yield from _scram(self.mechanism, self.username, self.password, nonce)
+
+
+# -- OAUTHBEARER (RFC 7628), client side, with the token of the user's callback -----------------
+
+
+class OAuthBearer:
+    """The OAUTHBEARER login of one client: `oauth_cb`, its config string, and the token it gave last.
+
+    Built in each process from the config (the actors unpickle the callback with it). The
+    token is fetched at the first login and again when TOKEN_REFRESH_FRACTION of its life has
+    passed or it has expired; never shown."""
+
+    mechanism = OAUTHBEARER
+    identity = "with the token of oauth_cb"
+
+    def __init__(self, oauth_cb: Callable[[str | None], tuple[str, float]], oauthbearer_config: str | None = None,
+                 clock: Callable[[], float] = time.time):
+        if not callable(oauth_cb):
+            raise ConfigError(f"oauth_cb: expected a callable, got a value of type {type(oauth_cb).__name__}")
+        self.oauth_cb = oauth_cb
+        self.oauthbearer_config = oauthbearer_config
+        self.clock = clock
+        self.calls = 0  # times oauth_cb was called in this process
+        self._token: str | None = None
+        self._refresh_at = 0.0  # epoch seconds: fetch a new token from then on
+        self._fetching = threading.Lock()  # one call of oauth_cb at a time, whichever loop thread asks
+
+    def __repr__(self) -> str:
+        return f"OAuthBearer({getattr(self.oauth_cb, '__qualname__', type(self.oauth_cb).__name__)})"
+
+    @property
+    def due(self) -> bool:
+        """Whether the next login calls `oauth_cb` (no token yet, or it is due for refresh)."""
+        return self._token is None or self.clock() >= self._refresh_at
+
+    def token(self) -> str:
+        """The current token, from `oauth_cb` when there is none yet or it is due for refresh."""
+        with self._fetching:
+            if self.due:
+                self._token, self._refresh_at = self._fetch(self.clock())
+            assert self._token is not None
+            return self._token
+
+    def _fetch(self, now: float) -> tuple[str, float]:
+        self.calls += 1
+        try:
+            answer = self.oauth_cb(self.oauthbearer_config)
+        except Exception as exc:  # the user's code: its failure fails this login, named
+            raise AuthenticationError(f"oauth_cb raised {type(exc).__name__}: {exc}") from exc
+        if not (isinstance(answer, tuple) and len(answer) == 2):
+            raise AuthenticationError(f"oauth_cb must return (token, expiry in seconds since the epoch), "
+                                      f"got a value of type {type(answer).__name__}")
+        token, expiry = answer
+        if not isinstance(token, str) or not _B64TOKEN.fullmatch(token):
+            raise AuthenticationError("oauth_cb returned a token that is not an RFC 6750 bearer token "
+                                      "(letters, digits, -._~+/ and trailing =)")
+        if isinstance(expiry, bool) or not isinstance(expiry, (int, float)):
+            raise AuthenticationError(f"oauth_cb returned an expiry of type {type(expiry).__name__}, "
+                                      f"expected seconds since the epoch")
+        if expiry <= now:
+            raise AuthenticationError(f"oauth_cb returned a token that expired {now - expiry:.1f}s ago")
+        return token, now + (expiry - now) * TOKEN_REFRESH_FRACTION
+
+    def exchange(self) -> Generator[bytes, bytes, None]:
+        """The client's first message; a non-empty answer is the broker's error challenge (RFC 7628
+        section 3.2.2), which the client acknowledges with a lone separator before failing."""
+        answer = yield b"n,," + _KVSEP + b"auth=Bearer " + self.token().encode() + _KVSEP + _KVSEP
+        if answer:
+            yield _KVSEP
+            raise AuthenticationError(f"the broker refused the token: {_show(answer)}")
 
 
 # -- SCRAM (RFC 5802), client side, without channel binding (gs2 header "n,,") as Kafka speaks it --
@@ -197,14 +294,15 @@ def _show(data: bytes, limit: int = 120) -> str:
 # -- the login on a connection ------------------------------------------------------------------
 
 
-async def authenticate(conn: _LoginConnection, sasl: SaslCredentials) -> None:
-    """SaslHandshake v1, then the mechanism's exchange in SaslAuthenticate frames.
+async def authenticate(conn: _LoginConnection, sasl: SaslCredentials | OAuthBearer) -> int:
+    """SaslHandshake v1, then the mechanism's exchange in SaslAuthenticate frames; the session
+    lifetime in ms the broker gave in its last answer (SaslAuthenticate v1+; 0: none, or v0).
 
     Every failure is an `AuthenticationError` naming the mechanism, the user, the broker and
     the cause. A broker that does not offer the mechanism either says so with the list it
     offers (Kafka) or closes the connection (tansu 0.6.0).
     """
-    who = f"SASL {sasl.mechanism} as {sasl.username!r} with {conn.host}:{conn.port}"
+    who = f"SASL {sasl.mechanism} {sasl.identity} with {conn.host}:{conn.port}"
     timeout = conn.connect_timeout
     try:
         version = conn.version_for(messages.SASL_HANDSHAKE, 1)  # v0 would mean raw tokens without frames
@@ -221,8 +319,13 @@ async def authenticate(conn: _LoginConnection, sasl: SaslCredentials) -> None:
         raise AuthenticationError(
             f"{who}: refused at SaslHandshake ({BrokerError(handshake.error_code)}); the broker offers "
             f"{', '.join(handshake.mechanisms) or 'no mechanism'}")
-    exchange = sasl.exchange()
-    token = next(exchange)
+    try:
+        if isinstance(sasl, OAuthBearer) and sasl.due:  # the callback may block: not on the loop
+            await asyncio.to_thread(sasl.token)
+        exchange = sasl.exchange()
+        token = next(exchange)
+    except AuthenticationError as exc:  # the token could not be had
+        raise AuthenticationError(f"{who} failed: {exc}") from exc
     while True:
         try:
             response = await conn.request(messages.SASL_AUTHENTICATE, {"auth_bytes": token}, timeout=timeout)
@@ -236,6 +339,6 @@ async def authenticate(conn: _LoginConnection, sasl: SaslCredentials) -> None:
         try:
             token = exchange.send(response.auth_bytes or b"")
         except StopIteration:
-            return
+            return getattr(response, "session_lifetime_ms", 0) or 0
         except AuthenticationError as exc:
             raise AuthenticationError(f"{who} failed: {exc}") from exc

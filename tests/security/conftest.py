@@ -15,6 +15,12 @@ SaslHandshake and SaslAuthenticate itself for one known user (PLAIN, and the ser
 SCRAM-SHA-256/512 written here from RFC 5802, apart from the client's code), then pipes the
 connection to a real tansu as `TlsFront` does. A test can make it hostile (a bad
 server-first or server-final message, or no answer) to check the client's refusals.
+
+It speaks OAUTHBEARER too (RFC 7628), checking each token with `raykafka.mock.oauth`'s issuer
+key. With `session_lifetime_ms` set it gives each login a session lifetime (KIP-368: for
+OAUTHBEARER, no longer than the token lives), then reads the client's frames itself rather
+than piping bytes: a SaslHandshake starts a new login on the same connection, and any other
+request after the session ended closes the connection, as a Kafka broker does.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import os
 import ssl
 import struct
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +42,7 @@ from pathlib import Path
 import pytest
 
 from raykafka.driver.embedded_broker import EmbeddedBroker, free_port
+from raykafka.mock.oauth import TokenRefused, check_token
 from raykafka.wire import messages
 from raykafka.wire.errors import BY_NAME
 from raykafka.wire.loop import LoopThread
@@ -232,6 +240,19 @@ def _plain_login(token: bytes, users: dict[str, str]) -> None:
         raise LoginRefused("invalid credentials")
 
 
+OAUTH_ERROR_CHALLENGE = b'{"status":"invalid_token"}'  # RFC 7628 section 3.2.2
+
+
+def _bearer_token(client_first: bytes) -> str:
+    """The token of an RFC 7628 client first message `n,,\x01auth=Bearer <token>\x01\x01`."""
+    gs2, sep, rest = client_first.partition(b"\x01")
+    pairs = dict(item.split(b"=", 1) for item in rest.split(b"\x01") if item)
+    scheme, _, token = pairs.get(b"auth", b"").partition(b" ")
+    if gs2 != b"n,," or not sep or not rest.endswith(b"\x01\x01") or scheme != b"Bearer" or not token:
+        raise LoginRefused("malformed OAUTHBEARER client first message")
+    return token.decode()
+
+
 @dataclass
 class Hostility:
     """How `SaslFront` misbehaves: each hook takes what an honest server would send and returns what to send."""
@@ -245,6 +266,10 @@ class Hostility:
 class LoginLog:
     logins: dict[str, int] = field(default_factory=dict)  # mechanism -> successful logins
     refusals: list[str] = field(default_factory=list)
+    tokens: set[str] = field(default_factory=set, repr=False)  # the OAUTHBEARER tokens accepted
+    reauthentications: int = 0  # logins again on a connection already logged in
+    reauthentications_by: dict[str, int] = field(default_factory=dict)  # the same, by client.id
+    expired: int = 0  # connections closed for a request after their session ended
 
 
 class SaslFront(TlsFront):
@@ -257,7 +282,7 @@ class SaslFront(TlsFront):
     login every byte is piped both ways to tansu.
     """
 
-    MECHANISMS = ("PLAIN", *SCRAM_HASHES)
+    MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER")
 
     def __init__(self, target_port: int, users: dict[str, str], cert: Path | None = None,
                  key: Path | None = None, iterations: int = 4096):
@@ -266,19 +291,80 @@ class SaslFront(TlsFront):
         self.iterations = iterations
         self.hostility = Hostility()
         self.log = LoginLog()
+        self.oauth_key = "issuer-key-" + os.urandom(8).hex()  # the key OAUTHBEARER tokens must be signed with
+        self.session_lifetime_ms = 0  # 0: logins have no session lifetime, and bytes are piped
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self.session_lifetime_ms:
+            await super()._serve(reader, writer)
+            return
+        self.connections += 1
+        try:
+            up_reader, up_writer = await asyncio.open_connection(self.host, self.target_port)
+        except OSError:
+            writer.close()
+            return
+        try:
+            session_ends = await self._login(reader, writer, up_reader, up_writer)
+            if session_ends is None:
+                return
+            to_client = asyncio.get_running_loop().create_task(self._frames_to(up_reader, writer))
+            try:
+                while True:
+                    frame = await _read_frame(reader)
+                    if struct.unpack_from(">h", frame)[0] == messages.SASL_HANDSHAKE.key:
+                        client_id = decode_request(frame, messages.APIS)[3] or ""
+                        session_ends = await self._login(reader, writer, up_reader, up_writer, frame)
+                        if session_ends is None:
+                            return
+                        self.log.reauthentications += 1
+                        by = self.log.reauthentications_by
+                        by[client_id] = by.get(client_id, 0) + 1
+                    elif time.monotonic() >= session_ends:
+                        self.log.expired += 1  # as Kafka: a request after the session ended closes the connection
+                        return
+                    else:
+                        up_writer.write(struct.pack(">i", len(frame)) + frame)
+            finally:
+                to_client.cancel()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+            up_writer.close()
+
+    @staticmethod
+    async def _frames_to(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The broker's responses to the client, whole frames at a time (the logins' answers go between)."""
+        try:
+            while True:
+                frame = await _read_frame(reader)
+                writer.write(struct.pack(">i", len(frame)) + frame)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
 
     async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      up_reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter) -> bool:
+        return await self._login(reader, writer, up_reader, up_writer) is not None
+
+    async def _login(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     up_reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter,
+                     frame: bytes | None = None) -> float | None:
+        """One login (`frame`: its SaslHandshake, already read): when its session ends (monotonic
+        s; infinity without a lifetime), or None if it was refused."""
         mechanism: str | None = None
         scram: ScramServer | None = None
+        challenged = False  # OAUTHBEARER: the error challenge was sent, the client's \x01 is due
         while True:
-            frame = await _read_frame(reader)
-            if struct.unpack_from(">h", frame)[0] == messages.API_VERSIONS.key:
-                up_writer.write(struct.pack(">i", len(frame)) + frame)
+            if frame is None:
+                frame = await _read_frame(reader)
+            current, frame = frame, None
+            if struct.unpack_from(">h", current)[0] == messages.API_VERSIONS.key:
+                up_writer.write(struct.pack(">i", len(current)) + current)
                 response = await _read_frame(up_reader)
                 writer.write(struct.pack(">i", len(response)) + response)
                 continue
-            api, version, correlation_id, _client_id, body = decode_request(frame, messages.APIS)
+            api, version, correlation_id, _client_id, body = decode_request(current, messages.APIS)
             if api is messages.SASL_HANDSHAKE and version >= 1 and mechanism is None:
                 known = body.mechanism in self.MECHANISMS
                 mechanism = body.mechanism if known else None
@@ -286,14 +372,31 @@ class SaslFront(TlsFront):
                     "error_code": 0 if known else UNSUPPORTED_SASL_MECHANISM,
                     "mechanisms": list(self.MECHANISMS)}))
                 if not known:
-                    return False
+                    return None
             elif api is messages.SASL_AUTHENTICATE and mechanism is not None:
                 if self.hostility.silent:
                     await reader.read()  # until the client gives up and closes
-                    return False
+                    return None
+                lifetime_s = self.session_lifetime_ms / 1000
                 try:
+                    if challenged:
+                        raise LoginRefused("invalid_token")
                     if mechanism == "PLAIN":
                         _plain_login(body.auth_bytes, self.users)
+                        answer, done = b"", True
+                    elif mechanism == "OAUTHBEARER":
+                        token = _bearer_token(body.auth_bytes)
+                        try:
+                            left_s = check_token(self.oauth_key, token) - time.time()
+                            if lifetime_s:  # Kafka: a session ends when its token does, at the latest
+                                lifetime_s = min(lifetime_s, left_s)
+                        except TokenRefused as exc:
+                            self.log.refusals.append(f"{mechanism}: {exc}")
+                            challenged = True
+                            writer.write(encode_response(api, version, correlation_id, {
+                                "error_code": 0, "error_message": None, "auth_bytes": OAUTH_ERROR_CHALLENGE}))
+                            continue
+                        self.log.tokens.add(token)
                         answer, done = b"", True
                     elif scram is None:
                         scram = ScramServer(mechanism, self.users, self.iterations)
@@ -307,14 +410,15 @@ class SaslFront(TlsFront):
                         "error_message": f"Authentication failed during authentication due to invalid "
                                          f"credentials with SASL mechanism {mechanism}"}))
                     await writer.drain()
-                    return False
-                writer.write(encode_response(api, version, correlation_id,
-                                             {"error_code": 0, "error_message": None, "auth_bytes": answer}))
+                    return None
+                lifetime_ms = int(lifetime_s * 1000) if done and lifetime_s else 0
+                writer.write(encode_response(api, version, correlation_id, {
+                    "error_code": 0, "error_message": None, "auth_bytes": answer, "session_lifetime_ms": lifetime_ms}))
                 if done:
                     self.log.logins[mechanism] = self.log.logins.get(mechanism, 0) + 1
-                    return True
+                    return time.monotonic() + lifetime_ms / 1000 if lifetime_ms else float("inf")
             else:
-                return False  # as Kafka: anything else before a login ends the connection
+                return None  # as Kafka: anything else before a login ends the connection
 
     def _as_hostile(self, message: str, scram: ScramServer, honest: bytes) -> bytes:
         tamper = getattr(self.hostility, message)
