@@ -1,7 +1,9 @@
 """Joining the Ray cluster a job runs in, or starting Ray: the one place raykafka calls `ray.init`.
 
-Called by `Producer`, `Consumer`, `ConsumerGroup`, `raykafka produce` and
-`spark_bridge.session.init_ray`, each time one is built; calls `ray.init` at most once per process.
+Called by `Producer`, `Consumer`, `ConsumerGroup` and `spark_bridge.session.init_ray`, each
+time one is built; calls `ray.init` at most once per process. `raykafka produce` and
+`consume -e` ask `cluster_address` first: with no Ray to join they run in their own process and
+start none.
 
 The policy is the one a Ray user's own bare `ray.init()` follows; raykafka never chooses Ray's
 resources:
