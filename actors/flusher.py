@@ -104,7 +104,7 @@ class Flusher:
         self.request_index = 0
         self.calls: list[Any] = []  # refs of calls to the retry handler
         self._started = False
-        if ctx.warm_up:
+        if getattr(ctx, "warm_up", True):  # a `PipelineContext`'s, else (a stand-in's context) warmed up
             prepare_columnar()  # at start-up, not on the first large batch
 
     def metrics_snapshot(self) -> dict[str, Any]:

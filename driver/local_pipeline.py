@@ -58,7 +58,7 @@ from ..wire.errors import KafkaError
 from ..wire.loop import LoopThread
 from ..wire.producer_id import NO_PRODUCER_ID, init_producer_id
 from ..wire.serde import get_serializer, serialize_many
-from .producer_input import packed, partition_column, record_sizes
+from .producer_input import oversized, packed, partition_column, record_sizes, too_large_error
 
 log = logging.getLogger("raykafka.producer.local")
 
@@ -170,7 +170,8 @@ class LocalPipeline:
         values = packed(serialize_many(self.value_serializer, values, "values"))
         if keys is not None:
             keys = packed(serialize_many(self.key_serializer, keys, "keys"))
-        total = int(record_sizes(values, keys, None).sum())
+        sizes = record_sizes(values, keys, None)
+        total = int(sizes.sum())
         taken: list[Outcome] = []
         while self.buffered and self.buffered + total > self.buffer_memory:
             taken += self.wait_outcomes(self.ctx.timeout)
@@ -182,6 +183,14 @@ class LocalPipeline:
         batch = MessageBatch(topic=topic, ids=range(start, start + n), values=values, keys=keys, timestamps=now_ms,
                              partitions=None if partitions is None else partition_column(partitions),
                              created_ms=now_ms, nbytes=total)
+        bad = oversized(sizes, self.config["max.request.size"])
+        if bad.any():  # failed here alone, as a Producer fails them
+            self.mailbox.report([Outcome.failed(batch.take(np.flatnonzero(bad).tolist()).ids,
+                                                too_large_error(self.config["max.request.size"]), topic)])
+            keep = np.flatnonzero(~bad)
+            if not len(keep):
+                return taken + self.take_outcomes()
+            batch = batch.take(keep.tolist())
         partitioner = self._partitioner(topic, batch)
         if partitioner is not None:
             with self.lock:

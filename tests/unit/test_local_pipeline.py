@@ -62,3 +62,12 @@ def test_a_partition_the_topic_does_not_have_fails_with_its_cause():
         failed = [o for o in outcomes if o.error is not None]
         assert [len(o.ids) for o in failed] == [1] and "has no partition 5" in str(failed[0].error)
         assert sum(len(o.ids) for o in outcomes if o.error is None) == 1
+
+
+def test_a_message_larger_than_max_request_size_fails_alone_before_it_is_sent():
+    with MockCluster(n_brokers=1, topics={TOPIC: 1}) as cluster, \
+            LocalPipeline({"bootstrap.servers": cluster.bootstrap, "max.request.size": 1024}) as pipeline:
+        outcomes = end_all(pipeline, pipeline.send_batch(TOPIC, [b"small", b"x" * 2000, b"small too"]))
+        failed = [o for o in outcomes if o.error is not None]
+        assert [list(o.ids) for o in failed] == [[1]] and "larger than max.request.size=1024" in str(failed[0].error)
+        assert [r.value for r in cluster.records(TOPIC, 0)] == [b"small", b"small too"]
