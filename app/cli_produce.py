@@ -7,7 +7,7 @@ bytes as read: a line that is not UTF-8 is sent as it is. A summary goes to stde
 status is 0 only when every line was delivered.
 
 With a Ray cluster to join (Ray initialized here, `RAY_ADDRESS`, or a `ray start` on this
-machine: `driver/ray_runtime.py` `cluster_address`) the lines go through a `Producer`, joining
+machine: `driver/ray_runtime.py` `ray_to_join`) the lines go through a `Producer`, joining
 it. With none, they are produced in this process and no Ray is started (starting a whole local
 Ray for a terminal command costs seconds): `driver/local_pipeline.py` runs the pipeline's own
 Ray-free stages (partitioner, leader state machine, aggregator, Flusher) on one asyncio loop;
@@ -78,12 +78,9 @@ def cmd_produce(args: argparse.Namespace, stdin: Any = None) -> int:
 def _produces_here(config: dict[str, Any]) -> bool:
     """Whether `produce` runs in this process, without Ray: no Ray cluster to join (none runs
     here, `RAY_ADDRESS` names none) and no transaction."""
-    import ray
+    from ..driver.ray_runtime import ray_to_join
 
-    from ..driver.ray_runtime import cluster_address
-
-    return ("transactional.id" not in config and not ray.is_initialized()
-            and cluster_address() is None)
+    return "transactional.id" not in config and not ray_to_join()
 
 
 def _produce_here(config: dict[str, Any], args: argparse.Namespace, lines: Iterable[tuple[list[bytes], int]],
