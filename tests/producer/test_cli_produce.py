@@ -26,6 +26,13 @@ def run(monkeypatch, argv: list[str], text: str) -> int:
 def test_produce_lines_with_keys_and_a_summary(ray_session, bootstrap, topic_name, monkeypatch, capsys):
     from confluent_kafka import Consumer, TopicPartition
 
+    """With Ray initialized here, the lines go through a `Producer` (never the in-process pipeline)."""
+    from raykafka.driver import local_pipeline
+
+    def no_local_pipeline(config):
+        raise AssertionError("Ray runs here: the lines go through a Producer")
+
+    monkeypatch.setattr(local_pipeline, "LocalPipeline", no_local_pipeline)
     topic = topic_name("cli")
     with Admin(bootstrap) as admin:
         admin.create_topics({topic: 1})
