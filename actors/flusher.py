@@ -104,7 +104,8 @@ class Flusher:
         self.request_index = 0
         self.calls: list[Any] = []  # refs of calls to the retry handler
         self._started = False
-        prepare_columnar()  # at start-up, not on the first large batch
+        if getattr(ctx, "warm_up", True):  # a `PipelineContext`'s, else (a stand-in's context) warmed up
+            prepare_columnar()  # at start-up, not on the first large batch
 
     def metrics_snapshot(self) -> dict[str, Any]:
         return self.metrics.stats.snapshot()
@@ -400,7 +401,9 @@ class Flusher:
     def _flush_calls(self) -> None:
         retries = self.state.take_retries()
         if retries:
-            self.calls.append(self.ctx.retry_handler.retry.remote(retries))
+            call = self.ctx.retry_handler.retry.remote(retries)
+            if call is not None:  # None: taken at once (the in-process pipeline's retry queue)
+                self.calls.append(call)
         results, spans = self.state.take_results()
         if results:
             self.mailbox.report(results, spans)

@@ -46,7 +46,7 @@ from .batch import FIN, RESET, SYN, MessageBatch
 from .hold import HoldBackoff, SelfTimer, split_expired
 from .idempotence import PartitionSequences
 
-__all__ = ["HoldBackoff", "LeaderDispatcher", "LeaderDispatcherState"]
+__all__ = ["HoldBackoff", "LeaderDispatcher", "LeaderDispatcherState", "find_leader"]
 
 log = logging.getLogger("raykafka.producer.leader")
 
@@ -340,6 +340,22 @@ class LeaderDispatcher:
             self.loop.stop()
 
 
+def find_leader(loop: Any, cluster: Any, topic: str, partition: int, timeout: float) -> Any:
+    """The broker leading `topic`/`partition` (a `wire.cluster` broker: node_id, host, port), by
+    fresh metadata asked on `loop` (a `wire.loop.LoopThread`); raises `KafkaError` when none can
+    be found (LEADER_NOT_AVAILABLE, or why the refresh failed). A backend's `update_leader`."""
+    try:
+        loop.run(cluster.refresh_metadata([topic]), timeout)
+    except KafkaError:
+        raise
+    except Exception as exc:  # timeouts of the loop
+        raise KafkaError(f"metadata for {topic!r}: {exc}") from exc
+    leader = cluster.metadata.leader(topic, partition)
+    if leader < 0:
+        raise BrokerError(LEADER_NOT_AVAILABLE, f"{topic}/{partition}")
+    return cluster.metadata.brokers[leader]
+
+
 class PartitionRoute:
     """One partition's backend: its leader's BrokerWorker (with the reference held on it) and the
     calls in flight there; metadata and producer ids come through the actor's shared cluster."""
@@ -358,20 +374,10 @@ class PartitionRoute:
     def update_leader(self) -> None:
         from .broker_worker import get_broker_worker
 
-        cluster = self.actor.cluster
-        try:
-            self.actor.loop.run(cluster.refresh_metadata([self.topic]), self.ctx.timeout)
-        except KafkaError:
-            raise
-        except Exception as exc:  # timeouts of the loop
-            raise KafkaError(f"metadata for {self.topic!r}: {exc}") from exc
-        leader = cluster.metadata.leader(self.topic, self.partition)
-        if leader < 0:
-            raise BrokerError(LEADER_NOT_AVAILABLE, f"{self.topic}/{self.partition}")
-        broker = cluster.metadata.brokers[leader]
+        broker = find_leader(self.actor.loop, self.actor.cluster, self.topic, self.partition, self.ctx.timeout)
         self.aggregator, self.generation = get_broker_worker(self.ctx, broker.node_id, broker.host, broker.port)
         self.node_id = broker.node_id
-        log.info("%s selected broker %d", self.path, leader)
+        log.info("%s selected broker %d", self.path, broker.node_id)
 
     def new_producer_id(self) -> tuple[int, int]:
         from ..wire.producer_id import init_producer_id

@@ -307,11 +307,9 @@ def _reads_here(args: argparse.Namespace, start: Any) -> bool:
     Starting a whole local Ray for a terminal command costs seconds; a running one is joined."""
     if not args.exit_at_end or (isinstance(start, int) and start < 0):
         return False
-    import ray
+    from ..driver.ray_runtime import ray_to_join
 
-    from ..driver.ray_runtime import cluster_address
-
-    return not ray.is_initialized() and cluster_address() is None
+    return not ray_to_join()
 
 
 def _consume_to_end_here(args: argparse.Namespace, config: dict[str, Any], printer: _Printer,

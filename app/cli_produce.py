@@ -4,8 +4,14 @@ Lines come from each FILE in turn (`-` is stdin), or from stdin when no FILE is 
 
 With `-K SEP` the text before the first SEP is the key (a line without SEP has no key). Lines are
 bytes as read: a line that is not UTF-8 is sent as it is. A summary goes to stderr; the exit
-status is 0 only when every line was delivered. Ray is joined or started as `ensure_ray` says
-(`driver/ray_runtime.py`).
+status is 0 only when every line was delivered.
+
+With a Ray cluster to join (Ray initialized here, `RAY_ADDRESS`, or a `ray start` on this
+machine: `driver/ray_runtime.py` `ray_to_join`) the lines go through a `Producer`, joining
+it. With none, they are produced in this process and no Ray is started (starting a whole local
+Ray for a terminal command costs seconds): `driver/local_pipeline.py` runs the pipeline's own
+Ray-free stages (partitioner, leader state machine, aggregator, Flusher) on one asyncio loop;
+its docstring says what it does not do. A `transactional.id` always takes the `Producer`.
 
 Input of any length streams through in bounded memory: lines are read a chunk at a time
 (`CHUNK` lines or `CHUNK_BYTES`), and each chunk is handed to the producer, which takes it
@@ -49,30 +55,65 @@ def add_parser(subparsers: Any) -> None:
 
 
 def cmd_produce(args: argparse.Namespace, stdin: Any = None) -> int:
-    from ..driver.producer import Producer
-    from ..driver.ray_runtime import ensure_ray
-
     config = client_config(args, **{"max.block.ms": INT_MAX})
     stdin = stdin if stdin is not None else sys.stdin.buffer
     names = args.files or ["-"]
     with contextlib.ExitStack() as opened:
         streams = [stdin if name == "-" else opened.enter_context(open(name, "rb")) for name in names]
-        ensure_ray()
         sep = args.key_separator.encode() if args.key_separator else None
         tally = _Tally()
         progress = opened.enter_context(bar(f"produce {args.topic}", total=_size(streams), unit="B", unit_scale=True))
-        with Producer(config) as producer:
-            for stream in streams:
-                for chunk, size in _chunks(stream):
-                    tally.add(_send(producer, args, chunk, sep), len(chunk))  # waits while buffer.memory is full
-                    progress.update(size)
-            producer.flush()
-        tally.finish()
+        lines = (chunk_read for stream in streams for chunk_read in _chunks(stream))
+        if _produces_here(config):
+            _produce_here(config, args, lines, sep, tally, progress)
+        else:
+            _produce_with_ray(config, args, lines, sep, tally, progress)
     print(f"raykafka produce: {tally.delivered} delivered, {tally.failed} failed of {counted(tally.lines, 'line')} to "
           f"{args.topic}", file=sys.stderr)
     for cause, count in tally.causes.most_common(5):
         print(f"  {count} x {cause}", file=sys.stderr)
     return EXIT_OK if tally.failed == 0 and tally.delivered == tally.lines else EXIT_ERROR
+
+
+def _produces_here(config: dict[str, Any]) -> bool:
+    """Whether `produce` runs in this process, without Ray: no Ray cluster to join (none runs
+    here, `RAY_ADDRESS` names none) and no transaction."""
+    from ..driver.ray_runtime import ray_to_join
+
+    return "transactional.id" not in config and not ray_to_join()
+
+
+def _produce_here(config: dict[str, Any], args: argparse.Namespace, lines: Iterable[tuple[list[bytes], int]],
+                  sep: bytes | None, tally: _Tally, progress: Any) -> None:
+    """The lines through the in-process pipeline (`driver/local_pipeline.py`), each chunk
+    handed on once `buffer.memory` has room; every line's outcome counted."""
+    from ..driver.local_pipeline import LocalPipeline
+
+    with LocalPipeline(config) as pipeline:
+        for chunk, size in lines:
+            keys, values, partitions = _columns(args, chunk, sep)
+            tally.lines += len(chunk)
+            tally.outcomes(pipeline.send_batch(args.topic, values, keys, partitions))  # waits for buffer.memory
+            progress.update(size)
+        while pipeline.pending():
+            tally.outcomes(pipeline.wait_outcomes(pipeline.ctx.timeout))
+
+
+def _produce_with_ray(config: dict[str, Any], args: argparse.Namespace, lines: Iterable[tuple[list[bytes], int]],
+                      sep: bytes | None, tally: _Tally, progress: Any) -> None:
+    """The lines through a `Producer`, joining Ray as `ensure_ray` says (`driver/ray_runtime.py`)."""
+    from ..driver.producer import Producer
+    from ..driver.ray_runtime import ensure_ray
+
+    ensure_ray()
+    with Producer(config) as producer:
+        for chunk, size in lines:
+            keys, values, partitions = _columns(args, chunk, sep)
+            # waits while buffer.memory is full
+            tally.add(producer.send_batch(args.topic, values, keys=keys, partitions=partitions), len(chunk))
+            progress.update(size)
+        producer.flush()
+    tally.finish()
 
 
 def _size(streams: list[BinaryIO]) -> int | None:
@@ -125,17 +166,33 @@ class _Tally:
         while self._pending:
             self._count(self._pending.popleft())
 
+    def outcomes(self, outcomes: list[Any]) -> None:
+        """The in-process pipeline's outcomes (`Outcome`: ids, error or None)."""
+        for outcome in outcomes:
+            n = len(outcome.ids)
+            if outcome.error is None:
+                self.delivered += n
+            else:
+                self.failed += n
+                self._cause(outcome.error, n)
+
     def _count(self, future: Future) -> None:
         result = future.result()
         self.delivered += result.delivered
         self.failed += result.failed
         for error in result.errors if result.failed else ():
             if error is not None:
-                cause = str(error)
-                self.causes[cause if cause in self.causes or len(self.causes) < CAUSES_KEPT else "(other causes)"] += 1
+                self._cause(error, 1)
+
+    def _cause(self, error: Exception, n: int) -> None:
+        cause = str(error)
+        self.causes[cause if cause in self.causes or len(self.causes) < CAUSES_KEPT else "(other causes)"] += n
 
 
-def _send(producer: Any, args: argparse.Namespace, lines: list[bytes], sep: bytes | None) -> Future:
+def _columns(args: argparse.Namespace, lines: list[bytes], sep: bytes | None
+             ) -> tuple[list[bytes | None] | None, list[bytes], list[int] | None]:
+    """A chunk's keys (split off at the first `sep`; None without -K), values and partitions
+    (every line to -p's, or None: the partitioner decides)."""
     keys = None
     values = lines
     if sep is not None:
@@ -143,4 +200,4 @@ def _send(producer: Any, args: argparse.Namespace, lines: list[bytes], sep: byte
         keys = [parts[0] if len(parts) == 2 else None for parts in split]
         values = [parts[-1] for parts in split]
     partitions = None if args.partition is None else [args.partition] * len(values)
-    return producer.send_batch(args.topic, values, keys=keys, partitions=partitions)
+    return keys, values, partitions

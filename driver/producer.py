@@ -80,6 +80,7 @@ from .producer_heal import (
 from .producer_input import (
     MAX_PARTITION,
     batch_columns,
+    oversized,
     packed,
     partition_column,
     record_headers,
@@ -87,6 +88,7 @@ from .producer_input import (
     slice_bounds,
     timestamp_column,
     timestamp_ms,
+    too_large_error,
     topic_column,
 )
 from .producer_ledger import BatchResult, BatchState, Ledger, RecordMetadata, Settled
@@ -276,7 +278,7 @@ class Producer:
         if n == 0:
             future.set_result(BatchResult(0, 0, np.zeros(0, np.int32), np.zeros(0, np.int64), []))
             return future
-        too_large = sizes > self.max_request_size
+        too_large = oversized(sizes, self.max_request_size)
         values = shared(values)
         now_ms = int(time.time() * 1000)
         ts: int | list[int] = now_ms if timestamps is None else timestamp_column(timestamps, now_ms)
@@ -315,7 +317,7 @@ class Producer:
         keep = np.arange(hi - lo)
         bad = np.flatnonzero(too_large[lo:hi])
         if len(bad):
-            error = MessageTooLargeError(f"message larger than max.request.size={self.max_request_size}")
+            error = too_large_error(self.max_request_size)
             self._ledger.fail_in_batch(state, lo + bad, error, sizes)
             if self._transactions is not None:  # as Java: the transaction cannot commit without them
                 self._transactions.note_failure(error)

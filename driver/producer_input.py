@@ -17,6 +17,7 @@ import numpy as np
 
 from ..actors.batch import RECORD_OVERHEAD
 from ..wire.columns import BinaryColumn, HeaderColumn
+from ..wire.errors import MessageTooLargeError
 from ..wire.records import encode_header_lists, encode_headers
 
 MAX_PARTITION = (1 << 31) - 1  # Kafka's partition numbers are int32
@@ -196,3 +197,13 @@ def record_sizes(values: list, keys: list | None, headers: HeaderColumn | None) 
     if headers is not None:
         sizes += headers.lengths()
     return sizes
+
+
+def oversized(sizes: np.ndarray, max_request_size: int) -> np.ndarray:
+    """Which records (by `record_sizes`) no request can carry: they fail before they are sent,
+    with `too_large_error`."""
+    return sizes > max_request_size
+
+
+def too_large_error(max_request_size: int) -> MessageTooLargeError:
+    return MessageTooLargeError(f"message larger than max.request.size={max_request_size}")

@@ -1,7 +1,9 @@
 """Joining the Ray cluster a job runs in, or starting Ray: the one place raykafka calls `ray.init`.
 
-Called by `Producer`, `Consumer`, `ConsumerGroup`, `raykafka produce` and
-`spark_bridge.session.init_ray`, each time one is built; calls `ray.init` at most once per process.
+Called by `Producer`, `Consumer`, `ConsumerGroup` and `spark_bridge.session.init_ray`, each
+time one is built; calls `ray.init` at most once per process. `raykafka produce` and
+`consume -e` ask `ray_to_join` first: with no Ray to join they run in their own process and
+start none.
 
 The policy is the one a Ray user's own bare `ray.init()` follows; raykafka never chooses Ray's
 resources:
@@ -76,6 +78,13 @@ def cluster_address() -> str | None:
     """The cluster a bare `ray.init()` would join (from `RAY_ADDRESS`, else the address `ray start`
     recorded on this machine), or None when it would start a new local Ray. Ray's own lookup."""
     return canonicalize_bootstrap_address(None)
+
+
+def ray_to_join() -> bool:
+    """Whether `ensure_ray` would use or join a Ray rather than start one: Ray is initialized in
+    this process, or there is a cluster to join. Without one, `raykafka produce` and
+    `consume -e` run in their own process rather than start a whole local Ray."""
+    return ray.is_initialized() or cluster_address() is not None
 
 
 def ensure_ray(job_config: Any = None, **options: Any) -> None:

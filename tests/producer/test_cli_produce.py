@@ -4,6 +4,7 @@ stderr, exit status 0 only when all arrived."""
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 import time
@@ -25,6 +26,13 @@ def run(monkeypatch, argv: list[str], text: str) -> int:
 def test_produce_lines_with_keys_and_a_summary(ray_session, bootstrap, topic_name, monkeypatch, capsys):
     from confluent_kafka import Consumer, TopicPartition
 
+    """With Ray initialized here, the lines go through a `Producer` (never the in-process pipeline)."""
+    from raykafka.driver import local_pipeline
+
+    def no_local_pipeline(config):
+        raise AssertionError("Ray runs here: the lines go through a Producer")
+
+    monkeypatch.setattr(local_pipeline, "LocalPipeline", no_local_pipeline)
     topic = topic_name("cli")
     with Admin(bootstrap) as admin:
         admin.create_topics({topic: 1})
@@ -85,6 +93,77 @@ def test_lines_that_are_not_utf8_are_sent_as_the_bytes_they_are(bootstrap, topic
     assert b"5 delivered, 0 failed of 5 lines" in err
     assert read_back(bootstrap, topic, 5) == [(None, b"plain"), (None, b"latin-1 caf\xe9"), (None, b"\xff\xfe\x00binary"),
                                               (b"k\xff", b"v\xfe"), (None, b"crlf")]
+
+
+IN_PROCESS = ("import sys, ray\n"
+              "from raykafka.app.cli import main\n"
+              "code = main(sys.argv[1:])\n"
+              "print('ray initialized:', ray.is_initialized(), file=sys.stderr)\n"
+              "sys.exit(code)\n")
+
+
+def produce_without_ray(*args: str, lines: bytes) -> subprocess.CompletedProcess:
+    """`raykafka produce` in a process with no Ray cluster to join; says on stderr whether Ray
+    was initialized by the end."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return subprocess.run([sys.executable, "-c", IN_PROCESS, "produce", *args], input=lines, capture_output=True,
+                          timeout=120, env=env)
+
+
+def read_partitions(bootstrap: str, topic: str, partitions: int, n: int) -> dict[tuple[bytes | None, bytes], int]:
+    """Every (key, value) read back from the topic, with the partition it is in."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cli-check", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: dict = {}
+    try:
+        deadline = time.monotonic() + 60
+        while len(got) < n and time.monotonic() < deadline:
+            got.update({(m.key(), m.value()): m.partition() for m in consumer.consume(100, timeout=0.5)
+                        if m.error() is None})
+    finally:
+        consumer.close()
+    return got
+
+
+def test_without_a_ray_to_join_produces_in_process_and_starts_no_ray(bootstrap, topic_name):
+    """With no Ray cluster to join, `produce` runs the pipeline's stages in this process and never
+    initializes Ray: keyed lines land in the partition the Producer's partitioner picks, -p puts
+    every line in its partition, and a line that cannot be written ends with its cause (exit 1)."""
+    from raykafka.wire.config import parse_config
+    from raykafka.wire.partitioners import get_partitioner
+
+    topic = topic_name("cli-here")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 3})
+    lines = [b"k%d:v%d" % (i % 7, i) for i in range(300)] + [b"no key %d" % i for i in range(3)]
+    r = produce_without_ray("-b", bootstrap, "-t", topic, "-K", ":", "-X", "linger.ms=1",
+                            lines=b"\n".join(lines) + b"\n")
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert b"ray initialized: False" in r.stderr and b"303 delivered, 0 failed of 303 lines" in r.stderr, r.stderr
+    got = read_partitions(bootstrap, topic, 3, 303)
+    assert len(got) == 303
+    config = parse_config({"bootstrap.servers": bootstrap}, role="producer")
+    partitioner = get_partitioner(config["partitioner"], config["sticky.partitioning.linger.ms"])
+    keys = [b"k%d" % k for k in range(7)]
+    expected = dict(zip(keys, partitioner.partition_many(keys, 3), strict=True))
+    assert all(got[(key, value)] == expected[key] for key, value in got if key is not None), got
+
+    pinned = topic_name("cli-here-p")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({pinned: 3})
+    r = produce_without_ray("-b", bootstrap, "-t", pinned, "-p", "2", lines=b"a\nb\nc\n")
+    assert r.returncode == 0 and b"ray initialized: False" in r.stderr, r.stderr
+    assert set(read_partitions(bootstrap, pinned, 3, 3).values()) == {2}
+
+    r = produce_without_ray("-b", bootstrap, "-t", pinned, "-p", "7", lines=b"a\nb\n")
+    assert r.returncode == 1 and b"0 delivered, 2 failed of 2 lines" in r.stderr, r.stderr
+    assert b"has no partition 7" in r.stderr and b"ray initialized: False" in r.stderr
+
+    r = produce_without_ray("-b", bootstrap, "-t", topic_name("absent"), lines=b"a\nb\n")
+    assert r.returncode == 1 and b"0 delivered, 2 failed of 2 lines" in r.stderr, r.stderr
+    assert b"does not exist" in r.stderr and b"ray initialized: False" in r.stderr
 
 
 def rss_mb(pid: int) -> float:

@@ -1,0 +1,73 @@
+"""`LocalPipeline` (driver/local_pipeline.py), the producer's stages in one process without Ray,
+against the scripted mock cluster: a retriable answer and a leader that moved go round the retry
+loop (FlusherState → RetryQueue → LeaderDispatcherState, chaser and all) and every message ends
+once, written in order; a partition the topic does not have fails with its cause."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from raykafka.driver.local_pipeline import LocalPipeline
+from raykafka.mock import MockCluster
+from raykafka.wire import messages
+from raykafka.wire.errors import BY_NAME
+
+TOPIC = "local"
+PARTITIONS = 2
+NOT_LEADER = BY_NAME["NOT_LEADER_OR_FOLLOWER"].code
+
+
+def end_all(pipeline: LocalPipeline, outcomes: list, timeout: float = 30.0) -> list:
+    deadline = time.monotonic() + timeout
+    while pipeline.pending() and time.monotonic() < deadline:
+        outcomes += pipeline.wait_outcomes(0.5)
+    assert not pipeline.pending(), f"{pipeline.pending()} messages never ended"
+    return outcomes
+
+
+@pytest.mark.parametrize("idempotence", ["true", "false"])
+def test_retries_and_a_moved_leader_go_round_in_process_and_keep_order(idempotence):
+    with MockCluster(n_brokers=2, topics={TOPIC: PARTITIONS}) as cluster:
+        config = {"bootstrap.servers": cluster.bootstrap, "linger.ms": 1, "retry.backoff.ms": 10,
+                  "enable.idempotence": idempotence}
+        with LocalPipeline(config) as pipeline:
+            outcomes = pipeline.send_batch(TOPIC, [b"a%d" % i for i in range(50)], partitions=[0] * 50)
+            outcomes = end_all(pipeline, outcomes)
+            old = cluster.leader(TOPIC, 0)
+            cluster.fail_next(messages.PRODUCE, NOT_LEADER, 2, node_id=old)
+            new = next(n for n in cluster.brokers if n != old)
+            cluster.move_leader(TOPIC, 0, new)
+            for i in range(5):
+                outcomes += pipeline.send_batch(TOPIC, [b"b%d-%d" % (i, j) for j in range(20)],
+                                                keys=[b"k%d" % j for j in range(20)])
+            outcomes = end_all(pipeline, outcomes)
+            assert cluster.requests(messages.PRODUCE, node_id=new), "partition 0's retries went to its new leader"
+            assert cluster.faults["error/Produce/NOT_LEADER_OR_FOLLOWER"] >= 1, cluster.faults
+        ended = sum(len(o.ids) for o in outcomes)
+        assert ended == 150 and all(o.error is None for o in outcomes), [o.error for o in outcomes if o.error]
+        log = {p: [r.value for r in cluster.records(TOPIC, p)] for p in range(PARTITIONS)}
+        assert sum(map(len, log.values())) == 150, "each written once"
+        for p, values in log.items():  # each partition's messages in the order they were sent
+            sent = [v for v in values if v.startswith(b"b")]
+            assert sent == sorted(sent, key=lambda v: tuple(map(int, v[1:].split(b"-")))), p
+        assert log[0][:50] == [b"a%d" % i for i in range(50)]
+
+
+def test_a_partition_the_topic_does_not_have_fails_with_its_cause():
+    with MockCluster(n_brokers=1, topics={TOPIC: PARTITIONS}) as cluster, \
+            LocalPipeline({"bootstrap.servers": cluster.bootstrap}) as pipeline:
+        outcomes = end_all(pipeline, pipeline.send_batch(TOPIC, [b"x", b"y"], partitions=[5, 1]))
+        failed = [o for o in outcomes if o.error is not None]
+        assert [len(o.ids) for o in failed] == [1] and "has no partition 5" in str(failed[0].error)
+        assert sum(len(o.ids) for o in outcomes if o.error is None) == 1
+
+
+def test_a_message_larger_than_max_request_size_fails_alone_before_it_is_sent():
+    with MockCluster(n_brokers=1, topics={TOPIC: 1}) as cluster, \
+            LocalPipeline({"bootstrap.servers": cluster.bootstrap, "max.request.size": 1024}) as pipeline:
+        outcomes = end_all(pipeline, pipeline.send_batch(TOPIC, [b"small", b"x" * 2000, b"small too"]))
+        failed = [o for o in outcomes if o.error is not None]
+        assert [list(o.ids) for o in failed] == [[1]] and "larger than max.request.size=1024" in str(failed[0].error)
+        assert [r.value for r in cluster.records(TOPIC, 0)] == [b"small", b"small too"]
