@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from raykafka.actors.batch import MessageBatch
+from raykafka.actors.batch import MessageBatch, ProduceSet
 from raykafka.actors.flusher import Flusher
 from raykafka.actors.producer_results import Mailbox
 from raykafka.driver.embedded_broker import free_port
@@ -65,7 +65,7 @@ def test_a_flusher_reconnecting_to_a_dead_broker_waits_the_configured_backoff():
             deadline = time.monotonic() + WINDOW_S
             while time.monotonic() < deadline:
                 batch = MessageBatch(topic="t", partition=sets % 2, ids=[sets], values=[b"v"]).measure()
-                await flusher.submit([("produce", [batch])])
+                await flusher.submit([ProduceSet([batch])])
                 sets += 1
             await until(lambda: len(retry_handler.batches("retry")) == sets)
         finally:
