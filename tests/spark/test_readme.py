@@ -2,7 +2,8 @@
 file's blocks in order, against an embedded broker of this module's own (the blocks use fixed
 topic and group names, "events" and "g", which other tests' topics on the session's broker must
 not meet), on the session's Ray (`ray_for_spark`). A test's id names the block's file and
-section (`docs/metrics.md:metrics-1`: the first block under the heading "Metrics").
+section (`docs/metrics.md:outside-ray-stats-cb-1`: the first block under the heading
+"Outside Ray: `stats_cb`").
 
 What a block is given, and the only changes made to its text:
 - `"broker:9092"` (the blocks' stand-in for your cluster) becomes this broker's address, and
