@@ -6,8 +6,12 @@ section (`docs/metrics.md:outside-ray-stats-cb-1`: the first block under the hea
 "Outside Ray: `stats_cb`").
 
 What a block is given, and the only changes made to its text:
-- `"broker:9092"` (the blocks' stand-in for your cluster) becomes this broker's address, and
-  `EmbeddedBroker().start()` becomes the already running broker (`readme_broker`);
+- `"broker:9092"` (the blocks' stand-in for your cluster) becomes this broker's address;
+- `EmbeddedBroker().start()` becomes a broker started for that block alone (`block_broker`), new
+  and empty as the one the block starts, so the topics it creates do not exist yet; it is
+  stopped after the block;
+- `init_spark(...)` becomes the Spark session already running (`running_spark`, the tests' own):
+  one process holds one RayDP session, and a second `init_spark` in it is refused;
 - the names a block reads and does not define are given, as the README's reader has them from
   the blocks above or from their own program (`GIVEN`): `config`, `arrow_table` and `table`
   (Kafka sink columns), `Producer`, `KafkaDatasink`, `write_kafka`; with Spark also `spark`,
@@ -26,6 +30,7 @@ Blocks that use Spark are marked `spark` and `slow`; every other block runs in t
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 from pathlib import Path
 from typing import Any
@@ -43,7 +48,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # the README
 README_BOOTSTRAP = "broker:9092"
 STARTED_BROKER = "EmbeddedBroker().start()"
 TOPICS = {"events": 6, "events-copy": 6, "events-eu": 1, "orders": 1, "orders-clean": 1, "clean": 1}
-SPARK_NAMES = {"spark", "df", "df_monday", "df_tuesday", "ds", "init_spark", "foreach_batch_kafka"}
+SPARK_NAMES = {"spark", "df", "df_monday", "df_tuesday", "ds"}
 GIVEN = {"config", "arrow_table", "table", "Producer", "KafkaDatasink", "write_kafka", *SPARK_NAMES}
 ROWS = 1000  # rows of `arrow_table` and `table`
 
@@ -76,7 +81,8 @@ def uses_spark(code: str) -> bool:
 
 def as_run(code: str, bootstrap: str, out: Path) -> str:
     """The block with the substitutions the module's docstring lists."""
-    code = code.replace(README_BOOTSTRAP, bootstrap).replace(STARTED_BROKER, "readme_broker")
+    code = code.replace(README_BOOTSTRAP, bootstrap).replace(STARTED_BROKER, "block_broker")
+    code = re.sub(r"\binit_spark\((?:[^()]|\([^()]*\))*\)", "running_spark", code)
     code = code.replace('"/out/', f'"{out}/')
     return _bounded_streams(code)
 
@@ -116,19 +122,22 @@ def given(readme_broker) -> dict[str, Any]:
     from raykafka.spark_bridge.ray_data import KafkaDatasink
 
     rows = pa.table({"key": [b"k%d" % i for i in range(ROWS)], "value": [b"v%d" % i for i in range(ROWS)]})
-    return {"readme_broker": readme_broker, "config": {"bootstrap.servers": readme_broker.bootstrap},
+    return {"config": {"bootstrap.servers": readme_broker.bootstrap},
             "arrow_table": rows, "table": rows, "Producer": Producer, "KafkaDatasink": KafkaDatasink,
             "write_kafka": write_kafka}
 
 
 def run_block(name: str, code: str, namespace: dict[str, Any], bootstrap: str, out: Path) -> dict[str, Any]:
     assert free_names(code) <= GIVEN, f"the block reads names nothing gives it: {free_names(code) - GIVEN}"
-    try:
-        exec(compile(as_run(code, bootstrap, out), name.split(":", 1)[0], "exec"), namespace)
-    finally:
-        producer = namespace.get("producer")
-        if producer is not None and not getattr(producer, "closed", False):
-            producer.close()
+    with contextlib.ExitStack() as stack:
+        if STARTED_BROKER in code:
+            namespace["block_broker"] = stack.enter_context(EmbeddedBroker(log_path=out / "block-tansu.log"))
+        try:
+            exec(compile(as_run(code, bootstrap, out), name.split(":", 1)[0], "exec"), namespace)
+        finally:
+            producer = namespace.get("producer")
+            if producer is not None and not getattr(producer, "closed", False):
+                producer.close()
     return namespace
 
 
@@ -156,6 +165,12 @@ def test_the_docs_have_the_blocks_this_module_runs():
         assert any(n.startswith(section) for n in names), section
 
 
+def test_every_block_reads_only_names_it_is_given():
+    """What `run_block` checks as it runs a block, for every block at once, Spark's included."""
+    taken = {name: sorted(free_names(code) - GIVEN) for name, code in BLOCKS}
+    assert not {name: names for name, names in taken.items() if names}
+
+
 @pytest.mark.parametrize(("name", "code"), DEFAULT_TIER)
 def test_a_readme_block_runs_as_written(name, code, ray_for_spark, given, readme_broker, tmp_path, capsys):
     bootstrap = readme_broker.bootstrap
@@ -179,6 +194,6 @@ def test_a_readme_block_with_spark_runs_as_written(name, code, spark, given, rea
     df = spark.range(0, 1000).selectExpr("cast(id % 10 as string) as key", "cast(id as string) as value")
     import ray
 
-    namespace = {**given, "spark": spark, "df": df, "df_monday": df, "df_tuesday": df,
+    namespace = {**given, "spark": spark, "running_spark": spark, "df": df, "df_monday": df, "df_tuesday": df,
                  "ds": ray.data.from_arrow(given["table"]), "config": config}
     run_block(name, code, namespace, bootstrap, tmp_path)
