@@ -3,8 +3,8 @@
 Snappy is written in the xerial framing that the Java client writes (and every broker and client
 reads), and read both framed and raw, since librdkafka and Sarama may send raw snappy.
 LZ4 is the standard frame format with independent blocks, which Java's reader requires: written
-by the `lz4` package and read by cramjam, each the faster at its half on our batches (README,
-"Dependencies").
+by the `lz4` package and read by cramjam, each the faster at its half on our batches
+(docs/performance.md, "Codecs").
 
 Decompression is bounded: `decompress` takes the most bytes a batch may inflate to and refuses
 more with `RecordBatchTooLargeError`, having written at most that many (plus one) bytes. Each codec

@@ -1,7 +1,7 @@
 """Named counters, gauges and histograms, and the periodic statistics callback, without Ray.
 
 Every metric raykafka records is declared once, in `METRICS` (its name, kind, unit, tags and
-meaning; README's metrics table lists the same). A `Stats` holds one process's figures: the
+meaning; docs/metrics.md's table lists the same). A `Stats` holds one process's figures: the
 producer's driver side, a Flusher, a consumer's driver side, a group member. Each records into
 its own `Stats` at most a few calls per batch or per request, never per message. A `Stats` may
 have a `sink`, called with every record as well: `actors/metrics.py` gives one that hands them

@@ -1,5 +1,7 @@
 """examples/raykafka_tour.ipynb runs top to bottom (its own broker, Ray and Spark) in a kernel of
-this interpreter, every cell without error, and prints the counts it should."""
+this interpreter, every cell without error, and prints the counts it should. It is executed with
+nbclient; the `notebook` extra brings nbclient, nbformat, ipykernel and matplotlib (the test
+extra too), and the test is skipped where they are missing."""
 
 from __future__ import annotations
 

@@ -1,15 +1,22 @@
-"""Every Python block of README.md runs as written, against an embedded broker of this module's
-own (the blocks use fixed topic and group names, "events" and "g", which other tests' topics
-on the session's broker must not meet), on the session's Ray (`ray_for_spark`).
+"""Every Python block of README.md and of each page of docs/ (`docs/*.md`) runs as written, each
+file's blocks in order, against an embedded broker of this module's own (the blocks use fixed
+topic and group names, "events" and "g", which other tests' topics on the session's broker must
+not meet), on the session's Ray (`ray_for_spark`). A test's id names the block's file and
+section (`docs/metrics.md:outside-ray-stats-cb-1`: the first block under the heading
+"Outside Ray: `stats_cb`").
 
 What a block is given, and the only changes made to its text:
-- `"broker:9092"` (the blocks' stand-in for your cluster) becomes this broker's address, and
-  `EmbeddedBroker().start()` becomes the already running broker (`readme_broker`);
+- `"broker:9092"` (the blocks' stand-in for your cluster) becomes this broker's address;
+- `EmbeddedBroker().start()` becomes a broker started for that block alone (`block_broker`), new
+  and empty as the one the block starts, so the topics it creates do not exist yet; it is
+  stopped after the block;
+- `init_spark(...)` becomes the Spark session already running (`running_spark`, the tests' own):
+  one process holds one RayDP session, and a second `init_spark` in it is refused;
 - the names a block reads and does not define are given, as the README's reader has them from
   the blocks above or from their own program (`GIVEN`): `config`, `arrow_table` and `table`
   (Kafka sink columns), `Producer`, `KafkaDatasink`, `write_kafka`; with Spark also `spark`,
   `df`, `df_monday`, `df_tuesday` and `ds`. A block reading a name not given fails, as a README
-  change that leaves a name undefined must;
+  or page change that leaves a name undefined must;
 - the streams (`stream_kafka`, `foreach_batch_kafka`), unbounded as written, get
   `ending_offsets="latest"` (Spark's AvailableNow), and their `/out/` goes to a temporary
   directory;
@@ -23,6 +30,7 @@ Blocks that use Spark are marked `spark` and `slow`; every other block runs in t
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 from pathlib import Path
 from typing import Any
@@ -35,25 +43,35 @@ from raykafka.tests.integration.test_ray_job import free_names
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(600)]
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # the README first, then each page
 README_BOOTSTRAP = "broker:9092"
 STARTED_BROKER = "EmbeddedBroker().start()"
 TOPICS = {"events": 6, "events-copy": 6, "events-eu": 1, "orders": 1, "orders-clean": 1, "clean": 1}
-SPARK_NAMES = {"spark", "df", "df_monday", "df_tuesday", "ds", "init_spark", "foreach_batch_kafka"}
+SPARK_NAMES = {"spark", "df", "df_monday", "df_tuesday", "ds"}
 GIVEN = {"config", "arrow_table", "table", "Producer", "KafkaDatasink", "write_kafka", *SPARK_NAMES}
 ROWS = 1000  # rows of `arrow_table` and `table`
 
 
 def readme_blocks() -> list[tuple[str, str]]:
-    """(an id naming its section, the code) of every ```python block, in README order."""
-    text = README.read_text()
+    """(an id naming its file and section, the code) of every ```python block, in the order of
+    `DOCS`, each file's blocks in its own order."""
+    return [block for path in DOCS for block in file_blocks(path)]
+
+
+def file_blocks(path: Path) -> list[tuple[str, str]]:
+    """(`<file>:<section>-<n>`, the code) of every ```python block of one file, in order. Other
+    fenced blocks (bash, sh) are skipped whole, so a `# comment` line in them is no heading."""
+    name = path.relative_to(ROOT).as_posix()
     found, heading, seen = [], "top", {}
-    for match in re.finditer(r"^(#+ [^\n]*)$|^```python\n(.*?)^```", text, re.M | re.S):
+    for match in re.finditer(r"^(#+ [^\n]*)$|^```(\w*)\n(.*?)^```", path.read_text(), re.M | re.S):
         if match.group(1):
             heading = re.sub(r"[^a-z0-9]+", "-", match.group(1).lstrip("# ").lower()).strip("-")[:40]
             continue
+        if match.group(2) != "python":
+            continue
         seen[heading] = seen.get(heading, 0) + 1
-        found.append((f"{heading}-{seen[heading]}", match.group(2)))
+        found.append((f"{name}:{heading}-{seen[heading]}", match.group(3)))
     return found
 
 
@@ -63,7 +81,8 @@ def uses_spark(code: str) -> bool:
 
 def as_run(code: str, bootstrap: str, out: Path) -> str:
     """The block with the substitutions the module's docstring lists."""
-    code = code.replace(README_BOOTSTRAP, bootstrap).replace(STARTED_BROKER, "readme_broker")
+    code = code.replace(README_BOOTSTRAP, bootstrap).replace(STARTED_BROKER, "block_broker")
+    code = re.sub(r"\binit_spark\((?:[^()]|\([^()]*\))*\)", "running_spark", code)
     code = code.replace('"/out/', f'"{out}/')
     return _bounded_streams(code)
 
@@ -103,19 +122,22 @@ def given(readme_broker) -> dict[str, Any]:
     from raykafka.spark_bridge.ray_data import KafkaDatasink
 
     rows = pa.table({"key": [b"k%d" % i for i in range(ROWS)], "value": [b"v%d" % i for i in range(ROWS)]})
-    return {"readme_broker": readme_broker, "config": {"bootstrap.servers": readme_broker.bootstrap},
+    return {"config": {"bootstrap.servers": readme_broker.bootstrap},
             "arrow_table": rows, "table": rows, "Producer": Producer, "KafkaDatasink": KafkaDatasink,
             "write_kafka": write_kafka}
 
 
-def run_block(code: str, namespace: dict[str, Any], bootstrap: str, out: Path) -> dict[str, Any]:
+def run_block(name: str, code: str, namespace: dict[str, Any], bootstrap: str, out: Path) -> dict[str, Any]:
     assert free_names(code) <= GIVEN, f"the block reads names nothing gives it: {free_names(code) - GIVEN}"
-    try:
-        exec(compile(as_run(code, bootstrap, out), "README.md", "exec"), namespace)
-    finally:
-        producer = namespace.get("producer")
-        if producer is not None and not getattr(producer, "closed", False):
-            producer.close()
+    with contextlib.ExitStack() as stack:
+        if STARTED_BROKER in code:
+            namespace["block_broker"] = stack.enter_context(EmbeddedBroker(log_path=out / "block-tansu.log"))
+        try:
+            exec(compile(as_run(code, bootstrap, out), name.split(":", 1)[0], "exec"), namespace)
+        finally:
+            producer = namespace.get("producer")
+            if producer is not None and not getattr(producer, "closed", False):
+                producer.close()
     return namespace
 
 
@@ -127,23 +149,33 @@ def fill(bootstrap: str, topic: str, n: int) -> None:
     assert result.failed == 0, result
 
 
-DEFAULT_TIER = [pytest.param(code, id=name) for name, code in BLOCKS if not uses_spark(code)]
-SPARK_TIER = [pytest.param(code, id=name, marks=[pytest.mark.spark, pytest.mark.slow])
+DEFAULT_TIER = [pytest.param(name, code, id=name) for name, code in BLOCKS if not uses_spark(code)]
+SPARK_TIER = [pytest.param(name, code, id=name, marks=[pytest.mark.spark, pytest.mark.slow])
               for name, code in BLOCKS if uses_spark(code)]
 
 
-def test_the_readme_has_the_blocks_this_module_runs():
-    assert len(BLOCKS) >= 11 and len(DEFAULT_TIER) + len(SPARK_TIER) == len(BLOCKS)
+def test_the_docs_have_the_blocks_this_module_runs():
+    assert len(BLOCKS) >= 12 and len(DEFAULT_TIER) + len(SPARK_TIER) == len(BLOCKS)
+    assert len({name for name, _ in BLOCKS}) == len(BLOCKS), "every block has an id of its own"
     names = [name for name, _ in BLOCKS]
-    for section in ("in-a-ray-job", "transactions", "ray-data-without-spark", "watching-a-consumer-group", "metrics"):
+    for section in ("README.md:in-a-notebook", "README.md:in-a-ray-job", "README.md:transactions",
+                    "README.md:ray-data-without-spark", "README.md:watching-a-consumer-group",
+                    "docs/reading.md:", "docs/transactions.md:", "docs/writes.md:", "docs/streaming.md:",
+                    "docs/admin.md:", "docs/metrics.md:"):
         assert any(n.startswith(section) for n in names), section
 
 
-@pytest.mark.parametrize("code", DEFAULT_TIER)
-def test_a_readme_block_runs_as_written(code, ray_for_spark, given, readme_broker, tmp_path, capsys):
+def test_every_block_reads_only_names_it_is_given():
+    """What `run_block` checks as it runs a block, for every block at once, Spark's included."""
+    taken = {name: sorted(free_names(code) - GIVEN) for name, code in BLOCKS}
+    assert not {name: names for name, names in taken.items() if names}
+
+
+@pytest.mark.parametrize(("name", "code"), DEFAULT_TIER)
+def test_a_readme_block_runs_as_written(name, code, ray_for_spark, given, readme_broker, tmp_path, capsys):
     bootstrap = readme_broker.bootstrap
     fill(bootstrap, "events", 60)  # what the blocks above would have written
-    namespace = run_block(code, dict(given), bootstrap, tmp_path)
+    namespace = run_block(name, code, dict(given), bootstrap, tmp_path)
     out = capsys.readouterr().out
     if "ConsumerGroup" in code:  # the group shows what it handled, in the driver
         handled = re.search(r"^(\d+) records handled$", out, re.M)
@@ -153,8 +185,8 @@ def test_a_readme_block_runs_as_written(code, ray_for_spark, given, readme_broke
         assert namespace["ds"].count() > 0
 
 
-@pytest.mark.parametrize("code", SPARK_TIER)
-def test_a_readme_block_with_spark_runs_as_written(code, spark, given, readme_broker, tmp_path):
+@pytest.mark.parametrize(("name", "code"), SPARK_TIER)
+def test_a_readme_block_with_spark_runs_as_written(name, code, spark, given, readme_broker, tmp_path):
     bootstrap = readme_broker.bootstrap
     fill(bootstrap, "events", 60)
     fill(bootstrap, "events-eu", 10)
@@ -162,6 +194,6 @@ def test_a_readme_block_with_spark_runs_as_written(code, spark, given, readme_br
     df = spark.range(0, 1000).selectExpr("cast(id % 10 as string) as key", "cast(id as string) as value")
     import ray
 
-    namespace = {**given, "spark": spark, "df": df, "df_monday": df, "df_tuesday": df,
+    namespace = {**given, "spark": spark, "running_spark": spark, "df": df, "df_monday": df, "df_tuesday": df,
                  "ds": ray.data.from_arrow(given["table"]), "config": config}
-    run_block(code, namespace, bootstrap, tmp_path)
+    run_block(name, code, namespace, bootstrap, tmp_path)

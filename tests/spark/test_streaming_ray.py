@@ -137,7 +137,7 @@ def test_without_fail_on_data_loss_a_position_past_the_log_moves_into_it(ray_for
 
 
 def test_a_stream_with_a_group_id_warns_of_nothing_it_does_itself(ray_for_spark, bootstrap, topic_name, caplog):
-    """The README's stream config (`bootstrap.servers` and `group.id`) is used by the stream's
+    """The stream config of docs/streaming.md (`bootstrap.servers` and `group.id`) is used by the stream's
     own Admin too: that internal Admin is given only the keys it reads, so nothing is logged or
     warned of `group.id` (warnings are routed to logging here, as `logging.captureWarnings` does)."""
     import logging
