@@ -104,6 +104,8 @@ def pipeline_error(exc: BaseException) -> KafkaError:
     if isinstance(cause, KafkaError):
         return cause
     inner = cause if isinstance(cause, BaseException) else exc
+    # Ray's error text, read here and nowhere else: a dead actor's name is only in its error
+    # message (tab-indented `name:` lines), and the method that raised only in the first line
     text = str(getattr(inner, "error_msg", None) or inner).strip()
     if _is_actor_death(inner):
         fields = dict(line.strip().split(":", 1) for line in text.splitlines() if ":" in line and line[:1] == "\t")

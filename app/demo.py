@@ -132,8 +132,8 @@ class BatchCollector:
         import numpy as np
         import pyarrow as pa
 
-        partition = batch.column(3)[0].as_py()
-        offsets = batch.column(4).to_numpy()
+        partition = batch.column("partition")[0].as_py()
+        offsets = batch.column("offset").to_numpy()
         seen = self.seen.setdefault(partition, set())
         fresh = np.fromiter((o not in seen for o in offsets.tolist()), bool, len(offsets))
         self.duplicates += int((~fresh).sum())

@@ -26,6 +26,11 @@ import threading
 from typing import Any
 
 import ray
+
+# Ray's private modules, used here and nowhere else. Ray has no public call for the address a bare
+# `ray.init()` would join, and its public actor listing (`ray.util.state`) needs the dashboard,
+# which a local Ray started here runs without.
+import ray._private.state
 from ray._private.services import canonicalize_bootstrap_address
 
 # Either way: the driver's logging is the program's, the actors' output goes to Ray's log files.
@@ -40,6 +45,12 @@ def cluster_address() -> str | None:
     """The cluster a bare `ray.init()` would join (from `RAY_ADDRESS`, else the address `ray start`
     recorded on this machine), or None when it would start a new local Ray. Ray's own lookup."""
     return canonicalize_bootstrap_address(None)
+
+
+def actor_table() -> dict[str, dict[str, Any]]:
+    """Every actor the cluster knows, alive or dead, by actor id: `Name`, `State`, `DeathCause`
+    among the fields. Ray's own table (see the note on the imports)."""
+    return ray._private.state.actors()
 
 
 def ensure_ray(job_config: Any = None, **options: Any) -> None:

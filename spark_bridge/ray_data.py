@@ -29,6 +29,8 @@ from .sink import check_sink_columns
 
 __all__ = ["KafkaDatasink", "KafkaDatasource", "read_range", "read_ranges"]
 
+RECORD_BYTES_ESTIMATE = 150  # in-memory bytes per record Ray Data is told to expect
+
 
 class KafkaDatasource(Datasource):
     """A bounded read of topics: a block per partition range, the ranges shared among at most one
@@ -42,7 +44,7 @@ class KafkaDatasource(Datasource):
         self.ranges = resolve_ranges(self.config, topics, starting_offsets, ending_offsets)
 
     def estimate_inmemory_data_size(self) -> int | None:
-        return sum(r.count for r in self.ranges) * 150
+        return sum(r.count for r in self.ranges) * RECORD_BYTES_ESTIMATE
 
     def task_count(self, parallelism: int | None = None) -> int:
         """How many read tasks `get_read_tasks` makes: one per CPU, at most one per range with
