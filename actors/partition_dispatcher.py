@@ -106,11 +106,9 @@ class PartitionDispatcher:
             if batch.partition >= 0:  # a retry, or a control message: already partitioned
                 parts.append(batch)
                 continue
-            partitioner = self.topics.get(batch.topic)
-            if partitioner is None:  # only the TopicDispatcher sends a topic before adding it: a bug
-                self._report([Outcome.failed(batch.ids, UnknownTopicError(
-                    f"topic {batch.topic!r} was never looked up for this producer"), batch.topic)])
-                continue
+            # added before any of its batches comes: by the TopicDispatcher before it forwards
+            # them, and before it hands the driver this actor as the topic's route
+            partitioner = self.topics[batch.topic]
             parts.extend(part for _, part in partitioner.partition(batch, self._report))
         if parts:
             self.window.submit(self.leader.dispatch.remote(parts), parts)

@@ -56,7 +56,6 @@ class RetryHandler:
         self.writers = 0  # open brokers on the BrokerWorkers (and the driver), each may still call `retry`
         self.brokers = BrokerRegistry(self._start_worker, self._host_broker, max_broker_workers(ctx.config))
         self.closing = False
-        self.forwarded = 0
         self.mailbox = Mailbox(notes=False)
         self.lock = threading.Lock()  # the worker list, shared with the `poll` and `ask` threads
         self.workers: dict[str, Any] = {}  # name -> handle: every worker started and not yet exited
@@ -91,7 +90,6 @@ class RetryHandler:
                     f"producer closed while the message waited for a retry ({exc})"))
                 continue
             window.submit(ref, batches)
-            self.forwarded += len(batches)
 
     # -- outcomes decided here and before the brokers: the driver polls them ----------
 
