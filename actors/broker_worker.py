@@ -334,12 +334,3 @@ def calls_to(handle: Any, generation: int) -> BrokerWorkerCalls:
     if calls is None:
         calls = _CALLS[(handle, generation)] = BrokerWorkerCalls(handle, generation)
     return calls
-
-
-def get_broker_worker(ctx: Any, node_id: int, host: str, port: int) -> tuple[Any, int]:
-    """Broker `node_id`'s worker (as this process's numbered calls to it) and its generation,
-    one more reference on it (getBrokerProducer)."""
-    import ray
-
-    handle, generation = ray.get(ctx.retry_handler.get_broker.remote(node_id, host, port))
-    return calls_to(handle, generation), generation

@@ -347,7 +347,7 @@ class Flusher:
                     self.calls = []
                     await self.conn.close()
                     await self.lookup_conn.close()
-                    await self.ctx.retry_handler.unref.remote()
+                    await self.ctx.retry_handler.drop_retry_writer.remote()
                 except Exception:
                     log.exception("%s shutdown failed", self.path)
                 if not head.done.done():

@@ -356,7 +356,9 @@ class PartitionRoute:
         self.window = CallWindow(actor.ctx.window, self._call_failed)
 
     def update_leader(self) -> None:
-        from .broker_worker import get_broker_worker
+        import ray
+
+        from .broker_worker import calls_to
 
         cluster = self.actor.cluster
         try:
@@ -369,7 +371,9 @@ class PartitionRoute:
         if leader < 0:
             raise BrokerError(LEADER_NOT_AVAILABLE, f"{self.topic}/{self.partition}")
         broker = cluster.metadata.brokers[leader]
-        self.aggregator, self.generation = get_broker_worker(self.ctx, broker.node_id, broker.host, broker.port)
+        # one more reference on the broker's worker (Sarama's getBrokerProducer), dropped by `abandon`
+        handle, self.generation = ray.get(self.ctx.retry_handler.get_broker.remote(broker.node_id, broker.host, broker.port))
+        self.aggregator = calls_to(handle, self.generation)  # this process's numbered calls to it
         self.node_id = broker.node_id
         log.info("%s selected broker %d", self.path, leader)
 
@@ -404,7 +408,7 @@ class PartitionRoute:
         if aggregator is not None:
             import ray
 
-            ray.get(self.ctx.retry_handler.unref_broker.remote(self.node_id, self.generation))
+            ray.get(self.ctx.retry_handler.release_broker.remote(self.node_id, self.generation))
 
     def return_errors(self, batches: list[MessageBatch], error: Exception) -> None:
         from .producer_results import report_failed

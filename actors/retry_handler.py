@@ -3,7 +3,7 @@
 
 Called by every BrokerWorker (`retry`; a worker holds a reference from its creation until its
 last response is handled; `worker_closed` as it exits), by the LeaderDispatchers
-(`get_broker`/`unref_broker`, `first_unresolved`), by the dispatchers (`report`) and by the
+(`get_broker`/`release_broker`, `first_unresolved`), by the dispatchers (`report`) and by the
 driver (`poll`, and the control calls). Calls the TopicDispatcher, from one forwarding thread, in
 the order the retries arrived; and the BrokerWorkers it owns (`host`, `close`, and
 `ended_intervals` for `first_unresolved`).
@@ -26,7 +26,7 @@ It also holds the producer's registry of broker workers (`BrokerRegistry`, Saram
 getBrokerProducer and unrefBrokerProducer: a single synchronous actor serialises them as
 Sarama's mutex does), which places each broker on a worker process, at most
 `broker.worker.actors` of them (0: the CPUs of the node this actor runs on); and it counts the
-brokers (each a BrokerWorker's Flusher) that may still call `retry` (`ref`/`unref`).
+brokers (each a BrokerWorker's Flusher) that may still call `retry` (`add_retry_writer`/`drop_retry_writer`).
 """
 
 from __future__ import annotations
@@ -145,13 +145,13 @@ class RetryHandler:
 
     # -- references: the brokers (and the driver) that may still write here -----------
 
-    def ref(self) -> None:
+    def add_retry_writer(self) -> None:
         self.writers += 1
 
-    def unref(self) -> None:
+    def drop_retry_writer(self) -> None:
         self.writers -= 1
 
-    def live_writers(self) -> int:
+    def retry_writers(self) -> int:
         return self.writers
 
     # -- the broker registry ------------------------------------------------------
@@ -194,7 +194,8 @@ class RetryHandler:
         for closing in self.brokers.release_all():  # a late `prestart` then starts nothing
             closing.handle.close.remote(closing.generation, closing.last)
 
-    def unref_broker(self, node_id: int, generation: int) -> None:
+    def release_broker(self, node_id: int, generation: int) -> None:
+        """One reference fewer on broker `node_id`'s worker (Sarama's unrefBrokerProducer)."""
         closing = self.brokers.unref(node_id, generation)
         if closing is not None:
             closing.handle.close.remote(closing.generation, closing.last)

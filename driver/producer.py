@@ -166,7 +166,7 @@ class Producer:
         self._results_stopped = False  # close takes the last reports itself
         # healing: without transactional.id a pipeline an actor died in is rebuilt, and what it
         # held sent again (see `_heal`); the batches handed on are kept until their messages end
-        self.heals = self.config["transactional.id"] is None
+        self.heals = self.config["transactional.id"] is None  # whether it heals (a flag; `healed` counts)
         self.healed = 0  # how many times the pipeline was rebuilt
         self.heals_done: list[Heal] = []  # each rebuild, with what it found and sent again
         self.heal_failures = 0  # attempts that could not rebuild it (tried again after HEAL_RETRY)

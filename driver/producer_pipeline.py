@@ -71,7 +71,7 @@ class ProducerPipeline:
             self.handles.append(ctx.partition_dispatcher)
             self.topic_dispatcher = create(TopicDispatcher, "topic_dispatcher", ctx)
             self.handles.insert(0, self.topic_dispatcher)
-            ray.get([ctx.retry_handler.ref.remote(),  # the driver's reference, released at close
+            ray.get([ctx.retry_handler.add_retry_writer.remote(),  # the driver's reference, released at close
                      ctx.retry_handler.set_topic_dispatcher.remote(self.topic_dispatcher)])
             self.producer_id, self.producer_epoch = ray.get(self.topic_dispatcher.ping.remote())
         except BaseException as exc:
@@ -95,12 +95,12 @@ class ProducerPipeline:
         if not self._ask("closing the dispatchers", self.topic_dispatcher.shutdown.remote(), left(stop_by)):
             return
         rh = self.ctx.retry_handler
-        if not self._ask("closing the broker workers", [rh.release_all.remote(), rh.unref.remote()], left(stop_by)):
+        if not self._ask("closing the broker workers", [rh.release_all.remote(), rh.drop_retry_writer.remote()], left(stop_by)):
             return
         # each living BrokerWorker answers what is in flight, then lets go; a dead one never does
         try:
             while (pending() and time.monotonic() < stop_by
-                   and ray.get(rh.live_writers.remote(), timeout=left(stop_by)) > dead_workers):
+                   and ray.get(rh.retry_writers.remote(), timeout=left(stop_by)) > dead_workers):
                 time.sleep(0.02)
         except Exception as exc:
             log.warning("%s: close: the retry handler did not answer: %s", self.name, pipeline_error(exc))
