@@ -24,6 +24,7 @@ from typing import Any
 
 import ray
 
+from ..actors.options import remote_class
 from .args import counted
 
 KINDS = ("view", "cart", "purchase", "refund")
@@ -113,7 +114,6 @@ def plot_rates(timeline: Timeline, path: Path) -> Path:
     return path
 
 
-@ray.remote(num_cpus=0)
 class BatchCollector:
     """Receives the group members' batches; keeps one copy per (partition, offset).
 
@@ -225,7 +225,7 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
             say(f"write    {counts['delivered']:,} delivered, {counts['failed']} failed through the producer "
                 f"actors in {write_seconds:.1f}s ({counts['delivered'] / write_seconds:,.0f} rows/s)")
 
-            collector = BatchCollector.remote()
+            collector = remote_class(BatchCollector, "demo_collector").remote()
 
             def handle(batch: Any) -> None:
                 ray.get(collector.add.remote(batch))

@@ -1,4 +1,6 @@
-"""Joining the Ray cluster a job runs in, or starting Ray: the one place raykafka calls `ray.init`.
+"""Joining the Ray cluster a job runs in, or starting Ray: the one place raykafka calls `ray.init`,
+but for the benchmarks (`app/bench/`), which start a Ray of their own to measure in (a local one
+of a set size, or a test cluster's), each run its own (tests/unit/test_layers.py holds the rule).
 
 Called by `Producer`, `Consumer`, `ConsumerGroup`, `raykafka produce` and
 `spark_bridge.session.init_ray`, each time one is built; calls `ray.init` at most once per process.

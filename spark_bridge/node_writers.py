@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..actors.options import NODE_WRITER_BUNDLE, remote_class
 from ..wire.admin import TopicPartition
 from ..wire.errors import KafkaError, TransactionFatalError
 from .sink import WriteResult, check_sink_columns, count_causes, sink_table
@@ -66,8 +67,6 @@ WRITER_WINDOW = 2
 WRITE_ATTEMPTS = 3
 # How long (s) a write waits for a new or restarted writer to answer before it gives up.
 RESTART_WAIT = 120.0
-# The one resource a placement group's bundle must hold: a byte of memory, nothing anyone misses.
-BUNDLE = {"memory": 1}
 # How many committed block keys a transactional writer remembers (to answer a re-sent block).
 COMMITTED_KEYS = 100_000
 
@@ -302,12 +301,11 @@ class WriterPool:
             if node_id in self.writers:
                 continue
             for _ in range(self.per_node):
-                group = placement_group([BUNDLE], strategy="STRICT_PACK", _soft_target_node_id=node_id)
+                group = placement_group([NODE_WRITER_BUNDLE], strategy="STRICT_PACK", _soft_target_node_id=node_id)
                 self.groups.append(group)
                 strategy = PlacementGroupSchedulingStrategy(group, placement_group_capture_child_tasks=True)
-                writer = ray.remote(NodeWriter).options(
-                    num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=WRITER_THREADS,
-                    scheduling_strategy=strategy).remote(self.writer_config(len(self.groups) - 1))
+                writer = remote_class(NodeWriter, "node_writer", max_concurrency=WRITER_THREADS,
+                                      scheduling_strategy=strategy).remote(self.writer_config(len(self.groups) - 1))
                 self.writers.setdefault(node_id, []).append(writer)
                 started.append(writer)
         if started:  # bounded: a writer that cannot be placed or started fails the write here
