@@ -39,6 +39,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import ray
+
 from ..wire import messages
 from ..wire.cluster import ReconnectBackoff
 from ..wire.compression import Compression
@@ -407,8 +409,6 @@ class Flusher:
         if results:
             self.mailbox.report(results, spans)
         if len(self.calls) > CALLS_PRUNE_AT:
-            import ray
-
             _, self.calls = ray.wait(self.calls, num_returns=len(self.calls), timeout=0)
 
 

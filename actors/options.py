@@ -32,6 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import ray
+
 SYNC = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0}
 ASYNC = {**SYNC, "max_concurrency": 1000}
 # the RetryHandler's methods that run beside its default thread, each group on a thread of its own
@@ -85,8 +87,6 @@ class PipelineContext:
 
 def remote_class(cls: type, role: str, **more: Any) -> Any:
     """`cls` as an actor class of `role` with the role's options (and `more`), ready for `.remote`."""
-    import ray
-
     options = ROLES[role]
     on_class = {k: v for k, v in options.items() if k in CLASS_OPTIONS}
     actor = ray.remote(**on_class)(cls) if on_class else ray.remote(cls)

@@ -30,6 +30,7 @@ from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.fetch import resolve_offsets
 from ..wire.serde import Deserializers
+from .broker_consumer import BrokerConsumer
 from .metrics import ConsumerMetrics
 from .options import remote_class
 from .partition_consumer_state import (
@@ -74,8 +75,6 @@ def broker_consumer_name(consumer_id: str, slot: int) -> str:
 
 def new_broker_consumer(config: dict[str, Any], consumer_id: str, slot: int) -> Any:
     """Find or create the named `BrokerConsumer` of `consumer_id` for slot `slot`."""
-    from .broker_consumer import BrokerConsumer
-
     return remote_class(BrokerConsumer, "broker_consumer", name=broker_consumer_name(consumer_id, slot),
                         get_if_exists=True).remote(config, slot)
 

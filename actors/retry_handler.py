@@ -36,10 +36,15 @@ import os
 import threading
 from typing import Any
 
+import ray
+
 from ..wire.errors import ProducerClosedError
 from .batch import MessageBatch
 from .broker_registry import BrokerRegistry
+from .broker_worker import BrokerWorker
+from .calls import CallWindow, pipeline_error
 from .idempotence import EndedSequences
+from .options import create
 from .producer_results import Mailbox, Reports, WorkerList, report_failed
 from .retry_queue import RetryQueue
 
@@ -48,8 +53,6 @@ log = logging.getLogger("raykafka.producer.retry")
 
 class RetryHandler:
     def __init__(self, ctx: Any):
-        import ray
-
         self.ctx = ctx
         ctx.retry_handler = ray.get_runtime_context().current_actor  # the broker workers it starts call back here
         self.queue = RetryQueue(ctx.config["retry.backoff.ms"] / 1000)
@@ -76,8 +79,6 @@ class RetryHandler:
         self.queue.put(batches)
 
     def _forward_loop(self) -> None:
-        from .calls import CallWindow, pipeline_error
-
         # a forwarded call that failed (the TopicDispatcher died) fails its own batches
         window = CallWindow(self.ctx.window, lambda carried, exc: report_failed(
             self.mailbox.report, carried, pipeline_error(exc)))
@@ -113,8 +114,6 @@ class RetryHandler:
     def first_unresolved(self, topic: str, partition: int, producer_id: int, numbering: int) -> int:
         """(The `ask` group.) The first sequence number of the partition's numbering whose batch
         has not ended anywhere: here, on a live worker (asked), or on one that exited."""
-        import ray
-
         with self.lock:
             ended = EndedSequences()
             ended.merge(self.closed_sequences.intervals())
@@ -162,9 +161,6 @@ class RetryHandler:
 
     def _start_worker(self, generation: int, node_id: int, host: str, port: int) -> Any:
         """A new BrokerWorker process, hosting broker `node_id` as `generation`."""
-        from .broker_worker import BrokerWorker
-        from .options import create
-
         self.writers += 1  # the broker's reference, released after its last response
         log.info("producer/broker/%d starting", node_id)
         key = f"{node_id}-{generation}"

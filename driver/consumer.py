@@ -62,6 +62,7 @@ from ..wire.config import parse_config
 from ..wire.errors import ConsumerError, KafkaError
 from ..wire.fetch import high_watermarks
 from ..wire.loop import LoopThread
+from ..wire.serde import Deserializers, concat_batches
 from ..wire.subscription import TopicSubscription, external_topics, is_pattern
 from .ray_runtime import ensure_ray
 
@@ -386,8 +387,6 @@ class Consumer:
 
     def read_all(self, timeout: float = 30.0) -> pa.Table:
         """Everything up to the current end of every assigned partition, as one table."""
-        from ..wire.serde import Deserializers, concat_batches
-
         schema = Deserializers.from_config(self.config).schema
         return concat_batches(list(self.batches(timeout=timeout, until_end=True)), schema)
 

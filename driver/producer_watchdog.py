@@ -32,6 +32,8 @@ import time
 from collections import deque
 from typing import Any
 
+import ray
+
 from ..wire.errors import OutcomeUnknownError
 from .ray_runtime import actor_table
 
@@ -90,8 +92,6 @@ class ProducerWatchdog:
     # -- the loop ------------------------------------------------------------------
 
     def _run(self) -> None:
-        import ray
-
         p = self.producer
         while not self._stop.wait(TICK):
             if not ray.is_initialized():  # shut down under the producer: nothing left to watch
