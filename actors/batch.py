@@ -74,14 +74,6 @@ def _join_ids(columns: list[range | np.ndarray]) -> range | np.ndarray:
                            for c in columns])
 
 
-def _lengths_sum(column: Any) -> int:
-    if isinstance(column, SharedColumn):
-        column = read_shared([column])[0]
-    if isinstance(column, BinaryColumn):
-        return column.nbytes
-    return sum(len(v) for v in column if v)
-
-
 @dataclass
 class MessageBatch:
     topic: str
@@ -140,17 +132,6 @@ class MessageBatch:
         if oldest <= 0:
             return 0
         return min(oldest, self.created_ms) if self.created_ms > 0 else oldest
-
-    def measure(self) -> MessageBatch:
-        """Fill in `nbytes` from the columns."""
-        keys, headers = self.keys, self.headers
-        total = RECORD_OVERHEAD * len(self.values) + _lengths_sum(self.values)
-        if keys is not None:
-            total += _lengths_sum(keys)
-        if headers is not None:
-            total += headers.nbytes
-        self.nbytes = total
-        return self
 
     def take(self, idx: Sequence[int], partition: int = -1) -> MessageBatch:
         """The records at `idx` (in that order), as a new batch (of `partition`, if given)."""

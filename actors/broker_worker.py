@@ -49,8 +49,12 @@ import time
 import uuid
 from typing import Any
 
+import ray
+
+from ..wire.stats import merge
 from .aggregator import AggregatorState
 from .batch import SHUTDOWN, Control, Entry, MessageBatch, ProduceSet
+from .calls import pipeline_error
 from .flusher import Flusher
 from .producer_results import Mailbox, Reports, report_failed
 
@@ -141,8 +145,6 @@ class BrokerProducer:
         """A set the Flusher failed to send (a bug there): its batches fail with why."""
         if future.cancelled() or future.exception() is None:
             return
-        from .calls import pipeline_error
-
         batches = [b for e in entries for b in (e.batches if isinstance(e, ProduceSet) else [e.batch])]
         report_failed(self.flusher.mailbox.report, batches, pipeline_error(future.exception()))
 
@@ -207,8 +209,6 @@ class BrokerWorker:
         return self.mailbox.ended_intervals()
 
     def metrics_snapshot(self) -> dict[str, Any]:
-        from ..wire.stats import merge
-
         return merge(broker.flusher.metrics_snapshot() for broker in self.brokers.values())
 
     async def host(self, generation: int, node_id: int, host: str, port: int) -> None:
@@ -232,8 +232,6 @@ class BrokerWorker:
     async def close(self, generation: int, last: bool = True) -> None:
         """Close broker `generation`: flush, shut its Flusher down after its last response; then,
         if it was the `last` broker the registry placed here, exit."""
-        import ray
-
         broker = await self._broker(generation)
         if self.order.waiting():
             log.warning("%s closing with %d call(s) waiting for an earlier one", broker.path, self.order.waiting())
@@ -334,12 +332,3 @@ def calls_to(handle: Any, generation: int) -> BrokerWorkerCalls:
     if calls is None:
         calls = _CALLS[(handle, generation)] = BrokerWorkerCalls(handle, generation)
     return calls
-
-
-def get_broker_worker(ctx: Any, node_id: int, host: str, port: int) -> tuple[Any, int]:
-    """Broker `node_id`'s worker (as this process's numbered calls to it) and its generation,
-    one more reference on it (getBrokerProducer)."""
-    import ray
-
-    handle, generation = ray.get(ctx.retry_handler.get_broker.remote(node_id, host, port))
-    return calls_to(handle, generation), generation

@@ -21,6 +21,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import ray
+from ray.exceptions import RayActorError
+
 from ..wire.errors import KafkaError, PipelineError
 
 
@@ -51,8 +54,6 @@ class CallWindow:
         """The results of the oldest calls that have returned already, without waiting. A failed
         call goes to `on_failed`; without it, it stays in the window for `submit` or `drain` to
         raise."""
-        import ray
-
         out: list[Any] = []
         while self._calls and ray.wait([self._calls[0].ref], timeout=0)[0]:
             if self.on_failed is None:
@@ -68,8 +69,6 @@ class CallWindow:
     def drain(self, timeout: float | None = None) -> int:
         """Wait for every call (up to `timeout` s); the number still outstanding after it, which
         stay in the window. Without `on_failed`, the first failure is raised and the window emptied."""
-        import ray
-
         if self.on_failed is None:
             refs = [call.ref for call in self._calls]
             self._calls = deque()
@@ -85,8 +84,6 @@ class CallWindow:
 
     def _take(self, call: _Call, out: list[Any]) -> None:
         """The result of a finished (or finishing) call into `out`; a failure to `on_failed`, or raised."""
-        import ray
-
         try:
             out.append(ray.get(call.ref))
         except Exception as exc:
@@ -104,6 +101,8 @@ def pipeline_error(exc: BaseException) -> KafkaError:
     if isinstance(cause, KafkaError):
         return cause
     inner = cause if isinstance(cause, BaseException) else exc
+    # Ray's error text, read here and nowhere else: a dead actor's name is only in its error
+    # message (tab-indented `name:` lines), and the method that raised only in the first line
     text = str(getattr(inner, "error_msg", None) or inner).strip()
     if _is_actor_death(inner):
         fields = dict(line.strip().split(":", 1) for line in text.splitlines() if ":" in line and line[:1] == "\t")
@@ -115,6 +114,4 @@ def pipeline_error(exc: BaseException) -> KafkaError:
 
 
 def _is_actor_death(exc: BaseException) -> bool:
-    from ray.exceptions import RayActorError
-
     return isinstance(exc, RayActorError)

@@ -39,6 +39,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import ray
+
 from ..wire import messages
 from ..wire.cluster import ReconnectBackoff
 from ..wire.compression import Compression
@@ -66,6 +68,8 @@ log = logging.getLogger("raykafka.producer.flusher")
 
 LOOKUP_MAX_BYTES = 64 << 20  # read at most this much of a partition's log to find a written batch
 LOOKUP_ATTEMPTS = 3  # look-up requests lost with their connection before giving up
+PIECE_FILL_PERCENT = 90  # an over-size compressed batch is cut into pieces aimed at this share of max.request.size
+CALLS_PRUNE_AT = 64  # retry calls held before the finished ones are dropped
 
 __all__ = ["Flusher", "PartitionMuter"]
 
@@ -289,7 +293,7 @@ class Flusher:
         n = len(b)
         if size <= self.max_request_size or n == 1 or b.retries:  # a retry goes as it went before
             return [(b, records)]
-        step = -(-n // -(-size // (self.max_request_size * 9 // 10)))
+        step = -(-n // -(-size // (self.max_request_size * PIECE_FILL_PERCENT // 100)))
         log.info("%s %s/%d: %d records compressed to %d bytes, over max.request.size: sent in pieces of %d",
                  self.path, b.topic, b.partition, n, size, step)
         return [piece for lo in range(0, n, step)
@@ -346,7 +350,7 @@ class Flusher:
                     self.calls = []
                     await self.conn.close()
                     await self.lookup_conn.close()
-                    await self.ctx.retry_handler.unref.remote()
+                    await self.ctx.retry_handler.drop_retry_writer.remote()
                 except Exception:
                     log.exception("%s shutdown failed", self.path)
                 if not head.done.done():
@@ -407,9 +411,7 @@ class Flusher:
         results, spans = self.state.take_results()
         if results:
             self.mailbox.report(results, spans)
-        if len(self.calls) > 64:
-            import ray
-
+        if len(self.calls) > CALLS_PRUNE_AT:
             _, self.calls = ray.wait(self.calls, num_returns=len(self.calls), timeout=0)
 
 

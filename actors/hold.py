@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import threading
 
+import ray
+
 from .batch import MessageBatch
 
 
@@ -55,8 +57,6 @@ class SelfTimer:
     def arm(self, delay_s: float) -> None:
         if self._timer is not None:
             return
-        import ray
-
         me = ray.get_runtime_context().current_actor
         self._timer = threading.Timer(delay_s, lambda: getattr(me, self.method).remote())
         self._timer.daemon = True

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..wire.errors import KafkaError
 from ..wire.records import SEQUENCE_MASK
 
 log = logging.getLogger("raykafka.producer.idempotence")
@@ -109,8 +110,6 @@ class PartitionSequences:
         yet, that batch comes round again and the sequence heals: nothing to do. If every batch
         before it has ended, the broker lost this producer's sequence: number from 0 under a new
         producer id (not a local epoch bump: tansu fences those for good). True if renumbered."""
-        from ..wire.errors import KafkaError
-
         if broken != self.producer_id or self.producer_id < 0 or numbering != self.numbering:
             return False  # stale: the partition already numbers anew
         try:

@@ -38,13 +38,30 @@ sequence numbers here as it leaves, in the partition's order, from the partition
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, KafkaError
+import ray
+
+from ..wire.cluster import Cluster
+from ..wire.errors import (
+    BY_NAME,
+    BrokerError,
+    DeliveryTimeoutError,
+    KafkaError,
+    ProducerClosedError,
+    TransactionStateError,
+)
+from ..wire.loop import LoopThread
+from ..wire.producer_id import init_producer_id
 from .batch import FIN, RESET, SYN, MessageBatch
+from .broker_worker import calls_to
+from .calls import CallWindow, pipeline_error
 from .hold import HoldBackoff, SelfTimer, split_expired
 from .idempotence import PartitionSequences
+from .options import ASK_GROUP
+from .producer_results import report_failed
 
 __all__ = ["HoldBackoff", "LeaderDispatcher", "LeaderDispatcherState", "find_leader"]
 
@@ -259,9 +276,6 @@ class LeaderDispatcher:
     `request.timeout.ms`; their order is not affected."""
 
     def __init__(self, ctx: Any):
-        from ..wire.cluster import Cluster
-        from ..wire.loop import LoopThread
-
         self.ctx = ctx
         self.loop = LoopThread("leader-dispatcher")
         self.cluster = Cluster(ctx.config)
@@ -277,8 +291,6 @@ class LeaderDispatcher:
         """The id and epoch to number under (InitProducerId, or init_transactions): set by the
         TopicDispatcher before it forwards any message, so every partition starts under it."""
         if self.partitions:
-            from ..wire.errors import TransactionStateError
-
             raise TransactionStateError(f"producer id set after messages went out under "
                                         f"{self.ctx.producer_id}/{self.ctx.producer_epoch}")
         self.ctx.producer_id, self.ctx.producer_epoch = producer_id, producer_epoch
@@ -300,8 +312,6 @@ class LeaderDispatcher:
 
     def retry_held(self) -> None:
         """Called by this actor's own timer: try the leaders of the partitions holding batches."""
-        import time
-
         self.timer.fired()
         now_ms = time.time() * 1000
         waiting = False
@@ -321,8 +331,6 @@ class LeaderDispatcher:
 
     def shutdown(self) -> None:
         """Release the brokers (a leader's BrokerWorker closes it when its last writer has)."""
-        from ..wire.errors import ProducerClosedError
-
         closed = ProducerClosedError("producer closed while the message waited for a retry")
         self.timer.cancel()
         try:
@@ -361,8 +369,6 @@ class PartitionRoute:
     calls in flight there; metadata and producer ids come through the actor's shared cluster."""
 
     def __init__(self, actor: LeaderDispatcher, topic: str, partition: int):
-        from .calls import CallWindow
-
         self.actor = actor
         self.ctx = actor.ctx
         self.topic = topic
@@ -372,25 +378,19 @@ class PartitionRoute:
         self.window = CallWindow(actor.ctx.window, self._call_failed)
 
     def update_leader(self) -> None:
-        from .broker_worker import get_broker_worker
-
         broker = find_leader(self.actor.loop, self.actor.cluster, self.topic, self.partition, self.ctx.timeout)
-        self.aggregator, self.generation = get_broker_worker(self.ctx, broker.node_id, broker.host, broker.port)
+        # one more reference on the broker's worker (Sarama's getBrokerProducer), dropped by `abandon`
+        handle, self.generation = ray.get(self.ctx.retry_handler.get_broker.remote(broker.node_id, broker.host, broker.port))
+        self.aggregator = calls_to(handle, self.generation)  # this process's numbered calls to it
         self.node_id = broker.node_id
         log.info("%s selected broker %d", self.path, broker.node_id)
 
     def new_producer_id(self) -> tuple[int, int]:
-        from ..wire.producer_id import init_producer_id
-
         if self.ctx.config["transactional.id"] is not None:  # its id is the transactional.id's alone
             raise KafkaError("a transactional producer gets its producer id from init_transactions only")
         return self.actor.loop.run(init_producer_id(self.actor.cluster), self.ctx.timeout)
 
     def first_unresolved(self, producer_id: int, numbering: int) -> int:
-        import ray
-
-        from .options import ASK_GROUP
-
         asking = self.ctx.retry_handler.first_unresolved.options(concurrency_group=ASK_GROUP)
         return ray.get(asking.remote(self.topic, self.partition, producer_id, numbering), timeout=2 * self.ctx.timeout)
 
@@ -399,8 +399,6 @@ class PartitionRoute:
 
     def _call_failed(self, batches: list[MessageBatch], exc: BaseException) -> None:
         """A call to the BrokerWorker failed (it died, say): its own batch fails, with the cause."""
-        from .calls import pipeline_error
-
         self.return_errors(batches, pipeline_error(exc))
 
     def abandon(self) -> None:
@@ -408,13 +406,9 @@ class PartitionRoute:
         self.window.drain()
         aggregator, self.aggregator = self.aggregator, None
         if aggregator is not None:
-            import ray
-
-            ray.get(self.ctx.retry_handler.unref_broker.remote(self.node_id, self.generation))
+            ray.get(self.ctx.retry_handler.release_broker.remote(self.node_id, self.generation))
 
     def return_errors(self, batches: list[MessageBatch], error: Exception) -> None:
-        from .producer_results import report_failed
-
         for batch in batches:
             batch.partition = self.partition
         report_failed(self.ctx.retry_handler.report.remote, batches, error)

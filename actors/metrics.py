@@ -20,6 +20,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+import ray
+from ray.util import metrics
+
 from ..wire.stats import COUNTER, GAUGE, METRICS, Metric, Stats, StatsReporter, check_stats_cb, stats_reporter
 
 log = logging.getLogger("raykafka.metrics")
@@ -35,8 +38,6 @@ def ray_stats(**common_tags: Any) -> Stats:
 def record(metric: Metric, value: float, tags: dict[str, str]) -> None:
     made = _made.get(metric.name)
     if made is None:
-        import ray
-
         if not ray.is_initialized():  # a process without Ray (`raykafka consume -g`): figures stay local
             return
         made = _made[metric.name] = _make(metric)
@@ -52,8 +53,6 @@ def record(metric: Metric, value: float, tags: dict[str, str]) -> None:
 
 def _make(metric: Metric) -> Any:
     try:
-        from ray.util import metrics
-
         if metric.kind == COUNTER:
             return metrics.Counter(metric.name, description=metric.description, tag_keys=metric.tags)
         if metric.kind == GAUGE:
@@ -94,8 +93,6 @@ class Reports:
 
 def snapshots_of(handles: Iterable[Any], owner: str) -> list[dict[str, Any]]:
     """`metrics_snapshot()` of each actor in `handles`; a dead or stuck one is left out (logged)."""
-    import ray
-
     if not ray.is_initialized():  # shut down under the owner: its actors went with it
         return []
     out = []
@@ -149,8 +146,6 @@ class ProducerMetrics:
 
     def collect(self) -> list[dict[str, Any]]:
         """This side's snapshot and each living BrokerWorker's."""
-        import ray
-
         if not ray.is_initialized():
             return [self.stats.snapshot()]
         prefix = self.producer.pipeline_prefix + "broker_worker"

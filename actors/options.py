@@ -1,4 +1,8 @@
-"""The `ray.remote` options of every producer role, in one place, and the context each actor gets.
+"""The `ray.remote` options of every actor raykafka starts, in one place, and the context each
+producer actor gets.
+
+Called by every module that starts an actor (`create` for the producer's, `remote_class` for the
+others: the consumers, the group members, the Spark node writers, the demo's collector); calls Ray.
 
 Every pipeline actor takes `num_cpus=0` (a dozen of them live on a 2-CPU node), is never
 restarted by Ray and never retries a task (`max_restarts=0`, `max_task_retries=0`): a retried
@@ -12,12 +16,23 @@ one; every other role is a synchronous actor, which runs one caller's calls in t
 were submitted. The RetryHandler is one too, with two concurrency groups of one thread each
 beside its default thread (`RETRY_HANDLER_GROUPS`): the driver's long `poll`, and
 `first_unresolved`, which asks the broker workers; its other calls keep their order.
+
+The consumers' actors: a broker consumer holds no state that its partition consumers cannot give
+it again, so Ray restarts it when it dies (a crash, a lost node); each partition consumer watches
+the ones its partitions are subscribed to and subscribes them again, at their own positions, when
+a watch breaks. A partition consumer is not restarted by Ray (a restarted one would not know where
+to start): the driver's `Consumer` replaces a dead one, each of its partitions at the offset after
+the last record it handed out. A group member is not restarted either: the `ConsumerGroup`'s
+supervisor starts a new one. A Spark node writer is restarted by Ray wherever its placement group
+lands (spark_bridge/node_writers.py), its threads given where it is started.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+import ray
 
 SYNC = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0}
 ASYNC = {**SYNC, "max_concurrency": 1000}
@@ -33,7 +48,15 @@ ROLES: dict[str, dict[str, Any]] = {
     "broker_worker": ASYNC,
     "retry_handler": {**SYNC, "concurrency_groups": RETRY_HANDLER_GROUPS},
     "transaction_owner": ASYNC,
+    "broker_consumer": {"num_cpus": 0, "max_concurrency": 1000, "max_restarts": -1, "max_task_retries": 0},
+    "partition_consumer": {"num_cpus": 0, "max_concurrency": 1000, "max_restarts": 0, "max_task_retries": 0},
+    "group_member": {"num_cpus": 0, "max_concurrency": 4, "max_restarts": 0},
+    "node_writer": {"num_cpus": 0, "max_restarts": -1, "max_task_retries": 0},
+    "demo_collector": {"num_cpus": 0},
 }
+# The one resource a node writer's placement group bundle must hold: a byte of memory, nothing
+# anyone misses.
+NODE_WRITER_BUNDLE = {"memory": 1}
 # options Ray takes in `ray.remote(...)` only, not in `.options(...)`
 CLASS_OPTIONS = ("concurrency_groups",)
 
@@ -67,8 +90,6 @@ class PipelineContext:
 
 def remote_class(cls: type, role: str, **more: Any) -> Any:
     """`cls` as an actor class of `role` with the role's options (and `more`), ready for `.remote`."""
-    import ray
-
     options = ROLES[role]
     on_class = {k: v for k, v in options.items() if k in CLASS_OPTIONS}
     actor = ray.remote(**on_class)(cls) if on_class else ray.remote(cls)

@@ -30,7 +30,9 @@ from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.fetch import resolve_offsets
 from ..wire.serde import Deserializers
+from .broker_consumer import BrokerConsumer
 from .metrics import ConsumerMetrics
+from .options import remote_class
 from .partition_consumer_state import (
     BrokerConsumerGone,
     PartitionConsumerState,
@@ -39,15 +41,6 @@ from .partition_consumer_state import (
 )
 
 log = logging.getLogger("raykafka.actors.partition_consumer")
-
-# A broker consumer holds no state that its partition consumers cannot give it again, so Ray
-# restarts it when it dies (a crash, a lost node); each partition consumer watches the ones its
-# partitions are subscribed to and subscribes them again, at their own positions, when a watch
-# breaks. A partition consumer is not restarted by Ray (a restarted one would not know where to
-# start): the driver's `Consumer` replaces a dead one, each of its partitions at the offset after
-# the last record it handed out.
-BROKER_CONSUMER_OPTIONS = {"num_cpus": 0, "max_concurrency": 1000, "max_restarts": -1, "max_task_retries": 0}
-PARTITION_CONSUMER_OPTIONS = {"num_cpus": 0, "max_concurrency": 1000, "max_restarts": 0, "max_task_retries": 0}
 MAX_BROKER_CONSUMER_ACTORS = 1024  # the bound of `broker.consumer.actors`, for a node with more CPUs
 
 
@@ -82,15 +75,12 @@ def broker_consumer_name(consumer_id: str, slot: int) -> str:
 
 def new_broker_consumer(config: dict[str, Any], consumer_id: str, slot: int) -> Any:
     """Find or create the named `BrokerConsumer` of `consumer_id` for slot `slot`."""
-    from .broker_consumer import BrokerConsumer
-
-    return ray.remote(BrokerConsumer).options(
-        name=broker_consumer_name(consumer_id, slot), get_if_exists=True, **BROKER_CONSUMER_OPTIONS
-    ).remote(config, slot)
+    return remote_class(BrokerConsumer, "broker_consumer", name=broker_consumer_name(consumer_id, slot),
+                        get_if_exists=True).remote(config, slot)
 
 
 def new_partition_consumer(config: dict[str, Any], consumer_id: str) -> Any:
-    return ray.remote(PartitionConsumer).options(**PARTITION_CONSUMER_OPTIONS).remote(config, consumer_id)
+    return remote_class(PartitionConsumer, "partition_consumer").remote(config, consumer_id)
 
 
 class PartitionConsumer:

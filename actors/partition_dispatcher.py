@@ -22,12 +22,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import ray
 
 from ..wire.columns import BinaryColumn
 from ..wire.errors import UnknownTopicError
 from ..wire.partitioners import get_partitioner
 from .batch import MessageBatch
-from .producer_results import Outcome
+from .calls import CallWindow, pipeline_error
+from .producer_results import Outcome, report_failed
 
 Fail = Callable[[list[Outcome]], None]  # reports messages that cannot be partitioned
 
@@ -79,8 +81,6 @@ class PartitionDispatcher:
     """The actor: a `TopicPartitioner` per topic, and the window of calls to the LeaderDispatcher."""
 
     def __init__(self, ctx: Any, leader: Any):
-        from .calls import CallWindow
-
         self.ctx = ctx
         self.topics: dict[str, TopicPartitioner] = {}
         self.leader = leader  # the LeaderDispatcher, started beside this actor
@@ -106,11 +106,9 @@ class PartitionDispatcher:
             if batch.partition >= 0:  # a retry, or a control message: already partitioned
                 parts.append(batch)
                 continue
-            partitioner = self.topics.get(batch.topic)
-            if partitioner is None:  # only the TopicDispatcher sends a topic before adding it: a bug
-                self._report([Outcome.failed(batch.ids, UnknownTopicError(
-                    f"topic {batch.topic!r} was never looked up for this producer"), batch.topic)])
-                continue
+            # added before any of its batches comes: by the TopicDispatcher before it forwards
+            # them, and before it hands the driver this actor as the topic's route
+            partitioner = self.topics[batch.topic]
             parts.extend(part for _, part in partitioner.partition(batch, self._report))
         if parts:
             self.window.submit(self.leader.dispatch.remote(parts), parts)
@@ -124,15 +122,10 @@ class PartitionDispatcher:
 
     def _call_failed(self, parts: list[MessageBatch], exc: BaseException) -> None:
         """A call to the LeaderDispatcher failed (it died, say): its own batches fail with why."""
-        from .calls import pipeline_error
-        from .producer_results import report_failed
-
         report_failed(self.ctx.retry_handler.report.remote, parts, pipeline_error(exc))
 
     def shutdown(self) -> None:
         """Close the LeaderDispatcher once every call to it has been taken."""
-        import ray
-
         self.window.drain()
         try:
             ray.get(self.leader.shutdown.remote())  # raises if it died: the TopicDispatcher says so

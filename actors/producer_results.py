@@ -82,7 +82,6 @@ class Mailbox:
         self.numbered_batches: list[NumberedBatch] = []
         self.keeps_notes = notes
         self.closed = False
-        self.reported = 0
         self.sequences = EndedSequences()
         self.cond = threading.Condition()
         self.wake = wake
@@ -91,7 +90,6 @@ class Mailbox:
         """`entries` ended; `spans` are the sequence numbers of those that were numbered."""
         with self.cond:
             self.entries.extend(entries)
-            self.reported += sum(len(e.ids) for e in entries)
             for span in spans:
                 self.sequences.ended(SequenceSpan(*span))
             self._news()

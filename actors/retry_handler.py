@@ -3,7 +3,7 @@
 
 Called by every BrokerWorker (`retry`; a worker holds a reference from its creation until its
 last response is handled; `worker_closed` as it exits), by the LeaderDispatchers
-(`get_broker`/`unref_broker`, `first_unresolved`), by the dispatchers (`report`) and by the
+(`get_broker`/`release_broker`, `first_unresolved`), by the dispatchers (`report`) and by the
 driver (`poll`, and the control calls). Calls the TopicDispatcher, from one forwarding thread, in
 the order the retries arrived; and the BrokerWorkers it owns (`host`, `close`, and
 `ended_intervals` for `first_unresolved`).
@@ -26,7 +26,7 @@ It also holds the producer's registry of broker workers (`BrokerRegistry`, Saram
 getBrokerProducer and unrefBrokerProducer: a single synchronous actor serialises them as
 Sarama's mutex does), which places each broker on a worker process, at most
 `broker.worker.actors` of them (0: the CPUs of the node this actor runs on); and it counts the
-brokers (each a BrokerWorker's Flusher) that may still call `retry` (`ref`/`unref`).
+brokers (each a BrokerWorker's Flusher) that may still call `retry` (`add_retry_writer`/`drop_retry_writer`).
 """
 
 from __future__ import annotations
@@ -36,10 +36,15 @@ import os
 import threading
 from typing import Any
 
+import ray
+
 from ..wire.errors import ProducerClosedError
 from .batch import MessageBatch
 from .broker_registry import BrokerRegistry
+from .broker_worker import BrokerWorker
+from .calls import CallWindow, pipeline_error
 from .idempotence import EndedSequences
+from .options import create
 from .producer_results import Mailbox, Reports, WorkerList, report_failed
 from .retry_queue import RetryQueue
 
@@ -48,15 +53,12 @@ log = logging.getLogger("raykafka.producer.retry")
 
 class RetryHandler:
     def __init__(self, ctx: Any):
-        import ray
-
         self.ctx = ctx
         ctx.retry_handler = ray.get_runtime_context().current_actor  # the broker workers it starts call back here
         self.queue = RetryQueue(ctx.config["retry.backoff.ms"] / 1000)
         self.writers = 0  # open brokers on the BrokerWorkers (and the driver), each may still call `retry`
         self.brokers = BrokerRegistry(self._start_worker, self._host_broker, max_broker_workers(ctx.config))
         self.closing = False
-        self.forwarded = 0
         self.mailbox = Mailbox(notes=False)
         self.lock = threading.Lock()  # the worker list, shared with the `poll` and `ask` threads
         self.workers: dict[str, Any] = {}  # name -> handle: every worker started and not yet exited
@@ -77,8 +79,6 @@ class RetryHandler:
         self.queue.put(batches)
 
     def _forward_loop(self) -> None:
-        from .calls import CallWindow, pipeline_error
-
         # a forwarded call that failed (the TopicDispatcher died) fails its own batches
         window = CallWindow(self.ctx.window, lambda carried, exc: report_failed(
             self.mailbox.report, carried, pipeline_error(exc)))
@@ -91,7 +91,6 @@ class RetryHandler:
                     f"producer closed while the message waited for a retry ({exc})"))
                 continue
             window.submit(ref, batches)
-            self.forwarded += len(batches)
 
     # -- outcomes decided here and before the brokers: the driver polls them ----------
 
@@ -115,8 +114,6 @@ class RetryHandler:
     def first_unresolved(self, topic: str, partition: int, producer_id: int, numbering: int) -> int:
         """(The `ask` group.) The first sequence number of the partition's numbering whose batch
         has not ended anywhere: here, on a live worker (asked), or on one that exited."""
-        import ray
-
         with self.lock:
             ended = EndedSequences()
             ended.merge(self.closed_sequences.intervals())
@@ -147,13 +144,13 @@ class RetryHandler:
 
     # -- references: the brokers (and the driver) that may still write here -----------
 
-    def ref(self) -> None:
+    def add_retry_writer(self) -> None:
         self.writers += 1
 
-    def unref(self) -> None:
+    def drop_retry_writer(self) -> None:
         self.writers -= 1
 
-    def live_writers(self) -> int:
+    def retry_writers(self) -> int:
         return self.writers
 
     # -- the broker registry ------------------------------------------------------
@@ -164,9 +161,6 @@ class RetryHandler:
 
     def _start_worker(self, generation: int, node_id: int, host: str, port: int) -> Any:
         """A new BrokerWorker process, hosting broker `node_id` as `generation`."""
-        from .broker_worker import BrokerWorker
-        from .options import create
-
         self.writers += 1  # the broker's reference, released after its last response
         log.info("producer/broker/%d starting", node_id)
         key = f"{node_id}-{generation}"
@@ -196,7 +190,8 @@ class RetryHandler:
         for closing in self.brokers.release_all():  # a late `prestart` then starts nothing
             closing.handle.close.remote(closing.generation, closing.last)
 
-    def unref_broker(self, node_id: int, generation: int) -> None:
+    def release_broker(self, node_id: int, generation: int) -> None:
+        """One reference fewer on broker `node_id`'s worker (Sarama's unrefBrokerProducer)."""
         closing = self.brokers.unref(node_id, generation)
         if closing is not None:
             closing.handle.close.remote(closing.generation, closing.last)

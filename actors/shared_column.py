@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import ray
 
 from ..wire.columns import BinaryColumn
 
@@ -45,8 +46,6 @@ class SharedColumn:
 
     @classmethod
     def put(cls, column: BinaryColumn) -> SharedColumn:
-        import ray
-
         return cls([(ray.put(column), range(len(column)))])
 
     def __len__(self) -> int:
@@ -135,6 +134,4 @@ def read_shared(columns: Sequence[Any]) -> list[Any]:
     refs = shared_refs(columns)
     if not refs:
         return list(columns)
-    import ray
-
     return read_fetched(columns, refs, ray.get(refs))

@@ -36,10 +36,14 @@ import logging
 import time
 from typing import Any
 
+import ray
+
+from ..wire.cluster import Cluster
 from ..wire.errors import DeliveryTimeoutError, KafkaError, ProducerClosedError, TransactionStateError
+from ..wire.loop import LoopThread
 from ..wire.producer_id import init_producer_id
 from .batch import MessageBatch
-from .calls import pipeline_error
+from .calls import CallWindow, pipeline_error
 from .hold import HoldBackoff, SelfTimer, split_expired
 from .producer_results import report_failed
 
@@ -125,10 +129,6 @@ def lookup_can_wait(error: BaseException) -> bool:
 
 class TopicDispatcher:
     def __init__(self, ctx: Any):
-        from ..wire.cluster import Cluster
-        from ..wire.loop import LoopThread
-        from .calls import CallWindow
-
         self.ctx = ctx
         self.loop = LoopThread("topic-dispatcher")
         self.cluster = Cluster(ctx.config)
@@ -174,8 +174,6 @@ class TopicDispatcher:
     def _number_under(self, producer_id: int, producer_epoch: int) -> None:
         """Hand the id to the LeaderDispatcher, answered before this actor forwards a message (so
         every partition is numbered under it: only what is forwarded from here reaches it)."""
-        import ray
-
         ray.get(self.ctx.leader_dispatcher.set_producer_id.remote(producer_id, producer_epoch),
                 timeout=self.ctx.timeout)
 
@@ -263,8 +261,6 @@ class TopicDispatcher:
     def _look_up(self, topic: str, timeout: float | None = None) -> None:
         """Look a new topic up and add it to the PartitionDispatcher (answered before anything of
         the topic is forwarded); raises why it cannot be (UnknownTopicError, a timeout)."""
-        import ray
-
         if topic in self.known:
             return
         info = self.loop.run(self.cluster.topic(topic), timeout or self.ctx.timeout)  # raises UnknownTopicError
@@ -305,8 +301,6 @@ class TopicDispatcher:
 
     def shutdown(self) -> None:
         """Close the PartitionDispatcher (which closes the LeaderDispatcher first)."""
-        import ray
-
         self.closed = True
         self.timer.cancel()
         self.refresh_timer.cancel()

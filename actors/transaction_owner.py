@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..wire.admin import TopicPartition
+from ..wire.cluster import Cluster
 from ..wire.errors import TransactionAbortableError, TransactionError
 from ..wire.transactions import GroupOffset, TransactionCoordinator, TransactionManager, TxnState
 
@@ -32,8 +33,6 @@ log = logging.getLogger("raykafka.producer.transactions")
 
 class TransactionOwner:
     def __init__(self, ctx: Any):
-        from ..wire.cluster import Cluster
-
         config = ctx.config
         self.cluster = Cluster(config)
         self.manager = TransactionManager(config["transactional.id"], config["transaction.timeout.ms"])

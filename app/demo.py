@@ -24,6 +24,7 @@ from typing import Any
 
 import ray
 
+from ..actors.options import remote_class
 from .args import counted
 
 KINDS = ("view", "cart", "purchase", "refund")
@@ -113,7 +114,6 @@ def plot_rates(timeline: Timeline, path: Path) -> Path:
     return path
 
 
-@ray.remote(num_cpus=0)
 class BatchCollector:
     """Receives the group members' batches; keeps one copy per (partition, offset).
 
@@ -132,8 +132,8 @@ class BatchCollector:
         import numpy as np
         import pyarrow as pa
 
-        partition = batch.column(3)[0].as_py()
-        offsets = batch.column(4).to_numpy()
+        partition = batch.column("partition")[0].as_py()
+        offsets = batch.column("offset").to_numpy()
         seen = self.seen.setdefault(partition, set())
         fresh = np.fromiter((o not in seen for o in offsets.tolist()), bool, len(offsets))
         self.duplicates += int((~fresh).sum())
@@ -225,7 +225,7 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
             say(f"write    {counts['delivered']:,} delivered, {counts['failed']} failed through the producer "
                 f"actors in {write_seconds:.1f}s ({counts['delivered'] / write_seconds:,.0f} rows/s)")
 
-            collector = BatchCollector.remote()
+            collector = remote_class(BatchCollector, "demo_collector").remote()
 
             def handle(batch: Any) -> None:
                 ray.get(collector.add.remote(batch))

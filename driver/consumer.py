@@ -20,7 +20,7 @@ Broker outages are ridden out: the actors reconnect (`reconnect.backoff.ms` grow
 Dead actors are healed: Ray restarts a broker consumer, and its partitions subscribe again; a
 partition consumer that died is replaced here, each partition it hosted started at the offset
 after the last record `batches` handed out of it (what it had fetched beyond is fetched again),
-so nothing is skipped or repeated (`heals` counts, per partition, the replacements). A
+so nothing is skipped or repeated (`heals_per_partition` counts the replacements). A
 partition that cannot go on (its data is corrupt, its offset is out of range with
 `auto.offset.reset` none, authentication failed, its actor died `MAX_HEALS` times in a row
 without handing out a record, or its replacement could not start) is raised once from `batches`
@@ -62,6 +62,7 @@ from ..wire.config import parse_config
 from ..wire.errors import ConsumerError, KafkaError
 from ..wire.fetch import high_watermarks
 from ..wire.loop import LoopThread
+from ..wire.serde import Deserializers, concat_batches
 from ..wire.subscription import TopicSubscription, external_topics, is_pattern
 from .ray_runtime import ensure_ray
 
@@ -107,7 +108,7 @@ class Consumer:
         self.ends: dict[Key, int] = {}
         self._polls: dict[Any, tuple[int, Any]] = {}  # poll ref -> (slot, the actor asked)
         self._heals_in_a_row: dict[Key, int] = {}
-        self.heals: dict[Key, int] = {}  # times each partition's consumer was replaced after it died
+        self.heals_per_partition: dict[Key, int] = {}  # times each partition's consumer was replaced after it died
         self._seeks: dict[Key, int] = {}
         self._ready: deque[tuple[Key, pa.RecordBatch | PartitionEnds, int]] = deque()
         self._closed = False
@@ -368,7 +369,7 @@ class Consumer:
                                                      f"not start: {type(exc).__name__}: {exc}"))
             return
         for key in kept:
-            self.heals[key] = self.heals.get(key, 0) + 1
+            self.heals_per_partition[key] = self.heals_per_partition.get(key, 0) + 1
 
     def _end(self, key: Key, cause: str) -> ConsumerError:
         """The partition cannot go on: dropped from its partition consumer and left out from now
@@ -386,8 +387,6 @@ class Consumer:
 
     def read_all(self, timeout: float = 30.0) -> pa.Table:
         """Everything up to the current end of every assigned partition, as one table."""
-        from ..wire.serde import Deserializers, concat_batches
-
         schema = Deserializers.from_config(self.config).schema
         return concat_batches(list(self.batches(timeout=timeout, until_end=True)), schema)
 

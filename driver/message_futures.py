@@ -20,7 +20,10 @@ from typing import Any
 
 log = logging.getLogger("raykafka.producer")
 
-try:  # the fields of a Future that `MessageFuture` and `settle_futures` set themselves
+# Python's private module, used here and nowhere else: `concurrent.futures` exports no names for a
+# Future's states, which `MessageFuture` and `settle_futures` set themselves (checked below against
+# the Future's fields, and not used when they differ).
+try:
     from concurrent.futures._base import FINISHED as _FINISHED
     from concurrent.futures._base import PENDING as _PENDING
     from concurrent.futures._base import RUNNING as _RUNNING

@@ -49,6 +49,7 @@ from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
+import ray
 
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.calls import pipeline_error
@@ -95,6 +96,7 @@ from .producer_ledger import BatchResult, BatchState, Ledger, RecordMetadata, Se
 from .producer_pipeline import ProducerPipeline, left
 from .producer_reports import Polled, intended_exit
 from .producer_transactions import ProducerTransactions
+from .producer_watchdog import ProducerWatchdog
 from .ray_runtime import ensure_ray
 from .topic_routes import TopicRoutes
 
@@ -168,7 +170,7 @@ class Producer:
         self._results_stopped = False  # close takes the last reports itself
         # healing: without transactional.id a pipeline an actor died in is rebuilt, and what it
         # held sent again (see `_heal`); the batches handed on are kept until their messages end
-        self.heals = self.config["transactional.id"] is None
+        self.heals = self.config["transactional.id"] is None  # whether it heals (a flag; `healed` counts)
         self.healed = 0  # how many times the pipeline was rebuilt
         self.heals_done: list[Heal] = []  # each rebuild, with what it found and sent again
         self.heal_failures = 0  # attempts that could not rebuild it (tried again after HEAL_RETRY)
@@ -189,7 +191,6 @@ class Producer:
         self._poller = threading.Thread(target=self._poll_loop, name=f"{self.name}-results", daemon=True)
         self._sender.start()
         self._poller.start()
-        from .producer_watchdog import ProducerWatchdog  # bounds every message's life, even if an actor dies
         self._watchdog = ProducerWatchdog.watch(self)
         self.metrics.start()
 
@@ -379,8 +380,6 @@ class Producer:
 
     def _send_loop(self) -> None:
         """Hand gathered messages on (`TopicRoutes`), a bounded number of calls in flight."""
-        import ray
-
         acc = self._acc
         while True:
             with self._cond:
@@ -541,8 +540,6 @@ class Producer:
         BrokerWorker's, one poll in flight to each) and settle what they hand over, until close
         stops it (which then takes the last reports itself). While a heal runs it settles the
         polls in flight, then waits: the healer takes the last reports."""
-        import ray
-
         while True:
             with self._cond:
                 stop = self._results_stopped or (self._stopping and not self._ledger)
@@ -576,8 +573,6 @@ class Producer:
         """A round's answers settled; a source whose poll failed judged: a worker that exited on
         purpose is dropped, any other is an actor's death (healed, or for a transactional
         producer left to the watchdog)."""
-        import ray
-
         for reports in polled.reports:
             self._take_reports(reports, pipeline)
         if polled.failed and not ray.is_initialized():  # shut down under us: the watchdog sees it
@@ -800,8 +795,6 @@ class Producer:
         order and deliver what they have, and the rest fails with a `ProducerClosedError` naming
         the dead actor. It does not raise for a dead actor; no actor of this producer is left.
         From an `on_delivery` callback it is `close(0)` (`_close_from_callback`)."""
-        import ray
-
         if self._closed:
             return
         dog = self._watchdog
@@ -857,8 +850,6 @@ class Producer:
     def _take_last_results(self) -> None:
         """Stop the results thread, then take what the pipeline reported last, so that a message
         delivered during the shutdown is not failed below."""
-        import ray
-
         with self._cond:
             self._results_stopped = True
         self._poller.join(5)

@@ -36,6 +36,7 @@ raises `HealScanIncomplete` and the heal tries again: it is never taken as compl
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import logging
 from collections import defaultdict, deque
@@ -48,9 +49,13 @@ from ..actors.batch import MessageBatch
 from ..actors.idempotence import NumberedBatch
 from ..actors.producer_results import Outcome
 from ..actors.shared_column import SharedColumn, read_shared
+from ..wire import fetch as wire_fetch  # called through their modules, which tests patch
+from ..wire import producer_id as wire_producer_id
+from ..wire.cluster import Cluster
 from ..wire.columns import BinaryColumn
 from ..wire.errors import KafkaError
-from ..wire.fetch import WrittenRecord
+from ..wire.fetch import WrittenRecord, high_watermarks, list_offsets
+from ..wire.loop import LoopThread
 from ..wire.records import SEQUENCE_MASK, encode_header_lists
 from .producer_ledger import Ledger
 
@@ -322,13 +327,6 @@ def read_log(config: Any, plan: Mapping[TopicPartition, PartitionScan], ends: Ma
     log is read again, `SETTLE_S` after each read, from past what was found, until a read finds
     nothing more. All the reads together are bounded by `request.timeout.ms`; reads that have not
     settled by then raise `HealScanIncomplete`, so that a partial read is never taken as whole."""
-    import asyncio
-
-    from ..wire.cluster import Cluster
-    from ..wire.fetch import high_watermarks, list_offsets, records_of_producer
-    from ..wire.loop import LoopThread
-    from ..wire.producer_id import init_producer_id
-
     timeout = config["request.timeout.ms"] / 1000
 
     async def bumped(cluster: Cluster) -> tuple[int, int] | None:
@@ -336,7 +334,7 @@ def read_log(config: Any, plan: Mapping[TopicPartition, PartitionScan], ends: Ma
         if bump is None or bump[0] < 0:
             return None
         try:
-            answer = await asyncio.wait_for(init_producer_id(cluster, bump), timeout)
+            answer = await asyncio.wait_for(wire_producer_id.init_producer_id(cluster, bump), timeout)
         except (TimeoutError, KafkaError) as exc:
             log.info("heal: the broker did not bump producer %d's epoch %d (%s); its old epoch is not fenced",
                      bump[0], bump[1], exc)
@@ -387,7 +385,7 @@ def read_log(config: Any, plan: Mapping[TopicPartition, PartitionScan], ends: Ma
         first = True
         while True:
             read = await asyncio.gather(*(
-                records_of_producer(cluster, t, p, start[(t, p)], scans[(t, p)].writers,
+                wire_fetch.records_of_producer(cluster, t, p, start[(t, p)], scans[(t, p)].writers,
                                     config["max.decompressed.batch.bytes"]) for t, p in wanted))
             for tp, records in zip(wanted, read, strict=True):
                 if records:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..actors.batch import RECORD_OVERHEAD
 from ..wire.columns import BinaryColumn, HeaderColumn
@@ -79,11 +80,7 @@ def batch_columns(values: Any, keys: Any, headers: Any, partitions: Any, timesta
     `raw`: whether the value and key serializers take bytes as they are, so binary and string
     columns may be sliced to bytes from their buffers."""
     topics = None
-    try:
-        import pyarrow as pa
-    except ImportError:  # pragma: no cover
-        pa = None
-    if pa is not None and isinstance(values, (pa.Table, pa.RecordBatch)):
+    if isinstance(values, (pa.Table, pa.RecordBatch)):
         table = values
         names = table.schema.names
         check_write_columns(names)

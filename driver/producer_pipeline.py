@@ -26,9 +26,16 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import ray
+
 from ..actors.calls import pipeline_error
+from ..actors.leader_dispatcher import LeaderDispatcher
 from ..actors.options import PipelineContext, create
+from ..actors.partition_dispatcher import PartitionDispatcher
 from ..actors.producer_results import Reports
+from ..actors.retry_handler import RetryHandler
+from ..actors.topic_dispatcher import TopicDispatcher
+from ..actors.transaction_owner import TransactionOwner
 from ..wire.errors import KafkaError
 from .producer_reports import ReportSources
 
@@ -43,13 +50,6 @@ class ProducerPipeline:
     def __init__(self, config: Mapping[str, Any], name: str, producer_id: tuple[int, int] | None = None):
         """`producer_id`: the (id, epoch) its actors number under, when a heal got it already
         (an epoch bump); else the TopicDispatcher asks the broker for one."""
-        import ray
-
-        from ..actors.leader_dispatcher import LeaderDispatcher
-        from ..actors.partition_dispatcher import PartitionDispatcher
-        from ..actors.retry_handler import RetryHandler
-        from ..actors.topic_dispatcher import TopicDispatcher
-
         self.name = name
         ctx = PipelineContext(config=config, prefix=name + "/")
         if producer_id is not None:
@@ -57,8 +57,6 @@ class ProducerPipeline:
         self.handles: list[Any] = []
         try:
             if config["transactional.id"] is not None:  # first: every actor below carries its handle
-                from ..actors.transaction_owner import TransactionOwner
-
                 ctx.transactions = create(TransactionOwner, "transaction_owner", ctx)
                 self.handles.append(ctx.transactions)
             # they start at once (each is a process); then the driver takes its reference
@@ -71,7 +69,7 @@ class ProducerPipeline:
             self.handles.append(ctx.partition_dispatcher)
             self.topic_dispatcher = create(TopicDispatcher, "topic_dispatcher", ctx)
             self.handles.insert(0, self.topic_dispatcher)
-            ray.get([ctx.retry_handler.ref.remote(),  # the driver's reference, released at close
+            ray.get([ctx.retry_handler.add_retry_writer.remote(),  # the driver's reference, released at close
                      ctx.retry_handler.set_topic_dispatcher.remote(self.topic_dispatcher)])
             self.producer_id, self.producer_epoch = ray.get(self.topic_dispatcher.ping.remote())
         except BaseException as exc:
@@ -90,17 +88,15 @@ class ProducerPipeline:
         worker that hosted several brokers keeps them open, so then the wait runs to `stop_by`
         unless nothing is pending), the retry handler.
         What a broken step held stays unresolved, for the caller to fail."""
-        import ray
-
         if not self._ask("closing the dispatchers", self.topic_dispatcher.shutdown.remote(), left(stop_by)):
             return
         rh = self.ctx.retry_handler
-        if not self._ask("closing the broker workers", [rh.release_all.remote(), rh.unref.remote()], left(stop_by)):
+        if not self._ask("closing the broker workers", [rh.release_all.remote(), rh.drop_retry_writer.remote()], left(stop_by)):
             return
         # each living BrokerWorker answers what is in flight, then lets go; a dead one never does
         try:
             while (pending() and time.monotonic() < stop_by
-                   and ray.get(rh.live_writers.remote(), timeout=left(stop_by)) > dead_workers):
+                   and ray.get(rh.retry_writers.remote(), timeout=left(stop_by)) > dead_workers):
                 time.sleep(0.02)
         except Exception as exc:
             log.warning("%s: close: the retry handler did not answer: %s", self.name, pipeline_error(exc))
@@ -124,8 +120,6 @@ class ProducerPipeline:
     def kill_all(self, wait: float) -> None:
         """ray.kill every actor of this pipeline that is still alive (those its actors started too,
         found by name), then wait (up to `wait` s) until Ray lists none of them."""
-        import ray
-
         if not ray.is_initialized():
             return
         prefix = self.name + "/"
@@ -147,8 +141,6 @@ class ProducerPipeline:
 
     def _ask(self, what: str, refs: Any, timeout: float) -> bool:
         """`ray.get(refs)` within `timeout` s; False (logged, not raised) if an actor died or did not answer."""
-        import ray
-
         try:
             ray.get(refs, timeout=timeout)
         except Exception as exc:

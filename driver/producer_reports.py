@@ -19,6 +19,8 @@ import logging
 import threading
 from typing import Any, NamedTuple
 
+import ray
+
 from ..actors.options import POLL_GROUP
 from ..actors.producer_results import Reports, WorkerList
 
@@ -50,8 +52,6 @@ class ReportSources:
     def round(self, timeout: float) -> Polled:
         """A poll in flight to every source that has none, then the answers of those that came
         within `timeout` s (+ POLL_MARGIN), at least one unless none did."""
-        import ray
-
         with self.lock:
             self._poll_all(timeout)
             if not self.in_flight:
@@ -65,8 +65,6 @@ class ReportSources:
     def settle(self, timeout: float) -> Polled:
         """The answers of the polls in flight, waiting up to `timeout` s; no new poll. Those that
         do not come in time are dropped (their outcomes, if any, are lost)."""
-        import ray
-
         with self.lock:
             refs = list(self.in_flight)
             ready = ray.wait(refs, num_returns=len(refs), timeout=timeout)[0] if refs else []
@@ -78,8 +76,6 @@ class ReportSources:
     def last(self, timeout: float) -> Polled:
         """Everything the sources still hold, without waiting for news: the polls in flight,
         then the RetryHandler (which names the workers), then every worker; `timeout` s for each step."""
-        import ray
-
         polled = self.settle(timeout)
         with self.lock:
             for step in ([RETRY_HANDLER], None):
@@ -111,8 +107,6 @@ class ReportSources:
         return ref
 
     def _collect(self, refs: list[Any]) -> Polled:
-        import ray
-
         polled = Polled([], [])
         for ref in refs:
             name = self.in_flight.pop(ref)

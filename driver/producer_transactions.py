@@ -37,6 +37,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import ray
+from ray.exceptions import GetTimeoutError
+
+from ..actors.calls import pipeline_error
 from ..wire.admin import TopicPartition
 from ..wire.errors import (
     KafkaError,
@@ -173,11 +177,6 @@ class ProducerTransactions:
 
     def _ask(self, ref: Any, timeout: float) -> Any:
         """The owner's answer; what it raised, as the named error itself (not Ray's wrapper)."""
-        import ray
-        from ray.exceptions import GetTimeoutError
-
-        from ..actors.calls import pipeline_error
-
         try:
             return ray.get(ref, timeout=timeout + ANSWER_MARGIN)
         except GetTimeoutError:

@@ -32,7 +32,10 @@ import time
 from collections import deque
 from typing import Any
 
+import ray
+
 from ..wire.errors import OutcomeUnknownError
+from .ray_runtime import actor_table
 
 log = logging.getLogger("raykafka.producer.watchdog")
 
@@ -89,8 +92,6 @@ class ProducerWatchdog:
     # -- the loop ------------------------------------------------------------------
 
     def _run(self) -> None:
-        import ray
-
         p = self.producer
         while not self._stop.wait(TICK):
             if not ray.is_initialized():  # shut down under the producer: nothing left to watch
@@ -119,10 +120,8 @@ class ProducerWatchdog:
         or any other role) is one the pipeline did not ask for."""
         if self.producer.stopping:
             return  # close() shuts them down on purpose
-        import ray._private.state
-
         prefix = self.producer.pipeline_prefix
-        mine = [a for a in ray._private.state.actors().values() if (a.get("Name") or "").startswith(prefix)]
+        mine = [a for a in actor_table().values() if (a.get("Name") or "").startswith(prefix)]
         for a in mine:
             name = a["Name"]
             if a.get("State") != "DEAD" or name in self.dead:

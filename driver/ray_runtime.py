@@ -1,4 +1,6 @@
-"""Joining the Ray cluster a job runs in, or starting Ray: the one place raykafka calls `ray.init`.
+"""Joining the Ray cluster a job runs in, or starting Ray: the one place raykafka calls `ray.init`,
+but for the benchmarks (`app/bench/`), which start a Ray of their own to measure in (a local one
+of a set size, or a test cluster's), each run its own (tests/unit/test_layers.py holds the rule).
 
 Called by `Producer`, `Consumer`, `ConsumerGroup` and `spark_bridge.session.init_ray`, each
 time one is built; calls `ray.init` at most once per process. `raykafka produce` and
@@ -36,6 +38,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import ray
+
+# Ray's private modules, used here and nowhere else. Ray has no public call for the address a bare
+# `ray.init()` would join, and its public actor listing (`ray.util.state`) needs the dashboard,
+# which a local Ray started here runs without.
+import ray._private.state
 from ray._private.services import canonicalize_bootstrap_address
 
 # Either way: the driver's logging is the program's, the actors' output goes to Ray's log files.
@@ -85,6 +92,12 @@ def ray_to_join() -> bool:
     this process, or there is a cluster to join. Without one, `raykafka produce` and
     `consume -e` run in their own process rather than start a whole local Ray."""
     return ray.is_initialized() or cluster_address() is not None
+
+
+def actor_table() -> dict[str, dict[str, Any]]:
+    """Every actor the cluster knows, alive or dead, by actor id: `Name`, `State`, `DeathCause`
+    among the fields. Ray's own table (see the note on the imports)."""
+    return ray._private.state.actors()
 
 
 def ensure_ray(job_config: Any = None, **options: Any) -> None:

@@ -21,11 +21,13 @@ call wakes the sender (`on_answer`), so its batches fail at once even when nothi
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from ..actors.batch import MessageBatch
 from ..actors.calls import CallWindow, pipeline_error
+from ..wire.errors import ProducerClosedError
 
 Failed = tuple[list[MessageBatch], Exception]  # batches that could not be handed on, and why
 
@@ -91,10 +93,6 @@ class TopicRoutes:
     def drain(self, timeout: float) -> list[Failed]:
         """Wait up to `timeout` s for every call in flight (the sender has stopped); the batches
         of those that failed, and of topics whose route never came, each with why."""
-        import time
-
-        from ..wire.errors import ProducerClosedError
-
         deadline = time.monotonic() + timeout
         for window in (self.to_topic_dispatcher, self.to_partition_dispatcher):
             window.drain(max(0.0, deadline - time.monotonic()))

@@ -39,6 +39,7 @@ before its answer reaches the caller; the block is then committed twice.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import uuid
@@ -47,8 +48,18 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import ray
+from ray.exceptions import ObjectLostError, RayActorError
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from ..actors.options import NODE_WRITER_BUNDLE, remote_class
+from ..driver.admin import Admin
+from ..driver.producer import Producer
 from ..wire.admin import TopicPartition
+from ..wire.config import COMMON_KEYS
 from ..wire.errors import KafkaError, TransactionFatalError
+from .producer_cache import Kept, ProducerCache
 from .sink import WriteResult, check_sink_columns, count_causes, sink_table
 
 log = logging.getLogger("raykafka.spark_bridge")
@@ -66,8 +77,6 @@ WRITER_WINDOW = 2
 WRITE_ATTEMPTS = 3
 # How long (s) a write waits for a new or restarted writer to answer before it gives up.
 RESTART_WAIT = 120.0
-# The one resource a placement group's bundle must hold: a byte of memory, nothing anyone misses.
-BUNDLE = {"memory": 1}
 # How many committed block keys a transactional writer remembers (to answer a re-sent block).
 COMMITTED_KEYS = 100_000
 
@@ -195,18 +204,11 @@ class NodeWriter:
     starting (or restarting) fences the writer's earlier incarnation."""
 
     def __init__(self, config: Mapping[str, Any]):
-        import ray
-
-        from ..driver.producer import Producer
-
         self.node_id = ray.get_runtime_context().get_node_id()
         self.producer = Producer(config)
         self.transactions: BlockTransactions | None = None
         self.admin: Any = None  # a restarted transactional writer's, to read its block markers
         if config.get("transactional.id") is not None:
-            from ..driver.admin import Admin
-            from ..wire.config import COMMON_KEYS
-
             self.producer.init_transactions()  # fences the incarnation this one replaces, aborts its open block
             committed_offsets = None
             if ray.get_runtime_context().was_current_actor_reconstructed:  # what did the one that died commit?
@@ -293,21 +295,16 @@ class WriterPool:
     def cover_nodes(self) -> None:
         """Start writers on every live node with CPUs that has none yet, and wait until all answer
         (a writer that cannot start, say no broker reachable, raises here, in the driver)."""
-        import ray
-        from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
         started = []
         for node_id in write_nodes():
             if node_id in self.writers:
                 continue
             for _ in range(self.per_node):
-                group = placement_group([BUNDLE], strategy="STRICT_PACK", _soft_target_node_id=node_id)
+                group = placement_group([NODE_WRITER_BUNDLE], strategy="STRICT_PACK", _soft_target_node_id=node_id)
                 self.groups.append(group)
                 strategy = PlacementGroupSchedulingStrategy(group, placement_group_capture_child_tasks=True)
-                writer = ray.remote(NodeWriter).options(
-                    num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=WRITER_THREADS,
-                    scheduling_strategy=strategy).remote(self.writer_config(len(self.groups) - 1))
+                writer = remote_class(NodeWriter, "node_writer", max_concurrency=WRITER_THREADS,
+                                      scheduling_strategy=strategy).remote(self.writer_config(len(self.groups) - 1))
                 self.writers.setdefault(node_id, []).append(writer)
                 started.append(writer)
         if started:  # bounded: a writer that cannot be placed or started fails the write here
@@ -327,8 +324,6 @@ class WriterPool:
 
     def alive(self) -> bool:
         """Whether every writer still answers (Ray may have been restarted under the pool)."""
-        import ray
-
         if not self.writers or not ray.is_initialized():
             return False
         try:
@@ -340,9 +335,6 @@ class WriterPool:
     def close(self) -> None:
         """Close every writer's producer (delivering what it holds), then stop the writers and
         free their placement groups."""
-        import ray
-        from ray.util.placement_group import remove_placement_group
-
         if not ray.is_initialized():
             return  # the actors went with Ray
         handles = self.handles()
@@ -373,8 +365,6 @@ def block_topic(topic: str | None, table: Any) -> str:
 
 def write_nodes() -> list[str]:
     """The live nodes where Ray may run a write task (those with CPUs)."""
-    import ray
-
     return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)
 
 
@@ -387,9 +377,6 @@ def write_here(routes: Routes, topic: str | None, block: Any, task_index: int,
     `WRITE_ATTEMPTS` times in all: at least once, so rows delivered before the death may be
     delivered twice, unless the writer is transactional (its restart aborted them). `key`: the
     block's identity in its write, for a transactional writer."""
-    import ray
-    from ray.exceptions import RayActorError
-
     writer = routes.pick(ray.get_runtime_context().get_node_id(), task_index)
     for attempt in range(1, WRITE_ATTEMPTS + 1):
         try:
@@ -406,8 +393,6 @@ def write_here(routes: Routes, topic: str | None, block: Any, task_index: int,
 def where(writer: Any, timeout: float) -> tuple[str, str]:
     """`writer`'s node and producer name, once it answers: a call to a writer Ray is restarting
     waits for the restart (it is retried until then), up to `timeout` s."""
-    import ray
-
     return ray.get(writer.where.options(max_task_retries=-1).remote(), timeout=timeout)
 
 
@@ -436,9 +421,6 @@ def write_bundles(routes: Routes, topic: str | None, bundles: Iterable[Any],
     `exactly_once` (the routes' writers are transactional): a block whose writer died goes
     again to that same writer once Ray has restarted it, so under the same transactional id,
     whose new `init_transactions` aborted what the death left open."""
-    import ray
-    from ray.exceptions import ObjectLostError, RayActorError
-
     result = WriteResult()
     pending: dict[Any, tuple[Any, _Sent]] = {}  # outcome ref -> (writer, block)
     waiting: dict[Any, deque[_Sent]] = {}  # writer -> blocks for it beyond its window, in order
@@ -534,10 +516,6 @@ class _Pools:
 
 
 def _make_cache() -> Any:
-    import atexit
-
-    from .producer_cache import Kept, ProducerCache
-
     cache = ProducerCache(kept=Kept(_Pools.open, _Pools.alive, _Pools.close))
     atexit.register(cache.close_all)
     return cache

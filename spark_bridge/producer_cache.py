@@ -29,6 +29,10 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import ray
+
+from ..driver.producer import Producer
+
 log = logging.getLogger("raykafka.spark_bridge")
 
 IDLE_TIMEOUT = 600.0
@@ -147,15 +151,11 @@ class ProducerCache:
 
 
 def _open(config: Mapping[str, Any], variant: Any = None) -> Any:
-    from ..driver.producer import Producer
-
     return Producer(config)
 
 
 def _alive(producer: Any) -> bool:
     """Whether a cached producer's actors still answer (Ray may have been restarted since)."""
-    import ray
-
     if producer._closed or not ray.is_initialized():
         return False
     try:
@@ -166,8 +166,6 @@ def _alive(producer: Any) -> bool:
 
 
 def _close(producer: Any) -> None:
-    import ray
-
     if not ray.is_initialized():
         return  # its actors went with Ray
     try:

@@ -13,9 +13,11 @@ their own node (`node_writers`); the driver only starts the pipelines and sums t
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import ray
 from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasink
@@ -24,10 +26,13 @@ from ..wire.arrow_batches import SCHEMA
 from ..wire.config import parse_config
 from ..wire.range_reader import read_range, read_ranges
 from ..wire.serde import require_raw
+from .node_writers import POOLS, PoolKind, write_here
 from .offsets import PartitionRange, resolve_ranges
-from .sink import check_sink_columns
+from .sink import KafkaWriteError, WriteResult, check_exactly_once, check_sink_columns
 
 __all__ = ["KafkaDatasink", "KafkaDatasource", "read_range", "read_ranges"]
+
+RECORD_BYTES_ESTIMATE = 150  # in-memory bytes per record Ray Data is told to expect
 
 
 class KafkaDatasource(Datasource):
@@ -42,7 +47,7 @@ class KafkaDatasource(Datasource):
         self.ranges = resolve_ranges(self.config, topics, starting_offsets, ending_offsets)
 
     def estimate_inmemory_data_size(self) -> int | None:
-        return sum(r.count for r in self.ranges) * 150
+        return sum(r.count for r in self.ranges) * RECORD_BYTES_ESTIMATE
 
     def task_count(self, parallelism: int | None = None) -> int:
         """How many read tasks `get_read_tasks` makes: one per CPU, at most one per range with
@@ -77,8 +82,6 @@ class KafkaDatasource(Datasource):
 
 
 def _cpus() -> int:
-    import ray
-
     try:
         return max(1, int(ray.cluster_resources().get("CPU", 1)))
     except Exception:  # Ray not started yet: Ray Data starts it when the read runs
@@ -107,8 +110,6 @@ class KafkaDatasink(Datasink):
 
     def __init__(self, topic: str | None, config: Mapping[str, Any], pipelines_per_node: int = 1,
                  exactly_once: bool = False):
-        from .sink import check_exactly_once
-
         check_exactly_once(exactly_once, config)
         if type(pipelines_per_node) is not int or pipelines_per_node < 1:
             raise ValueError(f"pipelines_per_node must be an int of at least 1, not {pipelines_per_node!r}")
@@ -126,10 +127,6 @@ class KafkaDatasink(Datasink):
         return {**self.__dict__, "_pool": None}  # the tasks need only the routes
 
     def on_write_start(self, schema: Any = None) -> None:
-        import uuid
-
-        from .node_writers import POOLS, PoolKind
-
         if schema is not None:
             check_sink_columns(list(schema.names))
         self.write_id = uuid.uuid4().hex
@@ -140,9 +137,6 @@ class KafkaDatasink(Datasink):
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> Any:
         """In a write task, beside its blocks: each block to a writer of this node."""
-        from .node_writers import write_here
-        from .sink import WriteResult
-
         result = WriteResult()
         for i, block in enumerate(blocks):
             key = (self.write_id, ctx.task_idx, i) if self.exactly_once else None
@@ -150,8 +144,6 @@ class KafkaDatasink(Datasink):
         return result
 
     def on_write_complete(self, write_result: Any) -> None:
-        from .sink import KafkaWriteError, WriteResult
-
         self._release()
         self.result = WriteResult()
         for part in getattr(write_result, "write_returns", write_result) or []:
@@ -171,8 +163,6 @@ class KafkaDatasink(Datasink):
         return self.result.failed if self.result else 0
 
     def _release(self) -> None:
-        from .node_writers import POOLS
-
         pool, self._pool = self._pool, None
         if pool is not None:
             POOLS.release(pool)

@@ -11,6 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import ray
+
+from ..wire.errors import ConfigError
+from ..wire.serde import require_raw
+from .offsets import offsets_json, resolve_ranges
+
 OPTIONS = ("subscribe_pattern", "starting_offsets_by_timestamp", "ending_offsets_by_timestamp",
            "starting_offsets_by_timestamp_strategy", "fail_on_data_loss")
 """Spark's source options beyond the offsets, by their snake_case names."""
@@ -27,11 +33,7 @@ def read_dataset(topics: Iterable[str] | str | None, config: Mapping[str, Any], 
     Its read tasks all run at once, one per CPU: Ray Data's per-operator resource reservation,
     which on a small node lets one read task run at a time (measured on 2 CPUs: six 0.5 s tasks
     took 2.4 s with it, 1.6 s without), is off in this Dataset's own context (`ds.context`)."""
-    import ray
-
-    from ..wire.errors import ConfigError
-    from .offsets import offsets_json, resolve_ranges
-    from .ray_data import KafkaDatasource
+    from .ray_data import KafkaDatasource  # defers ray.data, heavy, until a Dataset is read
 
     unknown = set(options) - set(OPTIONS)
     if unknown:
@@ -51,8 +53,6 @@ def read_kafka(spark: Any, topics: Iterable[str] | str | None, starting_offsets:
                ending_offsets: Any = "latest", config: Mapping[str, Any] | None = None, **options: Any) -> Any:
     """A Spark DataFrame: key, value, topic, partition, offset, timestamp, timestampType, headers.
     `options`: as `read_dataset`'s (Spark's source options in snake_case)."""
-    from ..wire.serde import require_raw
-
     if config is None:
         raise ValueError("config: needs at least bootstrap.servers")
     require_raw(config, "read_kafka", "deserialize with DataFrame operations (CAST(value AS STRING), from_json)")

@@ -16,6 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import ray
+
+from ..driver.ray_runtime import ensure_ray
+
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 
 JAVA_OPENS = ["--add-opens=java.base/" + package + "=ALL-UNNAMED" for package in (
@@ -35,10 +39,6 @@ class _RayDPAccess(logging.Filter):
 
 def init_ray(num_cpus: int | None = None, **kwargs: Any) -> None:
     """`ray.init` with the JVM options Spark-on-Ray needs; a no-op when Ray is already up."""
-    import ray
-
-    from ..driver.ray_runtime import ensure_ray
-
     if ray.is_initialized():
         return
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -49,7 +49,7 @@ def init_ray(num_cpus: int | None = None, **kwargs: Any) -> None:
 def init_spark(app_name: str = "raykafka", num_executors: int = 1, executor_cores: int = 1,
                executor_memory: str = "1G", configs: dict[str, str] | None = None) -> Any:
     """A Spark session on Ray through RayDP (Ray is started first if needed)."""
-    import raydp
+    import raydp  # heavy (it loads pyspark): only when Spark is asked for
 
     init_ray()
     if not any(isinstance(f, _RayDPAccess) for f in logging.getLogger("ray").filters):
@@ -71,6 +71,6 @@ def init_spark(app_name: str = "raykafka", num_executors: int = 1, executor_core
 
 
 def stop_spark() -> None:
-    import raydp
+    import raydp  # heavy (it loads pyspark): only when Spark is asked for
 
     raydp.stop_spark()

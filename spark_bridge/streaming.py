@@ -55,6 +55,7 @@ from ..wire.config import common_part, parse_config
 from ..wire.errors import ConfigError, TransactionFatalError
 from ..wire.serde import require_raw
 from .offsets import PartitionRange, check_range, offsets_json, parse_offsets, pick_offset, subscribed_topics
+from .reader import read_dataset, read_kafka
 
 STREAM_ONLY_KEYS = ("group.id",)  # read by the stream (its offsets), not by each batch's read
 
@@ -335,8 +336,6 @@ def _range_specs(ranges: Iterable[PartitionRange]) -> tuple[str, str]:
 
 
 def _read_dataset(topics: list[str], config: Mapping[str, Any], start: str, end: str) -> Any:
-    from .reader import read_dataset
-
     return read_dataset(topics, config, start, end)
 
 
@@ -357,8 +356,6 @@ def foreach_batch_kafka(spark: Any, topics: Iterable[str] | str | None, config: 
     the DataFrame read by `read_kafka` from the committed position to the latest offset (at
     most `max_offsets_per_trigger` records), the offsets committed when `fn` returns.
     Options: see `KafkaStream` (`trigger_interval` in seconds). Returns the batches handled."""
-    from .reader import read_kafka
-
     def read(names: list[str], cfg: Mapping[str, Any], start: str, end: str) -> Any:
         return read_kafka(spark, names, start, end, cfg)
 

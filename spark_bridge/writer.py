@@ -30,6 +30,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from .node_writers import POOLS, PoolKind, write_bundles
+from .producer_cache import PRODUCERS
 from .sink import KafkaWriteError, WriteResult, check_exactly_once, sink_table
 
 log = logging.getLogger("raykafka.spark_bridge")
@@ -54,8 +56,6 @@ def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, 
     With `config`, the write uses the producer cached for that config (`producer_cache`),
     started by the first write that needs it and kept for the next. A `producer` given is used
     and left open as it is."""
-    from .producer_cache import PRODUCERS
-
     _check_target(config, producer)
     check_exactly_once(False, config, producer)
     cached = producer is None
@@ -100,8 +100,6 @@ def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None =
     if producer is not None:
         blocks = ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=2)
         return write_blocks(blocks, topic, None, on_progress, producer)
-    from .node_writers import POOLS, PoolKind, write_bundles
-
     if type(pipelines_per_node) is not int or pipelines_per_node < 1:
         raise ValueError(f"pipelines_per_node must be an int of at least 1, not {pipelines_per_node!r}")
     pool = POOLS.acquire(config, PoolKind(pipelines_per_node, True) if exactly_once else pipelines_per_node)
@@ -151,7 +149,7 @@ def _from_spark(df: Any) -> Any:
     """`ray.data.from_spark(df)`, one block per Spark partition, without the warning that Ray
     2.60's `from_spark` gives on every call (it passes its `parallelism=None` default on as a
     deprecated argument): the same RayDP conversion, called directly."""
-    import raydp
+    import raydp  # heavy (it loads pyspark): only when a Spark DataFrame is written
 
     with _raydp_reading_sql_ctx():
         return raydp.spark.spark_dataframe_to_ray_dataset(df)
@@ -163,7 +161,7 @@ def _release_spark(df: Any) -> None:
     be lost while the blocks are read, until the SparkContext stops; once the write has ended,
     whatever its outcome, nothing will read them again. Best effort: a Spark gone under the
     write (its JVM dead, say) must not hide the write's own outcome behind this one."""
-    from raydp.spark.dataset import release_spark_recoverable
+    from raydp.spark.dataset import release_spark_recoverable  # heavy, as above
 
     try:
         with _raydp_reading_sql_ctx():

@@ -18,14 +18,12 @@ located (and decompressed, to at most `max.decompressed.batch.bytes` each and to
 does: lengths and counts are checked against the bytes present before any loop takes a step, so
 hostile bytes end in a `DecodeError` naming the partition and batch.
 
-`batches_to_arrow` does the same from `records.decode_record_batches` output (tests, peers).
 `next_offset` (re-exported here) is `records.next_offset`.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -40,7 +38,6 @@ from .records import (
     HEADER_SIZE,
     LENGTH_OFFSET,
     InflationBudget,
-    RecordBatch,
     batch_records,
     read_batch_header,
     read_uvarint,
@@ -499,20 +496,3 @@ def _headers_array(n: int, counts: np.ndarray, keys: list[str] | pa.Array, posit
     values = pa.StructArray.from_arrays([names, _gather_binary(source, positions, lengths)],
                                         fields=list(HEADER_TYPE))
     return pa.ListArray.from_arrays(pa.array(list_offsets), values, type=SCHEMA.field("headers").type)
-
-
-def batches_to_arrow(batches: Sequence[RecordBatch], topic: str, partition: int,
-                     start_offset: int = 0) -> pa.RecordBatch:
-    """Decoded batches (from `records.decode_record_batches`) as one Arrow batch."""
-    rows = [(r, b.timestamp_type) for b in batches if not b.is_control for r in b.records
-            if r.offset >= start_offset]
-    return pa.RecordBatch.from_arrays([
-        pa.array([r.key for r, _ in rows], pa.binary()),
-        pa.array([r.value for r, _ in rows], pa.binary()),
-        pa.array([topic] * len(rows), pa.string()),
-        pa.array([partition] * len(rows), pa.int32()),
-        pa.array([r.offset for r, _ in rows], pa.int64()),
-        pa.array([r.timestamp for r, _ in rows], pa.int64()).view(pa.timestamp("ms", tz="UTC")),
-        pa.array([t for _, t in rows], pa.int32()),
-        pa.array([[{"key": k, "value": v} for k, v in r.headers] for r, _ in rows], SCHEMA.field("headers").type),
-    ], schema=SCHEMA)

@@ -28,9 +28,11 @@ from typing import Any
 from . import messages
 from .config import Config
 from .connection import BrokerConnection, security_from_config
-from .errors import BrokerConnectionError, BrokerError, KafkaError, UnknownTopicError
+from .errors import BY_NAME, BrokerConnectionError, BrokerError, KafkaError, UnknownTopicError
 
 log = logging.getLogger("raykafka.wire.cluster")
+
+_LEADER_NOT_AVAILABLE = BY_NAME["LEADER_NOT_AVAILABLE"].code
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ class Cluster:
             await self.refresh_metadata([topic])
             leader = self.metadata.leader(topic, partition)
             if leader < 0:
-                raise BrokerError(5, f"{topic}/{partition}")
+                raise BrokerError(_LEADER_NOT_AVAILABLE, f"{topic}/{partition}")
         return await self.connection(leader)
 
     async def close(self) -> None:

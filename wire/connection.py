@@ -32,6 +32,7 @@ from typing import Any
 
 from . import messages
 from .errors import (
+    BY_NAME,
     AuthenticationError,
     BrokerConnectionError,
     BrokerError,
@@ -48,6 +49,7 @@ from .sasl import OAUTHBEARER, OAuthBearer, SaslCredentials, authenticate
 log = logging.getLogger("raykafka.wire.connection")
 
 _SIZE = struct.Struct(">i")
+_UNSUPPORTED_VERSION = BY_NAME["UNSUPPORTED_VERSION"].code
 # The most a response may hold: a Fetch's, the `max_bytes` its request asked for plus
 # RESPONSE_MARGIN (its headers: topic and partition entries, watermarks, aborted transaction
 # lists; a megabyte holds those of some ten thousand partitions); any other response's,
@@ -403,7 +405,7 @@ class BrokerConnection:
         api = messages.API_VERSIONS
         body = {"client_software_name": "raykafka", "client_software_version": "0.1.0"}
         response = await self.request(api, body, version=api.max_version)
-        if response.error_code == 35:  # UNSUPPORTED_VERSION: the answer lists what it speaks, in v0
+        if response.error_code == _UNSUPPORTED_VERSION:  # the answer lists what it speaks, in v0
             spoken = {k.api_key: k.max_version for k in response.api_keys}
             version = min(spoken.get(api.key, 0), api.max_version)
             response = await self.request(api, body, version=version)

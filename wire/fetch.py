@@ -1,4 +1,4 @@
-"""Fetch and ListOffsets requests for consumers: request bodies and offset look-ups.
+"""The requests: Fetch and ListOffsets bodies and offset look-ups, with no fetch state and no loop.
 
 Fetch is spoken at v12 at most: v13+ names topics by id, which our metadata does not keep.
 Where a partition ends comes from a Fetch response's high watermark, not from

@@ -1,4 +1,4 @@
-"""The fetch engine, without Ray: one Fetch round for a set of partitions on one connection.
+"""The engine: sends one Fetch round (`fetch`) and reads each partition's part (`fetcher`), without Ray.
 
 Who calls: the three fetch loops, each keeping only its own policy: `actors.broker_consumer`
 (a `Consumer`'s per-broker loop: who gets the raw bytes, acks, pauses), `actors.group_member`
@@ -27,7 +27,7 @@ from . import messages
 from .config import Config
 from .errors import BrokerError, DecodeError
 from .fetch import fetch_body, fetch_version
-from .fetcher import Data, Outcome, PartitionFetch, answer_budget, decode_until_bad
+from .fetcher import Data, FetchOutcome, PartitionFetch, answer_budget, decode_until_bad
 from .records import InflationBudget
 
 Key = tuple[str, int]  # (topic, partition)
@@ -39,7 +39,7 @@ class PartitionAnswer(NamedTuple):
 
     key: Key
     fetch: PartitionFetch
-    outcome: Outcome
+    outcome: FetchOutcome
 
 
 class FetchAnswer:
@@ -51,7 +51,7 @@ class FetchAnswer:
         self.parts = parts
         self._budget: InflationBudget | None = None
 
-    def outcome_of(self, key: Key) -> Outcome | None:
+    def outcome_of(self, key: Key) -> FetchOutcome | None:
         """`key`'s outcome, or None if the answer left it out."""
         return next((part.outcome for part in self.parts if part.key == key), None)
 

@@ -1,4 +1,4 @@
-"""The fetcher's state: what a consumer does with each partition's part of a Fetch response.
+"""The per-partition state: what each partition's part of a Fetch answer means, with no I/O.
 
 Cardinality: one `PartitionFetch` per partition a consumer reads. Who calls: the fetch engine
 (`wire.fetch_round`), which every fetch loop calls and then acts on the outcomes:
@@ -94,7 +94,7 @@ class Failed(NamedTuple):
     error: KafkaError
 
 
-Outcome = Data | Refetch | Retry | Reset | Failed
+FetchOutcome = Data | Refetch | Retry | Reset | Failed
 
 
 class PartitionFetch:
@@ -124,7 +124,7 @@ class PartitionFetch:
         """This partition's entry in the next Fetch (see `fetch.fetch_body`)."""
         return self.topic, self.partition, self.offset, self.max_bytes
 
-    def take(self, part: Any) -> Outcome:
+    def take(self, part: Any) -> FetchOutcome:
         """The partition's part of a Fetch response (`error_code`, `high_watermark`, `records`)."""
         code = part.error_code
         if code:
@@ -165,7 +165,7 @@ class PartitionFetch:
         if self.committed is not None:
             self.committed = CommittedReader(by_markers=None)
 
-    def _error(self, code: int) -> Outcome:
+    def _error(self, code: int) -> FetchOutcome:
         error = BrokerError(code, f"Fetch {self.where} at offset {self.offset}")
         if code == OFFSET_OUT_OF_RANGE:
             if self.reset_policy in RESET_POLICIES:
@@ -176,7 +176,7 @@ class PartitionFetch:
             return Retry(error)
         return Failed(error)
 
-    def _grow(self, base_offset: int, size: int) -> Outcome:
+    def _grow(self, base_offset: int, size: int) -> FetchOutcome:
         """The batch at `base_offset` is `size` bytes (0: too little came to tell), more than this
         request gave it: ask for all of it (or twice as much), up to `fetch.max.bytes`."""
         wanted = size or min(self.max_bytes * 2, self.limit)

@@ -24,6 +24,8 @@ from .fetch import OFFSET_OUT_OF_RANGE
 from .fetch_round import FetchAnswer, back_off, fetch_round
 from .fetcher import Data, PartitionFetch, Refetch, Reset, Retry
 
+_RECORD_BYTES_GUESS = 256  # bytes per record assumed when sizing the first fetch of a range
+
 READ_ATTEMPTS = 20
 
 
@@ -88,7 +90,7 @@ async def _read_range(cluster: Cluster, config: Any, part: PartitionRange) -> li
     offset = part.start  # every offset before it is decided (read, or dropped by read_committed)
     prefetch: asyncio.Future | None = None
     # the range's size is known: ask for all of it at once, up to fetch.max.bytes
-    want = max(config["max.partition.fetch.bytes"], min(config["fetch.max.bytes"], (part.end - offset) * 256))
+    want = max(config["max.partition.fetch.bytes"], min(config["fetch.max.bytes"], (part.end - offset) * _RECORD_BYTES_GUESS))
     fetch = PartitionFetch(config, part.topic, part.partition, offset, want)  # one for the range: it holds
     try:                                                                      # read_committed's undecided batches
         answer, data = await _fetch(cluster, config, part, fetch)
@@ -100,7 +102,7 @@ async def _read_range(cluster: Cluster, config: Any, part: PartitionRange) -> li
             if bad is not None:  # a bounded read hands out its whole range or fails
                 raise bad
             if batch.num_rows:
-                if batch.column(4)[-1].as_py() >= part.end:
+                if batch.column("offset")[-1].as_py() >= part.end:
                     batch = batch.slice(0, _rows_before(batch, part.end))
                 batches.append(batch)
             moved = max(offset, after, data.position)
@@ -162,5 +164,5 @@ def _rows_before(batch: pa.RecordBatch, end: int) -> int:
     """How many leading rows of `batch` have an offset below `end` (offsets ascend)."""
     import numpy as np
 
-    offsets = batch.column(4).to_numpy()
+    offsets = batch.column("offset").to_numpy()
     return int(np.searchsorted(offsets, end, side="left"))

@@ -209,7 +209,7 @@ def test_killed_partition_consumer_is_replaced_and_its_partition_read_once(ray_s
         for batch in consumer.batches(timeout=20, until_end=True):
             read += kit.rows(batch)
         read_s = time.monotonic() - t0
-        heals, failed = dict(consumer.heals), dict(consumer.failed)
+        heals, failed = dict(consumer.heals_per_partition), dict(consumer.failed)
     finally:
         closing = time.monotonic()
         unclean = consumer.close()

@@ -82,7 +82,7 @@ def test_killed_partition_and_broker_consumers_heal_with_no_gap_and_no_repeat(
             writer.join(30)
             producer.close()
         not_written = sum(1 for f in futures if f.exception(1) is not None)
-        heals = dict(consumer.heals)
+        heals = dict(consumer.heals_per_partition)
         failed = dict(consumer.failed)
     figures = kit.consumed_figures(read, sent)
     assert not_written == 0, "the producer wrote everything"

@@ -10,9 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raykafka.wire import arrow_batches
-from raykafka.wire.arrow_batches import SCHEMA, batches_to_arrow, next_offset, records_to_arrow
+from raykafka.wire.arrow_batches import SCHEMA, next_offset, records_to_arrow
 from raykafka.wire.errors import CorruptRecordError, RecordBatchTooLargeError
 from raykafka.wire.records import decode_record_batches, encode_record_batch
+
+from ..reference import batches_to_arrow
 
 
 def test_schema_is_sparks_kafka_source_schema():

@@ -5,10 +5,12 @@ from __future__ import annotations
 from raykafka.actors.aggregator import AggregatorState
 from raykafka.actors.batch import FIN, Control, MessageBatch, ProduceSet
 
+from ..reference import measured
+
 
 def batch(partition: int, n: int, start: int = 0, size: int = 100, retries: int = 0) -> MessageBatch:
-    return MessageBatch(topic="t", partition=partition, ids=list(range(start, start + n)),
-                        values=[b"x" * size] * n, retries=retries).measure()
+    return measured(MessageBatch(topic="t", partition=partition, ids=list(range(start, start + n)),
+                                 values=[b"x" * size] * n, retries=retries))
 
 
 def produce_sets(entries):
@@ -118,7 +120,7 @@ def test_the_compression_ratio_estimate_stays_between_a_sixteenth_and_one_and_is
     assert state.ratios == {"t": 1 / 16, "u": 1.0}
     sets = produce_sets(state.add([batch(0, 400, size=100)], now=0.0))
     assert len(sets[0][0]) == 16_000 // 121
-    other = MessageBatch(topic="v", partition=0, ids=list(range(25)), values=[b"x" * 100] * 25).measure()
+    other = measured(MessageBatch(topic="v", partition=0, ids=list(range(25)), values=[b"x" * 100] * 25))
     assert max(len(b) for s in produce_sets(state.add([other], now=0.0)) for b in s) <= 8  # unmeasured: batch.size
     state.observe({"t": 0.5})  # data that compresses worse: the estimate follows at once
     assert state.ratios["t"] == 0.55

@@ -18,6 +18,8 @@ from raykafka.actors.broker_worker import BrokerWorker, CallerOrder
 from raykafka.mock import MockCluster
 from raykafka.wire.config import parse_config
 
+from ..reference import measured
+
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -32,7 +34,7 @@ class Calls:
 
 
 def batch(partition: int, *values: bytes) -> MessageBatch:
-    return MessageBatch(topic="t", partition=partition, ids=list(range(len(values))), values=list(values)).measure()
+    return measured(MessageBatch(topic="t", partition=partition, ids=list(range(len(values))), values=list(values)))
 
 
 def test_a_callers_calls_are_taken_in_its_order_whatever_order_they_come_in():

@@ -20,6 +20,8 @@ from raykafka.actors.producer_results import Mailbox
 from raykafka.driver.embedded_broker import free_port
 from raykafka.wire.config import parse_config
 
+from ..reference import measured
+
 pytestmark = pytest.mark.timeout(60)
 
 BACKOFF_MS = 100
@@ -64,7 +66,7 @@ def test_a_flusher_reconnecting_to_a_dead_broker_waits_the_configured_backoff():
         try:
             deadline = time.monotonic() + WINDOW_S
             while time.monotonic() < deadline:
-                batch = MessageBatch(topic="t", partition=sets % 2, ids=[sets], values=[b"v"]).measure()
+                batch = measured(MessageBatch(topic="t", partition=sets % 2, ids=[sets], values=[b"v"]))
                 await flusher.submit([ProduceSet([batch])])
                 sets += 1
             await until(lambda: len(retry_handler.batches("retry")) == sets)

@@ -23,13 +23,15 @@ from raykafka.wire import messages
 from raykafka.wire.config import parse_config
 from raykafka.wire.errors import BY_NAME, BrokerConnectionError, BrokerError
 
+from ..reference import measured
+
 pytestmark = pytest.mark.timeout(60)
 
 REQUEST_TIMED_OUT = BY_NAME["REQUEST_TIMED_OUT"].code
 
 
 def batch(partition: int, *values: bytes, topic: str = "t") -> MessageBatch:
-    return MessageBatch(topic=topic, partition=partition, ids=list(range(len(values))), values=list(values)).measure()
+    return measured(MessageBatch(topic=topic, partition=partition, ids=list(range(len(values))), values=list(values)))
 
 
 def test_a_failure_mutes_its_partition_only_and_hold_picks_its_batches_with_the_cause():

