@@ -331,21 +331,28 @@ class LeaderDispatcher:
 
     def shutdown(self) -> None:
         """Release the brokers (a leader's BrokerWorker closes it when its last writer has)."""
-        closed = ProducerClosedError("producer closed while the message waited for a retry")
         self.timer.cancel()
         try:
+            fail_waiting(self.partitions.values())
             for state in self.partitions.values():
-                pending = [b for level in state.levels.values() for b in level.buf]
-                pending += [b for b in state.held if not b.is_control]
-                state.held = []
-                if pending:
-                    state.backend.return_errors(pending, closed)
                 if state.selected:
                     state.backend.abandon()
                 state.backend.window.drain()
             self.loop.run(self.cluster.close(), 5)
         finally:
             self.loop.stop()
+
+
+def fail_waiting(states: Any) -> None:
+    """At close: every batch still waiting in these partitions' states (buffered at a retry level,
+    or held while there was no leader) fails as not delivered, through its state's backend."""
+    closed = ProducerClosedError("producer closed while the message waited for a retry")
+    for state in states:
+        pending = [b for level in state.levels.values() for b in level.buf]
+        pending += [b for b in state.held if not b.is_control]
+        state.held = []
+        if pending:
+            state.backend.return_errors(pending, closed)
 
 
 def find_leader(loop: Any, cluster: Any, topic: str, partition: int, timeout: float) -> Any:

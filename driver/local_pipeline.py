@@ -47,7 +47,7 @@ import numpy as np
 from ..actors.batch import MessageBatch
 from ..actors.broker_worker import BrokerProducer
 from ..actors.hold import HoldBackoff
-from ..actors.leader_dispatcher import LeaderDispatcherState, find_leader
+from ..actors.leader_dispatcher import LeaderDispatcherState, fail_waiting, find_leader
 from ..actors.options import PipelineContext
 from ..actors.partition_dispatcher import TopicPartitioner
 from ..actors.producer_results import Mailbox, Outcome, report_failed
@@ -317,19 +317,11 @@ class LocalPipeline:
     def close(self) -> None:
         """Flush every broker and shut its Flusher down after its last response, then stop.
         Messages not ended by then (close before every outcome came) fail as not delivered."""
-        from ..wire.errors import ProducerClosedError
-
         with self.lock:
             self.closed = True
             if self.timer is not None:
                 self.timer.cancel()
-            closed = ProducerClosedError("producer closed while the message waited for a retry")
-            for state in self.partitions.values():
-                pending = [b for level in state.levels.values() for b in level.buf]
-                pending += [b for b in state.held if not b.is_control]
-                state.held = []
-                if pending:
-                    state.backend.return_errors(pending, closed)
+            fail_waiting(self.partitions.values())
         try:
             for broker in self.brokers.values():
                 self.loop.run(broker.close(), self.ctx.timeout + CLOSE_GRACE)

@@ -6,6 +6,7 @@ Imported by tests in `consumer/`, `producer/` and `unit/`; calls the package's o
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -52,3 +53,16 @@ def _lengths_sum(column: Any) -> int:
     if isinstance(column, BinaryColumn):
         return column.nbytes
     return sum(len(v) for v in column if v)
+
+
+class Calls:
+    """Stands in for an actor handle: `handle.method.remote(*args)` is recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple]] = []
+
+    def __getattr__(self, method: str) -> SimpleNamespace:
+        return SimpleNamespace(remote=lambda *args: self.calls.append((method, args)))
+
+    def batches(self, method: str) -> list[MessageBatch]:
+        return [b for name, args in self.calls if name == method for b in args[0]]

@@ -20,7 +20,7 @@ from raykafka.actors.producer_results import Mailbox
 from raykafka.driver.embedded_broker import free_port
 from raykafka.wire.config import parse_config
 
-from ..reference import measured
+from ..reference import Calls, measured
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -31,19 +31,6 @@ JITTER_LOW = 0.75  # ReconnectBackoff's jitter: a wait is at least this share of
 # attempts at 0, then no sooner than 0.075, 0.15, 0.3, 0.3, ... apart: at most 7 in the window
 MOST_ATTEMPTS = 7
 FEWEST_ATTEMPTS = 3  # at most 0.15, 0.3, 0.6 apart even with full jitter; loose for a busy machine
-
-
-class Calls:
-    """Stands in for an actor handle: `handle.method.remote(*args)` is recorded."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple]] = []
-
-    def __getattr__(self, method: str) -> SimpleNamespace:
-        return SimpleNamespace(remote=lambda *args: self.calls.append((method, args)))
-
-    def batches(self, method: str) -> list[MessageBatch]:
-        return [b for name, args in self.calls if name == method for b in args[0]]
 
 
 def test_a_flusher_reconnecting_to_a_dead_broker_waits_the_configured_backoff():

@@ -23,7 +23,7 @@ from raykafka.wire import messages
 from raykafka.wire.config import parse_config
 from raykafka.wire.errors import BY_NAME, BrokerConnectionError, BrokerError
 
-from ..reference import measured
+from ..reference import Calls, measured
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -58,19 +58,6 @@ def test_a_chaser_unmutes_only_after_the_request_that_muted_and_a_syn_opens_at_o
     muter.mute(("t", 1), BrokerError(REQUEST_TIMED_OUT), 7)
     muter.open(("t", 1))  # SYN: the LeaderDispatcher chose this broker anew
     assert muter.hold([batch(1, b"x")]) == []
-
-
-class Calls:
-    """Stands in for an actor handle: `handle.method.remote(*args)` is recorded."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple]] = []
-
-    def __getattr__(self, method: str) -> SimpleNamespace:
-        return SimpleNamespace(remote=lambda *args: self.calls.append((method, args)))
-
-    def batches(self, method: str) -> list[MessageBatch]:
-        return [b for name, args in self.calls if name == method for b in args[0]]
 
 
 def test_a_batch_waiting_for_the_wire_when_the_one_before_fails_is_retried_after_it_not_sent():

@@ -131,13 +131,21 @@ class TlsFront:
             self._loop.run(close(), 5)
         self._loop.stop()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _upstream(self, writer: asyncio.StreamWriter) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A connection to the broker behind the front, counted; None (the client's closed) when
+        the broker refuses it."""
         self.connections += 1
         try:
-            up_reader, up_writer = await asyncio.open_connection(self.host, self.target_port)
+            return await asyncio.open_connection(self.host, self.target_port)
         except OSError:
             writer.close()
+            return None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream = await self._upstream(writer)
+        if upstream is None:
             return
+        up_reader, up_writer = upstream
         try:
             admitted = await self._admit(reader, writer, up_reader, up_writer)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -298,12 +306,10 @@ class SaslFront(TlsFront):
         if not self.session_lifetime_ms:
             await super()._serve(reader, writer)
             return
-        self.connections += 1
-        try:
-            up_reader, up_writer = await asyncio.open_connection(self.host, self.target_port)
-        except OSError:
-            writer.close()
+        upstream = await self._upstream(writer)
+        if upstream is None:
             return
+        up_reader, up_writer = upstream
         try:
             session_ends = await self._login(reader, writer, up_reader, up_writer)
             if session_ends is None:
