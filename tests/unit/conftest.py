@@ -1,12 +1,42 @@
-"""A per-call bound for decoders fed hostile bytes: a hang fails its test, it does not hang the run."""
+"""The unit tier's rules: no test here starts Ray (one that asks for it fails collection, and
+`ray.init` raises if one reaches it anyway), and a per-call bound for decoders fed hostile
+bytes: a hang fails its test, it does not hang the run."""
 
 from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 
 import pytest
+import ray
+
+UNIT = Path(__file__).resolve().parent
+# the fixtures that start or stop the run's Ray (tests/conftest.py and the multi-node fixture)
+RAY_FIXTURES = frozenset({"ray_session", "ray_runtime", "ray_stopper", "metrics_port", "multinode", "ray_for_spark"})
+
+
+class UnitTestStartedRay(AssertionError):
+    """A unit test reached `ray.init`: it belongs in a tier that starts Ray."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test under tests/unit/ marked `ray`, or asking for a Ray fixture, fails collection."""
+    wrong = [item.nodeid for item in items if Path(str(item.path)).resolve().is_relative_to(UNIT)
+             and (item.get_closest_marker("ray") is not None or RAY_FIXTURES & set(item.fixturenames))]
+    if wrong:
+        raise pytest.UsageError(f"tests/unit/ runs without Ray; these ask for it: {', '.join(wrong)}")
+
+
+@pytest.fixture(autouse=True)
+def _no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ray.init` raises in a unit test (an import of raykafka's actors is fine; starting Ray is not)."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise UnitTestStartedRay("a unit test called ray.init: move it to a tier that starts Ray")
+
+    monkeypatch.setattr(ray, "init", refuse)
 
 
 class StillRunning(BaseException):
