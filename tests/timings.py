@@ -1,0 +1,111 @@
+"""Where the suite's time goes, from a run's JUnit XML: the section "Where the time goes" of
+docs/tests.md is written by this, never by hand.
+
+    python -m pytest --junitxml=run.xml            # the run measured (the README's test command)
+    python -m raykafka.tests.timings run.xml --out docs/tests.md
+
+Called by: a contributor, after a run. Calls: nothing of the package; reads the XML pytest wrote.
+Each test's time is pytest's (its setup, call and teardown), so a module's first test carries
+the module's fixtures (a Ray, a Spark session, a broker) and the breakdown names them so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+from typing import NamedTuple
+
+HEADING = "## Where the time goes"
+SLOWEST_MODULES = 15
+SLOWEST_TESTS = 20
+
+
+class Case(NamedTuple):
+    module: str  # tests/<dir>/<file>.py
+    name: str
+    seconds: float
+    outcome: str  # passed, failed, error, skipped
+
+
+def cases(path: Path) -> tuple[list[Case], float]:
+    """Every test case of the run, and the run's wall time as pytest reported it."""
+    root = ET.parse(path).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    found = []
+    for case in suite.iter("testcase"):
+        outcome = next((kind for kind in ("failure", "error", "skipped") if case.find(kind) is not None), "passed")
+        found.append(Case(module_of(case.get("classname", "")), case.get("name", ""), float(case.get("time", 0.0)),
+                          outcome))
+    return found, float(suite.get("time", 0.0))
+
+
+def module_of(classname: str) -> str:
+    """`tests/producer/test_x.py` from a JUnit classname (`tests.producer.test_x`, with a class
+    or a package prefix or not)."""
+    parts = classname.split(".")
+    if "tests" in parts:
+        parts = parts[parts.index("tests"):]
+    files = [i for i, part in enumerate(parts) if part.startswith("test_")]
+    return "/".join(parts[:files[0] + 1]) + ".py" if files else classname
+
+
+def section(found: list[Case], wall: float, source: str) -> str:
+    """The section's Markdown: totals, each folder, the slowest modules and tests."""
+    by_dir: dict[str, list[Case]] = defaultdict(list)
+    by_module: dict[str, list[Case]] = defaultdict(list)
+    for case in found:
+        by_dir[case.module.rsplit("/", 1)[0]].append(case)
+        by_module[case.module].append(case)
+    ran = [c for c in found if c.outcome != "skipped"]
+    out = [HEADING, "",
+           f"Written by `python -m raykafka.tests.timings {source} --out docs/tests.md` from a run of "
+           f"`python -m pytest`: {len(ran):,} tests ran and {len(found) - len(ran):,} were skipped in "
+           f"{wall:,.0f} s of wall time, {sum(c.seconds for c in found):,.0f} s of it in the tests (their "
+           f"setup, call and teardown; a module's fixtures are counted in its first test).", "",
+           "| folder | tests | seconds | share |", "| --- | ---: | ---: | ---: |"]
+    total = sum(c.seconds for c in found) or 1.0
+    for folder, group in sorted(by_dir.items(), key=lambda kv: -sum(c.seconds for c in kv[1])):
+        spent = sum(c.seconds for c in group)
+        out.append(f"| {folder} | {len(group):,} | {spent:,.0f} | {spent / total:.0%} |")
+    out += ["", f"The {SLOWEST_MODULES} slowest modules:", "", "| module | tests | seconds |", "| --- | ---: | ---: |"]
+    modules = sorted(by_module.items(), key=lambda kv: -sum(c.seconds for c in kv[1]))[:SLOWEST_MODULES]
+    out += [f"| {m} | {len(g):,} | {sum(c.seconds for c in g):,.0f} |" for m, g in modules]
+    out += ["", f"The {SLOWEST_TESTS} slowest tests:", "", "| test | seconds |", "| --- | ---: |"]
+    slowest = sorted(found, key=lambda c: -c.seconds)[:SLOWEST_TESTS]
+    out += [f"| {c.module}::{_cell(c.name)} | {c.seconds:,.1f} |" for c in slowest]
+    return "\n".join(out) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "/")
+
+
+def replace_section(page: str, new: str) -> str:
+    """`page` with its section `HEADING` (to the next `## ` heading or the end) replaced by
+    `new`, or `new` appended."""
+    pattern = re.compile(rf"^{re.escape(HEADING)}\n.*?(?=^## |\Z)", re.M | re.S)
+    if pattern.search(page):
+        return pattern.sub(lambda _: new + "\n", page, count=1).rstrip("\n") + "\n"
+    return page.rstrip("\n") + "\n\n" + new
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Where the suite's time goes, from a JUnit XML file.")
+    parser.add_argument("junit")
+    parser.add_argument("--out", help="the page whose section it rewrites (default: print it)")
+    args = parser.parse_args()
+    found, wall = cases(Path(args.junit))
+    text = section(found, wall, Path(args.junit).name)
+    if args.out:
+        page = Path(args.out)
+        page.write_text(replace_section(page.read_text(), text))
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

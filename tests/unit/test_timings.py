@@ -1,0 +1,36 @@
+"""docs/tests.md's breakdown is written from a run's JUnit XML (tests/timings.py)."""
+
+from __future__ import annotations
+
+from ..timings import HEADING, cases, module_of, replace_section, section
+
+XML = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" time="100.5">
+<testcase classname="tests.producer.test_a" name="test_one" time="40.0"/>
+<testcase classname="tests.producer.test_a" name="test_two" time="10.0"/>
+<testcase classname="tests.unit.test_b.TestThing" name="test_three" time="1.0"/>
+<testcase classname="tests.chaos.test_c" name="test_four[x|y]" time="30.0"><skipped message="slow"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_the_breakdown_sums_by_folder_and_module_and_names_the_slowest(tmp_path):
+    path = tmp_path / "run.xml"
+    path.write_text(XML)
+    found, wall = cases(path)
+    assert wall == 100.5 and [c.outcome for c in found] == ["passed", "passed", "passed", "skipped"]
+    text = section(found, wall, "run.xml")
+    assert "3 tests ran and 1 were skipped in 100 s of wall time, 81 s of it in the tests" in text
+    assert "| tests/producer | 2 | 50 | 62% |" in text and "| tests/unit | 1 | 1 | 1% |" in text
+    assert "| tests/producer/test_a.py | 2 | 50 |" in text
+    assert text.index("test_one | 40.0") < text.index("test_four[x/y] | 30.0")
+
+
+def test_a_module_is_named_by_its_file_with_or_without_a_class_or_prefix():
+    assert module_of("tests.unit.test_b.TestThing") == "tests/unit/test_b.py"
+    assert module_of("raykafka.tests.spark.test_readme") == "tests/spark/test_readme.py"
+
+
+def test_the_section_is_replaced_in_place_or_appended():
+    page = f"# Tests\n\n## A\ntext\n\n{HEADING}\nold\n\n## B\nmore\n"
+    again = replace_section(page, f"{HEADING}\n\nnew\n")
+    assert "old" not in again and "new" in again and again.index("new") < again.index("## B")
+    assert replace_section("# Tests\n", f"{HEADING}\n\nnew\n").endswith(f"{HEADING}\n\nnew\n")
