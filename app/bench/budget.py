@@ -12,7 +12,6 @@ chain of trivial Ray actors.
 from __future__ import annotations
 
 import os
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -42,11 +41,10 @@ ONE_AT_A_TIME_ROW = "raykafka send() one at a time, linger.ms=0"
 
 
 def _live_actors() -> list[dict[str, Any]]:
-    """The GCS actor table's live entries (`ray.util.state` needs the dashboard, which
-    `ray[data]` does not install; this table is what it reads)."""
-    import ray._private.state as state
+    """The live entries of Ray's actor table (`driver.ray_runtime.actor_table`)."""
+    from raykafka.driver.ray_runtime import actor_table
 
-    return [a for a in state.actors().values() if a.get("State") == "ALIVE"]
+    return [a for a in actor_table().values() if a.get("State") == "ALIVE"]
 
 
 def producer_processes(producer: Any) -> dict[int, str]:
@@ -261,7 +259,3 @@ def one_at_a_time_latencies(bootstrap: str, topic: str, count: int,
             assert producer.send(topic, b"x" * 100).result(60).offset >= 0
             latencies.append(time.perf_counter() - start)
     return latencies
-
-
-def median_and_range(values: list[float]) -> tuple[float, float, float]:
-    return statistics.median(values), min(values), max(values)
