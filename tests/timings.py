@@ -4,6 +4,9 @@ docs/tests.md is written by this, never by hand.
     python -m pytest --junitxml=run.xml            # the run measured (the README's test command)
     python -m raykafka.tests.timings run.xml --out docs/tests.md
 
+The run behind today's section is kept, trimmed to each test's name, time and outcome, in
+tests/records/suite-run.xml.gz (gzip is read as it is).
+
 Called by: a contributor, after a run. Calls: nothing of the package; reads the XML pytest wrote.
 Each test's time is pytest's (its setup, call and teardown), so a module's first test carries
 the module's fixtures (a Ray, a Spark session, a broker) and the breakdown names them so.
@@ -12,6 +15,7 @@ the module's fixtures (a Ray, a Spark session, a broker) and the breakdown names
 from __future__ import annotations
 
 import argparse
+import gzip
 import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -32,7 +36,8 @@ class Case(NamedTuple):
 
 def cases(path: Path) -> tuple[list[Case], float]:
     """Every test case of the run, and the run's wall time as pytest reported it."""
-    root = ET.parse(path).getroot()
+    with (gzip.open(path) if path.suffix == ".gz" else open(path, "rb")) as f:
+        root = ET.parse(f).getroot()
     suite = root if root.tag == "testsuite" else root.find("testsuite")
     found = []
     for case in suite.iter("testcase"):
@@ -98,7 +103,7 @@ def main() -> int:
     parser.add_argument("--out", help="the page whose section it rewrites (default: print it)")
     args = parser.parse_args()
     found, wall = cases(Path(args.junit))
-    text = section(found, wall, Path(args.junit).name)
+    text = section(found, wall, args.junit)
     if args.out:
         page = Path(args.out)
         page.write_text(replace_section(page.read_text(), text))
