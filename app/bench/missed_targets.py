@@ -101,10 +101,12 @@ def latency(path: Path = HOPS_FIGURES) -> str:
 
 
 READS_TOPIC = (
-    "**Ray Data read at 2× Ray Data's `read_kafka`.** The topic is one record per batch (tansu's\n"
-    "latest offset is the last batch's base offset + 1, where Ray Data's `read_kafka` ends each\n"
-    "partition). On it the broker sets the pace, and tansu serves one connection's fetches for a\n"
-    "fraction of the CPU it spends when two connections fetch at once. ")
+    "**Ray Data read at 2× Ray Data's `read_kafka`.** The target row reads an ordinary topic whose\n"
+    "last record in each partition is a batch of its own (tansu's ListOffsets answers the last\n"
+    "batch's base offset + 1, and Ray Data 2.60 clamps any end offset it is given to that answer);\n"
+    "the rows marked \"1 record a batch\" read a topic of one record per\n"
+    "batch, where the broker sets the pace: tansu serves one connection's fetches for a fraction of\n"
+    "the CPU it spends when two connections fetch at once. ")
 READS_FIGURES_TEXT = (
     "`{command}` ({taken}; median of the runs, lowest–highest run): `read_ranges` reading\n"
     "the six ranges in one process, over one connection, took {one_wall} of wall time, tansu\n"

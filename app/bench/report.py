@@ -18,7 +18,8 @@ PEERS = {
                 "aiokafka send(), keyed", "kafka-python send()", "Ray Data write_kafka",
                 "Ray Data write_kafka from Spark", "tansu perf (broker ceiling)"],
     "consume": ["confluent-kafka consume()", "aiokafka getmany()", "kafka-python poll()", "Ray Data read_kafka",
-                "Ray Data read_kafka to Spark"],
+                "Ray Data read_kafka to Spark", "Ray Data read_kafka, 1 record a batch",
+                "Ray Data read_kafka to Spark, 1 record a batch"],
 }
 
 # (description, kind, ours, peer, needed ratio); latency is "lower is better"

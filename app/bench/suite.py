@@ -42,6 +42,9 @@ from typing import Any
 from . import cli_rows
 
 PARTITIONS = 6
+SINGLE = ", 1 record a batch"  # a read row's label on the topic of one record per batch
+READS = ("Ray Data read_kafka", "raykafka Ray Data read_dataset", "Ray Data read_kafka to Spark",
+         "raykafka Spark read_kafka")  # each on an ordinary topic, and again with SINGLE
 
 
 @dataclass
@@ -461,8 +464,7 @@ UNCOMPRESSED_ONLY = {"raykafka N pipelines send_batch()", NEW_CONSUMER, "raykafk
                      "confluent-kafka produce(), keyed", "aiokafka send(), keyed", "raykafka Ray Data write_dataset",
                      "raykafka Ray Data write_dataset, cold start",
                      "Ray Data write_kafka from Spark", "raykafka Spark write_kafka", "tansu perf (broker ceiling)",
-                     "Ray Data read_kafka", "raykafka Ray Data read_dataset", "Ray Data read_kafka to Spark",
-                     "raykafka Spark read_kafka"}
+                     *READS, *(label + SINGLE for label in READS)}
 
 PRODUCERS: list[tuple[str, Callable[..., list[float]]]] = [
     ("raykafka send() per message", produce_raykafka_send),
@@ -487,7 +489,11 @@ PRODUCERS: list[tuple[str, Callable[..., list[float]]]] = [
 
 
 def fill_topic(bootstrap: str, admin: Any, n: int, size: int, codec: str, per_batch: int = 10_000) -> str:
-    """A topic of `n` messages written by confluent-kafka, `per_batch` records per record batch at most."""
+    """A topic of `n` messages written by confluent-kafka, `per_batch` records per record batch at
+    most; message i to partition i % PARTITIONS. Each partition's last message goes alone, in a
+    batch of its own, so that tansu's ListOffsets(latest), the last batch's base offset + 1, is the
+    partition's end: Ray Data's `read_kafka` ends each partition there (an end offset it is given
+    is clamped to that answer), and would otherwise stop at the last batch's first record."""
     from confluent_kafka import Producer
 
     t = _topic(admin, f"consume-{size}-{codec}-{per_batch}")
@@ -495,7 +501,8 @@ def fill_topic(bootstrap: str, admin: Any, n: int, size: int, codec: str, per_ba
                          "batch.num.messages": per_batch, "queue.buffering.max.messages": 1_000_000,
                          "compression.type": codec})
     value = _value(size)
-    for i in range(n):
+    alone = min(n, PARTITIONS)  # the last message of each partition
+    for i in range(n - alone):
         while True:
             try:
                 producer.produce(t, value, partition=i % PARTITIONS)
@@ -503,6 +510,9 @@ def fill_topic(bootstrap: str, admin: Any, n: int, size: int, codec: str, per_ba
             except BufferError:
                 producer.poll(0.05)
     assert producer.flush(120) == 0
+    for i in range(n - alone, n):
+        producer.produce(t, value, partition=i % PARTITIONS)
+        assert producer.flush(30) == 0  # a batch of its own
     return t
 
 
@@ -694,11 +704,9 @@ def consume_raykafka_spark(bootstrap: str, t: str, s: Settings) -> list[float]:
     return times
 
 
-# tansu's ListOffsets(latest) answers the last record batch's base offset + 1, and Ray Data's
-# read_kafka ends each partition there: these two read a topic of one record per batch, where
-# that answer is right (both on the same topic, side by side).
-SINGLE_RECORD_BATCHES = {"Ray Data read_kafka", "raykafka Ray Data read_dataset", "Ray Data read_kafka to Spark",
-                         "raykafka Spark read_kafka"}
+# The Ray Data and Spark reads again on a topic of one record per batch: the worst case, where
+# the broker sets the pace (each batch a fetch's worth of work for one record).
+SINGLE_RECORD_BATCHES = {label + SINGLE for label in READS}
 # at most this many messages a run on a topic of one record per batch: writing 1,000,000 such
 # batches took confluent-kafka over 120 s here, and then the embedded tansu dropped its connections
 SINGLE_RECORD_CAP = 200_000
@@ -709,10 +717,16 @@ NOTES = {NEW_CONSUMER: "each run a new Consumer, timed from its construction: it
                        "included, as confluent-kafka consume()'s runs are",
          "raykafka ConsumerGroup N members": "from the first claim; joining (tansu answers a JoinGroup after half "
                                                 "of session.timeout.ms, 22.5 s by default) not counted",
-         "Ray Data read_kafka": "topic of 1 record per batch, at most 200,000 messages a run",
-         "raykafka Ray Data read_dataset": "topic of 1 record per batch, at most 200,000 messages a run",
-         "Ray Data read_kafka to Spark": "topic of 1 record per batch, at most 200,000 messages a run; ends with the DataFrame counted",
-         "raykafka Spark read_kafka": "topic of 1 record per batch, at most 200,000 messages a run; ends with the DataFrame counted",
+         "Ray Data read_kafka": "each partition's last record in a batch of its own, so that tansu's ListOffsets "
+                                "answer is the partition's end",
+         "Ray Data read_kafka to Spark": "as Ray Data read_kafka; ends with the DataFrame counted",
+         "raykafka Spark read_kafka": "ends with the DataFrame counted",
+         "Ray Data read_kafka" + SINGLE: "topic of 1 record per batch, at most 200,000 messages a run",
+         "raykafka Ray Data read_dataset" + SINGLE: "topic of 1 record per batch, at most 200,000 messages a run",
+         "Ray Data read_kafka to Spark" + SINGLE: "topic of 1 record per batch, at most 200,000 messages a run; ends "
+                                                  "with the DataFrame counted",
+         "raykafka Spark read_kafka" + SINGLE: "topic of 1 record per batch, at most 200,000 messages a run; ends with "
+                                               "the DataFrame counted",
          "Ray Data write_kafka from Spark": "from a cached Spark DataFrame, through ray.data.from_spark",
          "raykafka Spark write_kafka": "from the same cached DataFrame; the producer cached for the config",
          "raykafka Ray Data write_dataset": "the producer cached for the config, started by an untimed first write",
@@ -729,6 +743,10 @@ CONSUMERS: list[tuple[str, Callable[..., list[float]]]] = [
     ("raykafka Ray Data read_dataset", consume_raykafka_dataset),
     ("Ray Data read_kafka to Spark", consume_ray_data_spark),
     ("raykafka Spark read_kafka", consume_raykafka_spark),
+    ("Ray Data read_kafka" + SINGLE, consume_ray_data),
+    ("raykafka Ray Data read_dataset" + SINGLE, consume_raykafka_dataset),
+    ("Ray Data read_kafka to Spark" + SINGLE, consume_ray_data_spark),
+    ("raykafka Spark read_kafka" + SINGLE, consume_raykafka_spark),
 ]
 
 
