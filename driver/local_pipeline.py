@@ -68,8 +68,8 @@ CLOSE_GRACE = 5.0  # s past request.timeout.ms a broker gets to answer its last 
 
 class LocalRetryHandler:
     """What a Flusher asks of the RetryHandler, in this process: `retry.remote(batches)` puts
-    them into the pipeline's `RetryQueue` (returning None: nothing to await), `unref.remote()`
-    has no broker reference to release."""
+    them into the pipeline's `RetryQueue` (returning None: nothing to await),
+    `drop_retry_writer.remote()` has no broker reference to release."""
 
     class _Call:
         def __init__(self, fn: Any):
@@ -77,7 +77,7 @@ class LocalRetryHandler:
 
     def __init__(self, queue: RetryQueue):
         self.retry = self._Call(lambda batches: queue.put(batches))
-        self.unref = self._Call(self._nothing)
+        self.drop_retry_writer = self._Call(self._nothing)
 
     @staticmethod
     async def _nothing() -> None:

@@ -71,3 +71,19 @@ def test_a_message_larger_than_max_request_size_fails_alone_before_it_is_sent():
         failed = [o for o in outcomes if o.error is not None]
         assert [list(o.ids) for o in failed] == [[1]] and "larger than max.request.size=1024" in str(failed[0].error)
         assert [r.value for r in cluster.records(TOPIC, 0)] == [b"small", b"small too"]
+
+
+def test_the_local_retry_handler_answers_every_call_a_flusher_makes_to_the_retry_handler():
+    """A Flusher calls `ctx.retry_handler.<name>.remote(...)`; in this process those calls go to
+    `LocalRetryHandler`, which must have each (a renamed call once raised AttributeError at close,
+    after a broker outage, with a traceback on the command's stderr)."""
+    import re
+    from pathlib import Path
+
+    from raykafka.actors import flusher
+    from raykafka.driver.local_pipeline import LocalRetryHandler
+
+    called = set(re.findall(r"retry_handler\.(\w+)\.remote", Path(flusher.__file__).read_text()))
+    assert called, "the Flusher calls the RetryHandler"
+    local = LocalRetryHandler(queue=None)
+    assert {name for name in called if not hasattr(local, name)} == set()
