@@ -28,7 +28,7 @@ import os
 import ssl
 import struct
 from collections import deque
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import messages
 from .errors import (
@@ -60,6 +60,25 @@ _CORRELATION_IDS = 0x7FFFFFFF  # a request's correlation id is its send number, 
 # a connection logs in again once this share of the session lifetime its broker gave has passed
 # (the Java client picks at random between 85% and 95%; a fixed share keeps tests exact)
 REAUTHENTICATE_FRACTION = 0.85
+
+
+class InFlight(NamedTuple):
+    """A request written and waiting for its response, by correlation id."""
+
+    future: asyncio.Future[Struct]
+    api: Api
+    version: int
+    sent: int  # its send number on the connection (`_Unanswered`)
+    bound: int  # the largest response it allows, in bytes (`response_bound`)
+
+
+class Held(NamedTuple):
+    """A request held back while the connection logs in again, written after it."""
+
+    api: Api
+    body: Any
+    version: int | None
+    future: asyncio.Future[Struct] | None
 
 
 class _Unanswered:
@@ -119,16 +138,14 @@ class BrokerConnection:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._read_task: asyncio.Task[None] | None = None
-        # correlation id -> (its future, api, version, send number)
-        # correlation id -> (future, api, version, send number, the most its response may hold)
-        self._pending: dict[int, tuple[asyncio.Future[Struct], Api, int, int, int]] = {}
+        self._pending: dict[int, InFlight] = {}
         self._unanswered = _Unanswered()
         self._sent = 0  # requests sent on this object, across reconnects: the next one's send number
         self._closed_error: Exception | None = None
         self._reauthenticate_at: float | None = None  # loop time to log in again by (None: never)
         self._reauthentication: asyncio.Task[None] | None = None
         # requests sent while it runs, written after it: (api, body, version, future or None)
-        self._held: list[tuple[Api, Any, int | None, asyncio.Future[Struct] | None]] = []
+        self._held: list[Held] = []
         self.reauthentications = 0  # logins again on the same socket
 
     def __repr__(self) -> str:
@@ -214,7 +231,7 @@ class BrokerConnection:
         pending, self._pending = self._pending, {}
         held, self._held = (self._held, []) if held_too else ([], self._held)
         self._reauthenticate_at = None
-        for future in [entry[0] for entry in pending.values()] + [entry[3] for entry in held]:
+        for future in [request.future for request in pending.values()] + [request.future for request in held]:
             if future is not None and not future.done():
                 future.set_exception(error)
 
@@ -237,7 +254,7 @@ class BrokerConnection:
         """Wait for the requests in flight, log in again, then write the requests held meanwhile."""
         assert self.sasl is not None
         try:
-            in_flight = [entry[0] for entry in self._pending.values()]
+            in_flight = [request.future for request in self._pending.values()]
             if in_flight:
                 await asyncio.wait(in_flight)
             if self._closed_error is None:
@@ -295,7 +312,7 @@ class BrokerConnection:
         if expect_response:
             future = asyncio.get_running_loop().create_future()
         if self._reauthentication_due():
-            self._held.append((api, body, version, future))
+            self._held.append(Held(api, body, version, future))
         else:
             self._write(api, body, version, future)
         return future
@@ -310,7 +327,7 @@ class BrokerConnection:
         frame = encode_request(api, version, correlation_id, self.client_id, body)
         self._sent += 1
         if future is not None:
-            self._pending[correlation_id] = (future, api, version, sent, response_bound(api, body))
+            self._pending[correlation_id] = InFlight(future, api, version, sent, response_bound(api, body))
         else:
             self._unanswered.add(sent)
         self._writer.write(frame)
@@ -356,7 +373,7 @@ class BrokerConnection:
                 if size < 4:
                     raise DecodeError(f"response size {size} out of range")
                 # the frame answers one of the requests waiting: it may hold what the largest allows
-                allowed = max((entry[4] for entry in self._pending.values()), default=MAX_RESPONSE_BYTES)
+                allowed = max((request.bound for request in self._pending.values()), default=MAX_RESPONSE_BYTES)
                 if size > allowed:
                     raise ResponseTooLargeError(
                         f"{where} sent a response frame of {size} bytes; the requests waiting allow at most "
