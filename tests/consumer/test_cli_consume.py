@@ -1,4 +1,5 @@
-"""`raykafka consume` as a user runs it: a subprocess against tansu."""
+"""`raykafka consume` against tansu: as a user runs it, a subprocess (without Ray, in a group,
+under signals), and its `main()` in this process for what only the output shows."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import time
 import uuid
 
 import pytest
+
+from raykafka.app.cli import main
 
 pytestmark = [pytest.mark.broker]
 
@@ -34,11 +37,11 @@ def topic(bootstrap, kit):
 
 
 @pytest.mark.ray
-def test_exit_at_end_prints_every_message_as_json(bootstrap, topic):
-    r = subprocess.run(cli("-b", bootstrap, "-t", topic, "-e", "-f", "json"), capture_output=True, text=True,
-                       timeout=180)
-    assert r.returncode == 0, r.stderr
-    rows = [json.loads(line) for line in r.stdout.splitlines()]
+def test_exit_at_end_prints_every_message_as_json(bootstrap, topic, ray_session, capsys):
+    """In this process, on the module's Ray (the subprocess form is the test without Ray below)."""
+    assert main(["consume", "-b", bootstrap, "-t", topic, "-e", "-f", "json"]) == 0
+    out, _ = capsys.readouterr()
+    rows = [json.loads(line) for line in out.splitlines()]
     assert sorted((row["partition"], row["offset"]) for row in rows) == [(p, o) for p in (0, 1) for o in range(5)]
     by_value = {row["value"]: row for row in rows}
     assert by_value["v3"] == {"topic": topic, "partition": 1, "offset": 1, "key": "k3", "value": "v3",
@@ -68,12 +71,11 @@ def test_exit_at_end_without_a_ray_to_join_reads_in_process_and_starts_no_ray(bo
 
 
 @pytest.mark.ray
-def test_count_stops_after_count_messages(bootstrap, topic):
-    r = subprocess.run(cli("-b", bootstrap, "-t", topic, "-c", "3", "-o", "2"), capture_output=True, text=True,
-                       timeout=180)
-    assert r.returncode == 0, r.stderr
-    assert len(r.stdout.splitlines()) == 3
-    assert set(r.stdout.split()) <= {f"v{i}" for i in range(4, 10)}, "starts at offset 2 of each partition"
+def test_count_stops_after_count_messages(bootstrap, topic, ray_session, capsys):
+    assert main(["consume", "-b", bootstrap, "-t", topic, "-c", "3", "-o", "2"]) == 0
+    out, _ = capsys.readouterr()
+    assert len(out.splitlines()) == 3
+    assert set(out.split()) <= {f"v{i}" for i in range(4, 10)}, "starts at offset 2 of each partition"
 
 
 def test_group_runs_until_sigterm_then_commits_what_it_printed(bootstrap, topic):
@@ -180,14 +182,14 @@ def test_group_exit_at_end_on_a_missing_topic_ends_with_an_error(bootstrap):
 
 
 @pytest.mark.ray
-def test_deserialized_values_print_as_json_options_before_the_command(bootstrap, kit):
+def test_deserialized_values_print_as_json_options_before_the_command(bootstrap, kit, ray_session, capsys):
     topic = f"cli-json-{uuid.uuid4().hex[:8]}"
     kit.create_topic(bootstrap, topic, 1)
     kit.produce(bootstrap, topic, [{"key": b"k%d" % i, "value": json.dumps({"n": i}).encode()} for i in range(3)])
-    r = subprocess.run(raykafka("-b", bootstrap, "-X", "value.deserializer=json", "-f", "json", "consume", "-t", topic,
-                                "-e", "-X", "key.deserializer=str"), capture_output=True, text=True, timeout=180)
-    assert r.returncode == 0, r.stderr
-    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert main(["-b", bootstrap, "-X", "value.deserializer=json", "-f", "json", "consume", "-t", topic,
+                 "-e", "-X", "key.deserializer=str"]) == 0
+    out, _ = capsys.readouterr()
+    rows = [json.loads(line) for line in out.splitlines()]
     assert [(row["key"], row["value"]) for row in rows] == [("k0", {"n": 0}), ("k1", {"n": 1}), ("k2", {"n": 2})]
 
 
@@ -227,8 +229,6 @@ def test_in_process_one_message_and_an_offset_past_every_end_are_said(bootstrap,
     """`raykafka consume` in this process (its Consumer's actors on the module's Ray): `-c 1` says
     `1 message`; `-o 5000 -e`, past the end (5) of both partitions, prints nothing, exits 0 and
     says on stderr that the offset is past the end."""
-    from raykafka.app.cli import main
-
     assert main(["consume", "-b", bootstrap, "-t", topic, "-c", "1"]) == 0
     out, err = capsys.readouterr()
     assert len(out.splitlines()) == 1 and err.splitlines()[-1] == "raykafka: 1 message", err

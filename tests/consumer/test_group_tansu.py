@@ -97,6 +97,7 @@ def test_partitions_split_with_a_confluent_member(bootstrap, ray_session, topic_
         group.close()
 
 
+@pytest.mark.slow  # 30-56 s, most of it tansu's JoinGroup waits; the default tier's dead member test rebalances too
 def test_members_come_and_go_nothing_skipped_resume_from_commits(bootstrap, ray_session, topic_name, kit):
     topic, group_id = topic_name("churn"), topic_name("g")
     kit.create_topic(bootstrap, topic, 4)
@@ -199,7 +200,10 @@ def test_a_failing_handler_ends_its_session_and_the_batch_is_processed_again(boo
         group.close()
 
 
-@pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
+# static membership on tansu needs a session long enough to cover a member's restart (39 s a run):
+# under `slow`; the default tier keeps a static member's instance id in its join and sync, its
+# not leaving (tests/consumer/test_group_coordinator.py) and its fencing (test_member_faults.py)
+@pytest.mark.parametrize("static", [pytest.param(True, marks=pytest.mark.slow), False], ids=["static", "dynamic"])
 @pytest.mark.timeout(240)
 def test_a_dead_member_is_replaced_by_the_group_itself(bootstrap, ray_session, topic_name, kit, static):
     """A member killed as a crash or a lost node kills it (`ray.kill(no_restart=False)`) is noticed

@@ -24,7 +24,8 @@ What a block is given, and the only changes made to its text:
   the blocks before would have written.
 A block left open (the metrics block's `producer`) is closed after it.
 
-Blocks that use Spark are marked `spark` and `slow`; every other block runs in the default tier.
+Blocks that use Spark are marked `spark` and `slow`, as is the Ray-job block, which the default
+tier runs as a job (tests/integration/test_ray_job.py); every other block runs in the default tier.
 """
 
 from __future__ import annotations
@@ -149,7 +150,11 @@ def fill(bootstrap: str, topic: str, n: int) -> None:
     assert result.failed == 0, result
 
 
-DEFAULT_TIER = [pytest.param(name, code, id=name) for name, code in BLOCKS if not uses_spark(code)]
+# the README's Ray-job block also runs, as written, as a job on a running cluster in the default
+# tier (tests/integration/test_ray_job.py); here, beside the others, under `slow` (about 35 s)
+RUN_AS_A_JOB = "README.md:in-a-ray-job-producer-consumer-consumer--1"
+DEFAULT_TIER = [pytest.param(name, code, id=name, marks=pytest.mark.slow if name == RUN_AS_A_JOB else ())
+                for name, code in BLOCKS if not uses_spark(code)]
 SPARK_TIER = [pytest.param(name, code, id=name, marks=[pytest.mark.spark, pytest.mark.slow])
               for name, code in BLOCKS if uses_spark(code)]
 
@@ -157,6 +162,7 @@ SPARK_TIER = [pytest.param(name, code, id=name, marks=[pytest.mark.spark, pytest
 def test_the_docs_have_the_blocks_this_module_runs():
     assert len(BLOCKS) >= 12 and len(DEFAULT_TIER) + len(SPARK_TIER) == len(BLOCKS)
     assert len({name for name, _ in BLOCKS}) == len(BLOCKS), "every block has an id of its own"
+    assert RUN_AS_A_JOB in {name for name, _ in BLOCKS}, "the block run as a job is still there"
     names = [name for name, _ in BLOCKS]
     for section in ("README.md:in-a-notebook", "README.md:in-a-ray-job", "README.md:transactions",
                     "README.md:ray-data-without-spark", "README.md:watching-a-consumer-group",
