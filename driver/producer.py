@@ -170,7 +170,7 @@ class Producer:
         self._results_stopped = False  # close takes the last reports itself
         # healing: without transactional.id a pipeline an actor died in is rebuilt, and what it
         # held sent again (see `_heal`); the batches handed on are kept until their messages end
-        self.heals = self.config["transactional.id"] is None  # whether it heals (a flag; `healed` counts)
+        self.heals_on_death = self.config["transactional.id"] is None  # a transactional one aborts instead
         self.healed = 0  # how many times the pipeline was rebuilt
         self.heals_done: list[Heal] = []  # each rebuild, with what it found and sent again
         self.heal_failures = 0  # attempts that could not rebuild it (tried again after HEAL_RETRY)
@@ -411,7 +411,7 @@ class Producer:
                 if self._expired_gathered:  # the watchdog ended some before they were handed on
                     batches, self._expired_gathered = still_open(batches, self._ledger), False
                 self._flush_now = False
-                if self.heals:
+                if self.heals_on_death:
                     self._kept.keep(batches, self._ledger)
                 pipeline, routes, self._sender_busy = self._pipeline, self._routes, True
             try:
@@ -441,13 +441,13 @@ class Producer:
 
     def _heals_from(self, error: Exception | None) -> bool:
         """Whether `error` is an actor's death (or failure) this producer heals from."""
-        return self.heals and isinstance(error, PipelineError) and not self._stopping
+        return self.heals_on_death and isinstance(error, PipelineError) and not self._stopping
 
     def request_heal(self, cause: Any, seen_in: ProducerPipeline | None = None) -> None:
         """An actor of the pipeline died (seen by the watchdog, a failed call or a report, in
         pipeline `seen_in`): rebuild the pipeline on the healer thread, once for however many see
         it; nothing if `seen_in` was healed already."""
-        if not self.heals:  # transactional: the transaction cannot commit; abort_transaction renews
+        if not self.heals_on_death:  # transactional: the transaction cannot commit; abort_transaction renews
             if not self._stopping:
                 self._fail_unresolved(PipelineError(f"the transaction's pipeline broke: {cause}"))
             return
@@ -596,7 +596,7 @@ class Producer:
         heals), then the outcomes settled."""
         if reports is None:
             return
-        if reports.numbered and self.heals:
+        if reports.numbered and self.heals_on_death:
             with self._cond:
                 self._book.add(reports.numbered, self._ledger)
         if reports.outcomes:
@@ -611,11 +611,11 @@ class Producer:
         """End the messages these outcomes name (the ledger), then set their futures and report
         them, outside the lock. An outcome of `pipeline` failed by an actor's death does not end
         its messages when the producer heals: they go again, through the healed pipeline."""
-        if self.heals and not self._stopping and any(isinstance(e.error, PipelineError) for e in entries):
+        if self.heals_on_death and not self._stopping and any(isinstance(e.error, PipelineError) for e in entries):
             self.request_heal(next(e.error for e in entries if isinstance(e.error, PipelineError)), pipeline)
             entries = [e for e in entries if not isinstance(e.error, PipelineError)]
         with self._cond:
-            if self.heals:
+            if self.heals_on_death:
                 acked_ends(self._acked_ends, entries)
             settled = self._ledger.settle(entries, self.metrics.resolved)
             self._settling += 1  # flush() waits until these futures are set too
@@ -810,7 +810,7 @@ class Producer:
         with self._cond:
             self._closed = True  # no new sends; what is queued still goes
         try:
-            if self._wait_resolved(deadline, give_up=lambda: bool(dog.dead) and not self.heals):
+            if self._wait_resolved(deadline, give_up=lambda: bool(dog.dead) and not self.heals_on_death):
                 dog.scan_now()  # before the shutdown kills actors on purpose: who died, if anyone
             self.metrics.close()  # the last report, while the BrokerWorkers can still be asked
             with self._cond:

@@ -139,7 +139,7 @@ class ProducerWatchdog:
         """Fail every message sent before the deadline that is still unresolved."""
         # the grace lets a living pipeline's answer win, or a healed one's: a heal sends again
         # what the log does not hold, and that request must be allowed to finish
-        bound = self.delivery_timeout + (self.grace if self.producer.heals or not self.dead else 0)
+        bound = self.delivery_timeout + (self.grace if self.producer.heals_on_death or not self.dead else 0)
         cutoff = -1
         while self.marks and self.marks[0][0] <= now - bound:
             cutoff = self.marks.popleft()[1]

@@ -41,7 +41,7 @@ def _fake_producer(module: Any) -> Any:
         p._unresolved_bytes = p._open_count = p._open_bytes = p._next_id = 0
         p._open = {}
     p._settling, p._closed, p._transactions = 0, False, None
-    p.heals, p._stopping, p._acked_ends = True, False, {}  # what settling a report costs a producer that heals
+    p.heals_on_death, p._stopping, p._acked_ends = True, False, {}  # what settling a report costs a producer that heals
     p._bytes_values = p._bytes_keys = True
     p.value_serializer = p.key_serializer = get_serializer("bytes")
     p.max_request_size, p.buffer_memory = 1 << 20, 1 << 40
