@@ -1,7 +1,13 @@
 """`raykafka consume`: print a topic's messages, as kcat -C does.
 
-    raykafka consume -b HOST:PORT -t TOPIC [-g GROUP] [-o beginning|end|OFFSET] [-c COUNT] [-e]
+    raykafka consume -b HOST:PORT -t TOPIC|^PATTERN [-g GROUP] [-o beginning|end|OFFSET] [-c COUNT] [-e]
                      [-f value|json|FORMAT] [-X key=value]...
+
+A -t that starts with `^` is a pattern (librdkafka's rule, wire/subscription.py): every topic
+whose whole name matches is read, with -g and without. With -e, the topics it matches when the
+command starts are read to their ends (none matching is an error then, as a missing topic is);
+otherwise a topic that comes to match later is read too (the `Consumer` and the group look the
+topics up again every `metadata.max.age.ms`): from its beginning, or with -g from -o's start.
 
 Without -g every partition is assigned through a `Consumer` (Ray actors); with -e and no Ray
 cluster to join, the partitions are read to their ends in this process instead, with the bounded
@@ -36,6 +42,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..wire.subscription import TopicSubscription, is_pattern
 from .args import EXIT_OK, UsageError, add_client_options, client_config, counted
 from .progress import bar, printing
 
@@ -45,9 +52,11 @@ class _Stop(Exception):
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("consume", help="print messages from a topic")
+    p = subparsers.add_parser("consume", help="print messages from a topic, or from every topic a ^pattern matches")
     add_client_options(p, "consumer")
-    p.add_argument("-t", "--topic", required=True, help="the topic to read")
+    p.add_argument("-t", "--topic", required=True,
+                   help="the topic to read; one that starts with ^ is a pattern ('^orders-.*'): every topic whose "
+                   "whole name matches it is read")
     p.add_argument("-g", "--group", help="consume as a member of this group; a partition without a committed offset "
                    "starts at -o: the beginning by default, as kcat's, to show what the topic holds (the Python "
                    "API starts a group at auto.offset.reset, latest by default as in Kafka, so that a new group "
@@ -56,7 +65,7 @@ def add_parser(subparsers: Any) -> None:
                    help="beginning, end, or an offset (negative: from the end); with -g beginning or end")
     p.add_argument("-c", "--count", type=int, help="exit after COUNT messages")
     p.add_argument("-e", "--exit-at-end", action="store_true",
-                   help="exit at the end of every partition (the topic must exist)")
+                   help="exit at the end of every partition (the topic must exist; a pattern must match one)")
     p.add_argument("-f", "--format", default="value", metavar="FORMAT",
                    help="value, json, or a kcat format string such as '%%t %%p %%o %%k %%s\\n'")
     p.set_defaults(func=cmd_consume)
@@ -265,6 +274,8 @@ def _say(text: str) -> None:
 def cmd_consume(args: argparse.Namespace) -> int:
     config = client_config(args)
     formatter = Formatter(args.format)  # a bad format string is a usage error before anything starts
+    if is_pattern(args.topic):
+        TopicSubscription.of(args.topic)  # as is a pattern that is no regular expression
     if args.count is not None and args.count < 1:
         raise UsageError(f"-c: at least 1, got {args.count}")
     # a run until Ctrl-C has no end to make progress towards: no bar
@@ -325,11 +336,15 @@ def _consume_to_end_here(args: argparse.Namespace, config: dict[str, Any], print
     deserialize = Deserializers.from_config(parse_config(config))
     try:
         with interrupts.waiting():
-            ranges = resolve_ranges(config, [args.topic], "earliest", "latest")
+            if is_pattern(args.topic):
+                ranges = resolve_ranges(config, None, "earliest", "latest", subscribe_pattern=args.topic)
+                _require_match(args.topic, {r.topic for r in ranges})
+            else:
+                ranges = resolve_ranges(config, [args.topic], "earliest", "latest")
         if start == "latest":
             return
         if isinstance(start, int):
-            _say_past_end(args.topic, start, {r.partition: r.end for r in ranges})
+            _say_past_end(start, {(r.topic, r.partition): r.end for r in ranges})
             ranges = [PartitionRange(r.topic, r.partition, max(r.start, start), r.end) for r in ranges]
         while not printer.done.is_set():
             slices = [PartitionRange(r.topic, r.partition, r.start, min(r.end, r.start + SLICE_RECORDS))
@@ -358,9 +373,16 @@ def _consume_assigned(args: argparse.Namespace, config: dict[str, Any], printer:
     consumer = Consumer(config)
     try:
         with interrupts.waiting():
-            partitions = sorted(consumer.assign_topic(args.topic, start))
+            started = consumer.assign_topic(args.topic, start)  # a pattern's by (topic, partition)
+            keys = sorted(started) if is_pattern(args.topic) else [(args.topic, p) for p in sorted(started)]
+            if is_pattern(args.topic) and args.exit_at_end:
+                _require_match(args.topic, {topic for topic, _ in keys})
             if isinstance(start, int) and start >= 0:
-                _say_past_end(args.topic, start, consumer.high_watermarks(args.topic, partitions))
+                ends: dict[tuple[str, int], int] = {}
+                for topic in sorted({topic for topic, _ in keys}):
+                    ends.update({(topic, p): end for p, end in consumer.high_watermarks(
+                        topic, [p for t, p in keys if t == topic]).items()})
+                _say_past_end(start, ends)
         batches = consumer.batches(until_end=args.exit_at_end)
         while not printer.done.is_set():
             with interrupts.waiting():
@@ -375,14 +397,16 @@ def _consume_assigned(args: argparse.Namespace, config: dict[str, Any], printer:
         consumer.close()
 
 
-def _say_past_end(topic: str, start: int, ends: dict[int, int]) -> None:
-    """A line on stderr naming the partitions whose end is below an offset -o asked for: there
-    is nothing at that offset to read (yet)."""
-    past = sorted(p for p, end in ends.items() if end < start)
-    if past:
-        where = "every partition" if len(past) == len(ends) else f"partitions {', '.join(map(str, past))}"
-        print(f"raykafka: offset {start} is past the end of {where} of {topic} "
-              f"(ends: {', '.join(f'{p}:{ends[p]}' for p in past)})", file=sys.stderr)
+def _say_past_end(start: int, ends: dict[tuple[str, int], int]) -> None:
+    """A line on stderr for each topic naming its partitions whose end (`ends` by topic and
+    partition) is below an offset -o asked for: there is nothing at that offset to read (yet)."""
+    for topic in sorted({topic for topic, _ in ends}):
+        mine = {p: end for (t, p), end in ends.items() if t == topic}
+        past = sorted(p for p, end in mine.items() if end < start)
+        if past:
+            where = "every partition" if len(past) == len(mine) else f"partitions {', '.join(map(str, past))}"
+            print(f"raykafka: offset {start} is past the end of {where} of {topic} "
+                  f"(ends: {', '.join(f'{p}:{mine[p]}' for p in past)})", file=sys.stderr)
 
 
 def _consume_group(args: argparse.Namespace, config: dict[str, Any], printer: _Printer,
@@ -428,13 +452,26 @@ def _consume_group(args: argparse.Namespace, config: dict[str, Any], printer: _P
 
 
 def _require_topic(config: dict[str, Any], topic: str) -> None:
+    """The topic exists, or a topic matches the pattern (an `UnknownTopicError` if not)."""
     from ..driver.admin import Admin
     from ..wire.config import common_part
     from ..wire.errors import UnknownTopicError
 
     with Admin(common_part(config)) as admin:
-        if topic not in admin.list_topics():
-            raise UnknownTopicError(f"topic {topic!r} does not exist")
+        existing = admin.list_topics()
+    if is_pattern(topic):
+        _require_match(topic, TopicSubscription.of(topic).topics(existing))
+    elif topic not in existing:
+        raise UnknownTopicError(f"topic {topic!r} does not exist")
+
+
+def _require_match(pattern: str, matched: Any) -> None:
+    """With -e a pattern must match a topic, as a name must be one (else there is no end to
+    reach, and a group would wait for one to appear)."""
+    from ..wire.errors import UnknownTopicError
+
+    if not matched:
+        raise UnknownTopicError(f"no topic matches the pattern {pattern!r}")
 
 
 def _group_at_end(runtime: Any) -> bool:

@@ -15,7 +15,10 @@ its docstring says what it does not do. A `transactional.id` always takes the `P
 
 Input of any length streams through in bounded memory: lines are read a chunk at a time
 (`CHUNK` lines or `CHUNK_BYTES`), and each chunk is handed to the producer, which takes it
-only when `buffer.memory` has room, so reading waits while the broker is behind. Unless
+only when `buffer.memory` has room, so reading waits while the broker is behind. From a pipe
+or a terminal a chunk is also handed on as soon as no more input is ready (kcat's habit: a
+line typed, or written by a slow writer, goes out at once, not when `CHUNK` lines have come);
+a file, and a pipe its writer keeps full, still go in whole chunks. Unless
 `-X max.block.ms` says otherwise, it waits as long as that takes (kcat's habit) rather than
 failing the lines after the producer's 60 s. Results are counted as they arrive and dropped.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import select
 import stat
 import sys
 from collections import Counter, deque
@@ -41,6 +45,10 @@ from .progress import bar
 
 CHUNK = 10_000  # lines handed to send_batch at a time, at most
 CHUNK_BYTES = 1 << 20  # bytes of lines in one chunk, at most (a line longer than this is a chunk alone)
+READ_BYTES = 1 << 16  # bytes asked of a pipe or a terminal in one read (a Linux pipe's whole buffer)
+# ms a pipe's reader waits for more input before handing on the lines it holds: none, so a line
+# goes out as soon as its writer pauses; a writer that keeps the pipe full still fills chunks
+READY_WAIT_MS = 0
 CAUSES_KEPT = 100  # distinct failure causes counted by name; the rest together
 
 
@@ -63,7 +71,7 @@ def cmd_produce(args: argparse.Namespace, stdin: Any = None) -> int:
         sep = args.key_separator.encode() if args.key_separator else None
         tally = _Tally()
         progress = opened.enter_context(bar(f"produce {args.topic}", total=_size(streams), unit="B", unit_scale=True))
-        lines = (chunk_read for stream in streams for chunk_read in _chunks(stream))
+        lines = (chunk_read for stream in streams for chunk_read in chunks(stream))
         if _produces_here(config):
             _produce_here(config, args, lines, sep, tally, progress)
         else:
@@ -131,9 +139,26 @@ def _size(streams: list[BinaryIO]) -> int | None:
     return total
 
 
-def _chunks(stream: Iterable[Any]) -> Iterator[tuple[list[bytes], int]]:
+def chunks(stream: Iterable[Any]) -> Iterator[tuple[list[bytes], int]]:
     """Lines (bytes, line end removed) in chunks of at most CHUNK lines and CHUNK_BYTES, each
-    with the bytes it was read from."""
+    with the bytes it was read from. From a pipe or a terminal a chunk ends early when no more
+    input is ready (`_pipe_chunks`); a regular file, or a stream with no file descriptor, is
+    read line by line into whole chunks."""
+    fd = _pipe_fd(stream)
+    return _line_chunks(stream) if fd is None else _pipe_chunks(fd)
+
+
+def _pipe_fd(stream: Any) -> int | None:
+    """The file descriptor behind `stream` when it is no regular file (a pipe, a FIFO, a
+    terminal, a socket); else None."""
+    try:
+        fd = stream.fileno()
+        return None if stat.S_ISREG(os.fstat(fd).st_mode) else fd
+    except (AttributeError, OSError, ValueError):  # no file behind it (a test's BytesIO)
+        return None
+
+
+def _line_chunks(stream: Iterable[Any]) -> Iterator[tuple[list[bytes], int]]:
     chunk: list[bytes] = []
     size = read = 0
     for raw in stream:
@@ -144,6 +169,42 @@ def _chunks(stream: Iterable[Any]) -> Iterator[tuple[list[bytes], int]]:
         if len(chunk) >= CHUNK or size >= CHUNK_BYTES:
             yield chunk, read
             chunk, size, read = [], 0, 0
+    if chunk:
+        yield chunk, read
+
+
+def _pipe_chunks(fd: int) -> Iterator[tuple[list[bytes], int]]:
+    """`chunks` of a pipe or a terminal, read from its descriptor READ_BYTES at a time: after
+    each read, the lines held are handed on unless more input is ready within READY_WAIT_MS,
+    so no line waits for the ones after it. A line not ended yet is kept as its pieces (joined
+    once its end comes: a long line costs no copy per read)."""
+    ready = select.poll()
+    ready.register(fd, select.POLLIN)
+    chunk: list[bytes] = []
+    size = read = 0
+    pieces: list[bytes] = []  # the line being read, not ended yet
+    while data := os.read(fd, READ_BYTES):
+        end = data.rfind(b"\n") + 1
+        if end:
+            block = b"".join([*pieces, data[:end]]) if pieces else data[:end]
+            pieces = [data[end:]] if end < len(data) else []
+            for raw in block.split(b"\n")[:-1]:
+                line = raw.rstrip(b"\r")
+                chunk.append(line)
+                size += len(line)
+                read += len(raw) + 1
+                if len(chunk) >= CHUNK or size >= CHUNK_BYTES:
+                    yield chunk, read
+                    chunk, size, read = [], 0, 0
+        else:
+            pieces.append(data)
+        if chunk and not ready.poll(READY_WAIT_MS):
+            yield chunk, read
+            chunk, size, read = [], 0, 0
+    if pieces:  # the last line, with no line end
+        raw = b"".join(pieces)
+        chunk.append(raw.rstrip(b"\r\n"))
+        read += len(raw)
     if chunk:
         yield chunk, read
 

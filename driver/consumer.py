@@ -261,7 +261,8 @@ class Consumer:
 
     def batches(self, timeout: float | None = None, *, until_end: bool = False) -> Iterator[pa.RecordBatch]:
         """Arrow batches as they arrive. Stops after `timeout` s without data (None: never), or,
-        with `until_end`, once every partition has reached the end it had when this call began."""
+        with `until_end`, once every partition has reached the end it had when this call began
+        (a topic a pattern comes to match meanwhile had none: it is not waited for)."""
         self._check_open()
         last_data = time.monotonic()
         if until_end:
@@ -272,7 +273,10 @@ class Consumer:
         while self._slots or self._ready or self._failures or self._patterns:
             if self._patterns and time.monotonic() >= self._next_look:
                 try:
-                    self._look_up_patterns(NEW_TOPIC_START)
+                    started = self._look_up_patterns(NEW_TOPIC_START)
+                    if until_end:  # a topic that came to match had nothing when this call began
+                        for key, offset in started.items():
+                            self.ends.setdefault(key, offset)
                 except KafkaError as exc:  # the cluster cannot be asked now: looked up again later
                     log.warning("consumer %s: looking up %s failed: %s", self.id, ", ".join(self._patterns), exc)
             if self._failures:

@@ -237,3 +237,78 @@ def test_in_process_one_message_and_an_offset_past_every_end_are_said(bootstrap,
     assert out == ""
     assert f"raykafka: offset 5000 is past the end of every partition of {topic} (ends: 0:5, 1:5)" in err, err
     assert err.splitlines()[-1] == "raykafka: 0 messages"
+
+
+@pytest.fixture(scope="module")
+def pattern_topics(bootstrap, kit):
+    """Topics for `-t '^<prefix>-.*'`: two it matches (two partitions and one) and two it does
+    not (the prefix alone, and a name that only contains a match); 6 records each, the value
+    naming its topic. Returns the prefix."""
+    prefix = f"cli-pat-{uuid.uuid4().hex[:6]}"
+    for name, partitions in {f"{prefix}-a": 2, f"{prefix}-b": 1, prefix: 1, f"x-{prefix}-c": 1}.items():
+        kit.create_topic(bootstrap, name, partitions)
+        kit.produce(bootstrap, name, [{"value": f"{name}/{i}".encode(), "partition": i % partitions}
+                                      for i in range(6)])
+    return prefix
+
+
+def matched(prefix: str) -> list[str]:
+    """What `-f '%t %s\\n'` prints of the pattern's topics, sorted."""
+    return sorted(f"{t} {t}/{i}" for t in (f"{prefix}-a", f"{prefix}-b") for i in range(6))
+
+
+def test_a_pattern_reads_every_matching_topic_to_its_end_in_process(bootstrap, pattern_topics):
+    """`consume -t '^prefix-.*' -e` with no Ray to join: every record of the two topics that
+    match, none of the others; a pattern that matches nothing is an error with -e, as a missing
+    topic is, and one that is no regular expression a usage error."""
+    prefix = pattern_topics
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    script = ("import sys, ray\n"
+              "from raykafka.app.cli import main\n"
+              "code = main(sys.argv[1:])\n"
+              "print('ray initialized:', ray.is_initialized(), file=sys.stderr)\n"
+              "sys.exit(code)\n")
+    r = subprocess.run([sys.executable, "-c", script, "consume", "-b", bootstrap, "-t", f"^{prefix}-.*", "-e",
+                        "-f", "%t %s\\n"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "ray initialized: False" in r.stderr and "raykafka: 12 messages" in r.stderr, r.stderr
+    assert sorted(r.stdout.splitlines()) == matched(prefix)
+    r = subprocess.run([sys.executable, "-c", script, "consume", "-b", bootstrap, "-t", f"^{prefix}-z.*", "-e"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 1 and f"no topic matches the pattern '^{prefix}-z.*'" in r.stderr, r.stderr
+    r = subprocess.run(cli("-b", bootstrap, "-t", "^orders-(", "-e"), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "is not a regular expression" in r.stderr, r.stderr
+
+
+def test_a_group_subscribed_to_a_pattern_reads_every_matching_topic_to_its_end(bootstrap, pattern_topics):
+    prefix = pattern_topics
+    group = f"cli-pat-group-{prefix}"
+    r = subprocess.run(cli("-b", bootstrap, "-t", f"^{prefix}-.*", "-g", group, "-e", "-f", "%t %s\\n",
+                           "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == matched(prefix)
+    assert committed(bootstrap, group, f"{prefix}-a") == [3, 3]
+    r = subprocess.run(cli("-b", bootstrap, "-t", f"^{prefix}-z.*", "-g", group, "-e"), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1 and f"no topic matches the pattern '^{prefix}-z.*'" in r.stderr, r.stderr
+
+
+@pytest.mark.ray
+def test_a_consumer_assigned_a_pattern_reads_every_matching_topic(bootstrap, pattern_topics, ray_session, capsys):
+    """`consume -t '^prefix-.*'` through a `Consumer` (Ray runs here): -e reads both matching
+    topics to their ends, -o past a topic's ends says so for that topic, -c stops on a count."""
+    from raykafka.app.cli import main
+
+    prefix = pattern_topics
+    assert main(["consume", "-b", bootstrap, "-t", f"^{prefix}-.*", "-e", "-f", "%t %s\\n"]) == 0
+    out, err = capsys.readouterr()
+    assert sorted(out.splitlines()) == matched(prefix), err
+    assert main(["consume", "-b", bootstrap, "-t", f"^{prefix}-.*", "-o", "5", "-e"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"{prefix}-b/5"], "the one record at offset 5 or after"
+    assert f"offset 5 is past the end of every partition of {prefix}-a (ends: 0:3, 1:3)" in err, err
+    assert f"{prefix}-b" not in err, "its one partition ends at 6"
+    assert main(["consume", "-b", bootstrap, "-t", f"^{prefix}-.*", "-c", "4", "-f", "%t\\n"]) == 0
+    out, _ = capsys.readouterr()
+    assert len(out.splitlines()) == 4 and set(out.split()) <= {f"{prefix}-a", f"{prefix}-b"}

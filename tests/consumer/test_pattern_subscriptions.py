@@ -6,6 +6,7 @@ once, and dropping a topic that goes away."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import ray
@@ -144,3 +145,23 @@ def test_a_consumer_assigned_a_pattern_reads_a_topic_created_later_and_drops_one
         cluster.delete_topic("orders-a")
         assert list(consumer.batches(timeout=QUIET_S)) == [], "nothing more: every record came once"
         assert consumer.assignment() == [("orders-b", 0)], "a topic that went away is dropped"
+
+
+@pytest.mark.ray
+def test_until_end_is_not_held_by_a_topic_that_comes_to_match_meanwhile(ray_session, kit):
+    """`batches(until_end=True)` ends at the ends its partitions had when it began: a topic the
+    pattern comes to match meanwhile had none, and does not keep it waiting for one."""
+    with MockCluster(n_brokers=1, topics={"orders-a": 1}) as cluster, \
+            Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 50,
+                      "metadata.max.age.ms": LOOK_MS}) as consumer:
+        kit.mock_produce(cluster, "orders-a", 0, values("orders-a"), per_batch=5)
+        consumer.assign_topic("^orders-.*", "earliest")
+        cluster.create_topic("orders-b", 1)
+        kit.mock_produce(cluster, "orders-b", 0, values("orders-b"), per_batch=5)
+        time.sleep(2 * LOOK_MS / 1000)  # the first round of `batches` looks the topics up again
+        began = time.monotonic()
+        got = [v for batch in consumer.batches(timeout=PICKED_UP_S, until_end=True)
+               for v in batch.column("value").to_pylist()]
+        assert time.monotonic() - began < PICKED_UP_S / 2, "ended at the ends, not after the timeout"
+        assert ("orders-b", 0) in consumer.assignment(), "orders-b was matched meanwhile"
+        assert [v for v in got if v.startswith(b"orders-a")] == values("orders-a")

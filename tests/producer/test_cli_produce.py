@@ -166,6 +166,30 @@ def test_without_a_ray_to_join_produces_in_process_and_starts_no_ray(bootstrap, 
     assert b"does not exist" in r.stderr and b"ray initialized: False" in r.stderr
 
 
+def test_a_line_from_a_slow_pipe_is_delivered_before_the_pipe_closes(bootstrap, topic_name):
+    """`(echo a; sleep 30; echo b) | raykafka produce`: `a` can be read back from the topic while
+    the writer still holds the pipe open, as with kcat, not only once `b` or the end comes."""
+    topic = topic_name("cli-slow-pipe")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 1})
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.Popen([sys.executable, "-c", IN_PROCESS, "produce", "-b", bootstrap, "-t", topic],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        proc.stdin.write(b"a\n")
+        proc.stdin.flush()
+        assert read_back(bootstrap, topic, 1) == [(None, b"a")]
+        assert proc.poll() is None, "still reading its open stdin"
+        proc.stdin.write(b"b\n")
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err.decode(errors="replace")
+    assert b"2 delivered, 0 failed of 2 lines" in err, err
+    assert read_back(bootstrap, topic, 2) == [(None, b"a"), (None, b"b")]
+
+
 def rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
