@@ -15,6 +15,14 @@ waits for its handlers (all of them together at most `rebalance.timeout.ms`), ru
 Heartbeats run on their own task for the member's whole life, not per session, so they go on
 while a session waits for slow handlers and while it opens.
 
+Under the cooperative protocol (`partition.assignment.strategy=cooperative-sticky`, KIP-429) a
+rebalance does not end the session: the member joins again while its claims go on being fetched
+and handled (`_rejoin_loop`), then closes only the claims the new assignment leaves out (their
+handlers return, their marks are committed) and opens only the new ones. A round that revoked
+anything is followed at once by another, in which the leader gives those partitions to their
+new members. A member left out of a generation (its heartbeat or join answered that it is
+unknown, or that its generation is stale) has lost its claims: its session ends as above.
+
 Riding out faults, as librdkafka does: a broker that cannot be reached is asked again for as
 long as the member runs, each connection attempt paced by the cluster's reconnect backoff
 (`reconnect.backoff.ms` doubling up to `reconnect.backoff.max.ms`); every other retriable
@@ -170,18 +178,25 @@ class GroupMetadata(NamedTuple):
 
 
 class Session:
-    """What a handler sees for one generation: its claims, `mark` and `commit`."""
+    """What a handler sees for one generation: its claims, `mark` and `commit`. Under the
+    cooperative protocol one session spans the generations its member rejoins in: `claims` and
+    `generation_id` follow the rebalances, `setup` and `cleanup` run once, and a revoked
+    partition's `consume_claim` returns as its claim closes."""
 
     def __init__(self, runtime: MemberRuntime, generation: Generation, claims: dict[tuple[str, int], Claim]):
         self._runtime = runtime
         self.member_id = generation.member_id
         self.generation_id = generation.generation_id
-        self.claims = {t: sorted(p for (tt, p) in claims if tt == t) for t in {t for t, _ in claims}}
         self._claims = claims
+        self.claims_changed()
         self.marked: dict[tuple[str, int], int] = {}
         self.committed: dict[tuple[str, int], int] = {}
         self.ended = False  # committed for the last time: later marks belong to no generation
         self._lock = threading.Lock()
+
+    def claims_changed(self) -> None:
+        """`claims` ({topic: [partitions]}) again, after a cooperative rejoin changed them."""
+        self.claims = {t: sorted(p for (tt, p) in self._claims if tt == t) for t in {t for t, _ in self._claims}}
 
     def group_metadata(self) -> GroupMetadata:
         """This generation's group id, generation id, member id and instance id, for
@@ -279,6 +294,10 @@ class MemberRuntime:
         self.last_end_reason = ""
         self._fatal_error: BaseException | None = None
         self._end: Callable[[str], None] | None = None  # ends the current session
+        # under the cooperative protocol: asks the session to join again beside its claims
+        self._rejoin: Callable[[str], None] | None = None
+        self._joining = False  # a cooperative session's join is under way (it keeps the membership)
+        self.revoked = 0  # partitions given up while the session went on (the cooperative protocol)
         self._stop: asyncio.Event | None = None
         self._future: Any = None
 
@@ -331,6 +350,7 @@ class MemberRuntime:
                 "failed_partitions": {c.topic + "/" + str(c.partition): str(c.error)
                                       for c in (s._claims.values() if s else ()) if c.error is not None},
                 "committed": dict(s.committed) if s else {}, "last_end_reason": self.last_end_reason,
+                "revoked": self.revoked,
                 "metrics": self.metrics.snapshot()}
 
     async def _run(self) -> None:
@@ -359,17 +379,20 @@ class MemberRuntime:
             await asyncio.wait([heartbeat], timeout=self.config["request.timeout.ms"] / 1000)
             await self.coordinator.leave()
 
-    async def _unless_stopped(self, coro: Awaitable[Any]) -> Any:
-        """`coro`'s result, or None if the member is told to stop first (then `coro` is cancelled)."""
+    async def _unless_stopped(self, coro: Awaitable[Any], stop_event: asyncio.Event | None = None) -> Any:
+        """`coro`'s result, or None if the member is told to stop first, or `stop_event` is set
+        first (then `coro` is cancelled)."""
         assert self._stop is not None
         task = asyncio.ensure_future(coro)
-        stop = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait([task, stop], return_when=asyncio.FIRST_COMPLETED)
-        stop.cancel()
-        if task.done():
-            return task.result()
-        task.cancel()
-        return None
+        stop = asyncio.ensure_future((stop_event or self._stop).wait())
+        try:
+            await asyncio.wait([task, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when this is cancelled: neither is left pending for the loop's close
+            for pending in (stop, task):
+                if not pending.done():
+                    pending.cancel()
+                    await asyncio.wait([pending])
+        return None if task.cancelled() else task.result()
 
     def _record(self, kind: str, where: str, cause: str) -> None:
         self.errors.append(MemberError(kind, where, cause))
@@ -387,6 +410,15 @@ class MemberRuntime:
         if self._end is not None:
             self._end(f"fatal: {error}")
 
+    def _rebalance(self, why: str, keeps_claims: bool = True) -> None:
+        """The group wants this member to join again. Under the cooperative protocol, while its
+        generation stands, the session goes on and joins beside its claims (`_rejoin_loop`);
+        otherwise the session ends, and the next one joins."""
+        if self._rejoin is not None and keeps_claims and self.coordinator.generation_id >= 0:
+            self._rejoin(why)
+        elif self._end is not None:
+            self._end(why)
+
     # -- heartbeats, for the member's whole life -------------------------------
 
     async def _heartbeat_loop(self, leaving: asyncio.Event) -> None:
@@ -401,7 +433,7 @@ class MemberRuntime:
             if leaving.is_set():
                 return
             end = self._end
-            if end is None:  # joining: the join itself keeps the membership
+            if end is None or self._joining:  # joining: the join itself keeps the membership
                 last_ok = time.monotonic()
                 continue
             try:
@@ -409,7 +441,7 @@ class MemberRuntime:
                 self.heartbeats += 1
                 last_ok = time.monotonic()
             except RebalanceNeeded as exc:
-                end(f"rebalance ({exc})")
+                self._rebalance(f"rebalance ({exc})", exc.keeps_claims)
             except KafkaError as exc:
                 if is_fatal(exc):
                     self._fail_member(exc)
@@ -446,19 +478,16 @@ class MemberRuntime:
 
     async def _run_session(self, generation: Generation, over: asyncio.Event, end: Callable[[str], None]) -> None:
         """Open the claims, run the handler on them until the session ends, commit what it marked."""
-        claims = await self._open_claims(generation, over, end)
-        session = self.session = Session(self, generation, claims or {})
+        claims = await self._open_claims(generation.claims, over, end)
+        session = self.session = Session(self, generation, {} if claims is None else claims)  # the same dict
         if claims is None:  # the session ended while it opened
             return
         bound = self.config["rebalance.timeout.ms"] / 1000  # for the handler's setup, and again to wind down
         if await self._call_handler("setup", self.handler.setup, session, over, end, bound):
             loop = asyncio.get_running_loop()
-            threads = [threading.Thread(target=self._consume_claim, args=(session, c, loop, end), daemon=True,
-                                        name=f"claim-{c.topic}-{c.partition}") for c in claims.values()]
-            for t in threads:
-                t.start()
-            await self._consume(session, claims, over, end)
-            await self._wind_down(session, claims, threads, loop.time() + bound, end)
+            threads = {tp: self._start_claim(session, c, end) for tp, c in claims.items()}
+            await self._consume(session, generation, claims, threads, over, end)
+            await self._wind_down(session, claims, list(threads.values()), loop.time() + bound, end)
         try:
             await self.commit_session(session)
         except (RebalanceNeeded, KafkaError) as exc:
@@ -469,17 +498,29 @@ class MemberRuntime:
             with session._lock:
                 session.ended = True
 
-    async def _consume(self, session: Session, claims: dict[tuple[str, int], Claim], over: asyncio.Event,
+    def _start_claim(self, session: Session, claim: Claim, end: Callable[[str], None]) -> threading.Thread:
+        """The handler's `consume_claim` of `claim`, in a thread of its own, started."""
+        thread = threading.Thread(target=self._consume_claim, args=(session, claim, asyncio.get_running_loop(), end),
+                                  daemon=True, name=f"claim-{claim.topic}-{claim.partition}")
+        thread.start()
+        return thread
+
+    async def _consume(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
+                       threads: dict[tuple[str, int], threading.Thread], over: asyncio.Event,
                        end: Callable[[str], None]) -> None:
-        """The session's loops (fetching, auto-commit, the partition-count check) until it ends."""
+        """The session's loops (fetching, auto-commit, the partition-count check, and under the
+        cooperative protocol the rejoins) until it ends."""
         positions = {tp: PartitionFetch(self.config, *tp, c.initial_offset) for tp, c in claims.items()}
-        tasks = [asyncio.ensure_future(coro) for coro in (
-            self._fetch_loop(claims, positions, over), self._auto_commit_loop(session, over),
-            self._partition_check(end))]
+        loops = [self._fetch_loop(claims, positions, over), self._auto_commit_loop(session, over),
+                 self._partition_check()]
+        if generation.cooperative:
+            loops.append(self._rejoin_loop(session, claims, positions, threads, over, end))
+        tasks = [asyncio.ensure_future(coro) for coro in loops]
         await asyncio.wait([asyncio.ensure_future(over.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
         end("a session task ended")
         for t in tasks:
             t.cancel()
+        await asyncio.wait(tasks, timeout=self.config["request.timeout.ms"] / 1000)  # their cancellations run
         for t in tasks:
             if t.done() and not t.cancelled() and t.exception() is not None:
                 self._task_failed(t.exception())
@@ -550,18 +591,18 @@ class MemberRuntime:
             await back_off(self.config, over)
         return None
 
-    async def _open_claims(self, generation: Generation, over: asyncio.Event,
+    async def _open_claims(self, wanted: dict[str, list[int]], over: asyncio.Event,
                            end: Callable[[str], None]) -> dict[tuple[str, int], Claim] | None:
-        """A claim per partition, at its committed offset, else where `auto.offset.reset` says; a
-        partition with neither fails alone. None if the session ended first."""
+        """A claim per partition `wanted`, at its committed offset, else where `auto.offset.reset`
+        says; a partition with neither fails alone. None if the session ended first (or, for a
+        cooperative session's new partitions, a rebalance came first: `end` was told)."""
         try:
-            committed = await self._retrying(lambda: self.coordinator.fetch_offsets(generation.claims),
-                                             "offset fetch", over, end)
+            committed = await self._retrying(lambda: self.coordinator.fetch_offsets(wanted), "offset fetch", over, end)
             if committed is None:
                 return None
             policy = self.config["auto.offset.reset"]
             claims = {}
-            for topic, ps in generation.claims.items():
+            for topic, ps in wanted.items():
                 missing = [p for p in ps if committed.get((topic, p), -1) < 0]
                 reset: dict[int, int] = {}
                 if missing and policy in RESET_POLICIES:
@@ -601,6 +642,114 @@ class MemberRuntime:
                 return
         if not claim._closed.is_set():
             _call_soon(loop, end, why)
+
+    # -- the cooperative protocol (KIP-429) ---------------------------------------
+
+    async def _rejoin_loop(self, session: Session, claims: dict[tuple[str, int], Claim],
+                           positions: dict[tuple[str, int], PartitionFetch],
+                           threads: dict[tuple[str, int], threading.Thread], over: asyncio.Event,
+                           end: Callable[[str], None]) -> None:
+        """Each rebalance the group asks for, joined while the claims go on being fetched and
+        handled; then only the partitions the new assignment leaves out close, and only the new
+        ones open. A round that revoked any is followed at once by another, which gives them to
+        their new members. A member left out of a generation meanwhile ends the session: what it
+        held may be another's already."""
+        asked = asyncio.Event()
+        reasons: list[str] = []
+
+        def rejoin(why: str) -> None:
+            if self._joining:  # the join under way answers it (a commit refused while it runs, say)
+                return
+            reasons.append(why)
+            asked.set()
+
+        self._rejoin = rejoin
+        try:
+            while not over.is_set():
+                await self._unless_stopped(asked.wait(), over)
+                if over.is_set():
+                    return
+                asked.clear()
+                member_id = self.coordinator.member_id
+                log.info("group/%s member %s joins again, keeping its claims: %s", self.coordinator.group_id,
+                         member_id, "; ".join(reasons))
+                reasons.clear()
+                self._joining = True
+                try:
+                    await self._look_up_subscription()
+                    generation = await self._unless_stopped(self.coordinator.join(), over)
+                finally:
+                    self._joining = False
+                if generation is None:
+                    return
+                self.generations += 1
+                self.metrics.rebalanced()
+                if not generation.cooperative or generation.member_id != member_id:
+                    end("the group moved to the eager protocol" if not generation.cooperative
+                        else f"member {member_id} was left out of a generation; its claims are lost")
+                    return
+                revoked = await self._revoke(session, generation, claims, positions, threads, end)
+                await self._add(session, generation, claims, positions, threads, over, end)
+                if revoked:
+                    rejoin(f"gave up {revoked}")
+        finally:
+            self._rejoin = None
+
+    async def _revoke(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
+                      positions: dict[tuple[str, int], PartitionFetch],
+                      threads: dict[tuple[str, int], threading.Thread], end: Callable[[str], None]) -> list[str]:
+        """Close the claims `generation` no longer gives this member, give their handlers until
+        `rebalance.timeout.ms` to return, commit what they marked, and forget them."""
+        assigned = {(t, p) for t, ps in generation.claims.items() for p in ps}
+        gone = sorted(set(claims) - assigned)
+        with session._lock:
+            session.generation_id = generation.generation_id
+        if not gone:
+            return []
+        for tp in gone:
+            claims[tp].close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config["rebalance.timeout.ms"] / 1000
+        for tp in gone:
+            thread = threads.pop(tp)
+            await asyncio.to_thread(thread.join, max(0.0, deadline - loop.time()))
+            if thread.is_alive():
+                self._handler_failed(f"consume_claim({tp[0]}/{tp[1]})", TimeoutError(
+                    f"still running {self.config['rebalance.timeout.ms']} ms (rebalance.timeout.ms) after its "
+                    f"partition was revoked; left behind"))
+        try:
+            await self.commit_session(session)
+        except (RebalanceNeeded, KafkaError) as exc:
+            if is_fatal(exc):
+                self._fail_member(exc)
+            log.warning("group/%s commit of the revoked %s failed: %s", self.coordinator.group_id, gone, exc)
+        with session._lock:  # a mark not committed now is not committed later: another member owns it
+            for tp in gone:
+                del claims[tp]
+                positions.pop(tp, None)
+                session.marked.pop(tp, None)
+                session.committed.pop(tp, None)
+            session.claims_changed()
+        self.revoked += len(gone)
+        return [f"{t}/{p}" for t, p in gone]
+
+    async def _add(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
+                   positions: dict[tuple[str, int], PartitionFetch],
+                   threads: dict[tuple[str, int], threading.Thread], over: asyncio.Event,
+                   end: Callable[[str], None]) -> None:
+        """Open the claims `generation` gives this member anew, and start their handlers."""
+        new = {t: kept for t, ps in generation.claims.items() if (kept := [p for p in ps if (t, p) not in claims])}
+        if not new:
+            return
+        opened = await self._open_claims(new, over, self._rebalance)
+        if opened is None:  # a rebalance or the session's end came first; the next join gives them again
+            return
+        with session._lock:
+            claims.update(opened)
+            session.claims_changed()
+        for tp, claim in opened.items():
+            positions[tp] = PartitionFetch(self.config, *tp, claim.initial_offset)
+            threads[tp] = self._start_claim(session, claim, end)
 
     # -- fetching --------------------------------------------------------------
 
@@ -653,7 +802,10 @@ class MemberRuntime:
         if leader < 0:
             return f"no leader for {tps}"
         conn = await self.cluster.connection(leader)
-        answer = await fetch_round(conn, self.config, {tp: positions[tp] for tp in tps},
+        asked = {tp: positions[tp] for tp in tps if tp in positions}  # a cooperative rejoin may have revoked some
+        if not asked:
+            return None
+        answer = await fetch_round(conn, self.config, asked,
                                    timed=lambda request: self.metrics.fetch_timed(leader, request),
                                    where=f"broker {leader}")
         problem = None
@@ -714,16 +866,19 @@ class MemberRuntime:
             await _wait_or(over, interval)
             try:
                 await self.commit_session(session)
-            except RebalanceNeeded:
-                return  # the heartbeat ends the session
+            except RebalanceNeeded as exc:
+                if self._rejoin is None:
+                    return  # the heartbeat ends the session
+                self._rebalance(f"rebalance ({exc})", exc.keeps_claims)  # marks commit at a later turn
             except KafkaError as exc:
                 if is_fatal(exc):
                     raise
                 log.warning("auto-commit failed: %s", exc)
 
-    async def _partition_check(self, end: Callable[[str], None]) -> None:
+    async def _partition_check(self) -> None:
         """Sarama's loopCheckPartitionNumbers: a subscribed topic that grows means a rebalance; so
-        does, with patterns, a topic that comes to match or goes away."""
+        does, with patterns, a topic that comes to match or goes away. An eager session ends at
+        the first; a cooperative one joins again and this goes on watching."""
         interval = self.config["topic.metadata.refresh.interval.ms"] / 1000
         if self.subscription.has_patterns:
             interval = min(interval, self.config["metadata.max.age.ms"] / 1000)
@@ -731,8 +886,11 @@ class MemberRuntime:
         while True:
             await asyncio.sleep(interval)
             if await self._look_up_subscription():
-                end(f"subscribed topics changed to {self.topics}")  # the rejoin subscribes to them
-                return
+                self._rebalance(f"subscribed topics changed to {self.topics}")  # the rejoin subscribes to them
+                if self._rejoin is None:
+                    return
+                counts = {t: len(self.cluster.metadata.partitions(t)) for t in self.topics}
+                continue
             try:
                 metadata = await self.cluster.refresh_metadata(self.topics)
             except KafkaError as exc:
@@ -741,8 +899,9 @@ class MemberRuntime:
                 continue
             now = {t: len(metadata.partitions(t)) for t in self.topics}
             if any(now[t] != counts.get(t, 0) for t in self.topics if now[t]):
-                end(f"partition count changed {counts} -> {now}")  # the leader's rejoin rebalances
-                return
+                self._rebalance(f"partition count changed {counts} -> {now}")  # the leader's rejoin rebalances
+                if self._rejoin is None:
+                    return
             counts = now
 
     async def _look_up_subscription(self) -> bool:

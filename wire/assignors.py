@@ -1,4 +1,5 @@
-"""Group assignors (range, roundrobin, sticky) and the standard "consumer" protocol bytes.
+"""Group assignors (range, roundrobin, sticky, cooperative-sticky) and the standard "consumer"
+protocol bytes.
 
 The elected group leader decodes every member's subscription, runs the strategy the group
 agreed on, and encodes one assignment per member. The bytes are Kafka's own consumer
@@ -6,7 +7,10 @@ protocol (an int16 version, then `messages.CONSUMER_PROTOCOL_SUBSCRIPTION`/`_ASS
 so Java and librdkafka members can share a group with ours and either side may lead.
 
 A strategy maps `{member_id: Subscription}` and `{topic: partition count}` to
-`{member_id: {topic: [partitions]}}`; every subscribed partition lands exactly once.
+`{member_id: {topic: [partitions]}}`; every subscribed partition lands exactly once, except
+under the cooperative protocol (KIP-429): there a partition that must move from the member that
+owns it is given to nobody in that round. Its owner sees it missing, gives it up and joins again
+at once; the next round gives it to its new member. The partitions that stay are never revoked.
 """
 
 from __future__ import annotations
@@ -107,6 +111,7 @@ def _read_version(data: bytes, what: str) -> int:
 
 class Assignor:
     name = ""
+    cooperative = False  # KIP-429: members keep what stays theirs across a rebalance
 
     def assign(self, members: Mapping[str, Subscription], partitions: Mapping[str, int]) -> dict[str, Claims]:
         raise NotImplementedError
@@ -170,6 +175,23 @@ class RoundRobinAssignor(Assignor):
         return out
 
 
+def owners(members: Mapping[str, Subscription], partitions: Mapping[str, int]) -> dict[tuple[str, int], str]:
+    """Who owns each partition by the members' subscriptions: a partition of a topic the member
+    still subscribes to and that still exists; the newest generation wins a dispute."""
+    valid = {(t, p) for t, n in partitions.items() for p in range(n)}
+    owner: dict[tuple[str, int], tuple[int, str]] = {}
+    for m in sorted(members):
+        sub = members[m]
+        for topic, ps in sub.owned_partitions.items():
+            if topic not in sub.topics:
+                continue
+            for p in ps:
+                tp = (topic, p)
+                if tp in valid and (tp not in owner or owner[tp][0] < sub.generation_id):
+                    owner[tp] = (sub.generation_id, m)
+    return {tp: m for tp, (_, m) in owner.items()}
+
+
 class StickyAssignor(Assignor):
     """Keep what each member owned (newest generation wins a dispute), then balance.
 
@@ -182,27 +204,13 @@ class StickyAssignor(Assignor):
     def assign(self, members, partitions):
         valid = {(t, p) for t, n in partitions.items() for p in range(n)}
         held: dict[str, set[tuple[str, int]]] = {m: set() for m in members}
-        owner_generation: dict[tuple[str, int], tuple[int, str]] = {}
-        for m in sorted(members):
-            sub = members[m]
-            for topic, ps in sub.owned_partitions.items():
-                if topic not in sub.topics:
-                    continue
-                for p in ps:
-                    tp = (topic, p)
-                    if tp not in valid:
-                        continue
-                    prior = owner_generation.get(tp)
-                    if prior is not None:
-                        if prior[0] >= sub.generation_id:
-                            continue
-                        held[prior[1]].discard(tp)
-                    owner_generation[tp] = (sub.generation_id, m)
-                    held[m].add(tp)
+        owned = owners(members, partitions)
+        for tp, m in owned.items():
+            held[m].add(tp)
         eligible = {tp: [m for m in members if tp[0] in members[m].topics] for tp in sorted(valid)}
         # what nobody keeps goes to the least loaded member that can take it
         for tp, candidates in eligible.items():
-            if tp in owner_generation or not candidates:
+            if tp in owned or not candidates:
                 continue
             target = min(candidates, key=lambda m: (len(held[m]), m))
             held[target].add(tp)
@@ -229,10 +237,27 @@ class StickyAssignor(Assignor):
         return out
 
 
+class CooperativeStickyAssignor(StickyAssignor):
+    """The sticky plan under the cooperative protocol (KIP-429): a partition the plan moves away
+    from its owner goes to nobody this round. The owner, seeing it missing from its assignment,
+    revokes it alone and joins again; the next round finds it unowned and gives it out."""
+
+    name = "cooperative-sticky"
+    cooperative = True
+
+    def assign(self, members, partitions):
+        plan = super().assign(members, partitions)
+        owner = owners(members, partitions)
+        return {m: {t: kept for t, ps in claims.items()
+                    if (kept := [p for p in ps if owner.get((t, p), m) == m])}
+                for m, claims in plan.items()}
+
+
 ASSIGNORS: dict[str, type[Assignor]] = {
     "range": RangeAssignor,
     "roundrobin": RoundRobinAssignor,
     "sticky": StickyAssignor,
+    "cooperative-sticky": CooperativeStickyAssignor,
 }
 
 

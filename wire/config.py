@@ -143,8 +143,8 @@ _JAVA_ASSIGNORS = {"org.apache.kafka.clients.consumer.RangeAssignor": "range",
 
 
 def _strategies(key: str, value: Any) -> tuple[str, ...]:
-    """Assignor names, in the order of preference; KIP-429's cooperative protocol is refused, as
-    the members here give up every partition at each rebalance (the eager protocol)."""
+    """Assignor names, in the order of preference (`cooperative-sticky` is KIP-429's
+    incremental protocol: the member keeps what stays its own across a rebalance)."""
     from .assignors import ASSIGNORS
 
     if isinstance(value, str):
@@ -158,9 +158,6 @@ def _strategies(key: str, value: Any) -> tuple[str, ...]:
         if not isinstance(name, str):
             raise ConfigError(f"{key}: expected assignor names, got {name!r}")
         name = _JAVA_ASSIGNORS.get(name.strip(), name.strip().lower())
-        if name == "cooperative-sticky":
-            raise ConfigError(f"{key}: cooperative-sticky (KIP-429 incremental rebalancing) is not supported; "
-                              f"supported: {', '.join(ASSIGNORS)}")
         if name not in ASSIGNORS:
             raise ConfigError(f"{key}: unknown assignor {name!r}; supported: {', '.join(ASSIGNORS)}")
         out.append(name)

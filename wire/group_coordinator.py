@@ -40,6 +40,7 @@ from typing import Any
 
 from . import messages
 from .assignors import (
+    ASSIGNORS,
     Assignor,
     Subscription,
     decode_assignment,
@@ -73,6 +74,13 @@ class RebalanceNeeded(KafkaError):
     def __init__(self, code: int, context: str):
         self.code = code
         super().__init__(f"{context}: {BrokerError(code).name}: rejoin the group")
+
+    @property
+    def keeps_claims(self) -> bool:
+        """The group is rebalancing and this member's generation still stands: under the
+        cooperative protocol it rejoins holding its claims. Any other code means the member was
+        left out of a generation, and what it held may be another's already (KIP-429's lost)."""
+        return self.code == REBALANCE_IN_PROGRESS
 
 
 class CoordinatorLost(KafkaError):
@@ -129,6 +137,12 @@ class Generation:
     def is_leader(self) -> bool:
         return self.leader_id == self.member_id
 
+    @property
+    def cooperative(self) -> bool:
+        """The group chose KIP-429's incremental protocol: a rebalance revokes only what moves."""
+        assignor = ASSIGNORS.get(self.protocol)
+        return assignor is not None and assignor.cooperative
+
 
 class GroupCoordinator:
     """Membership state of one member: member id, generation, claims."""
@@ -146,9 +160,7 @@ class GroupCoordinator:
         names = config["partition.assignment.strategy"]
         if isinstance(names, str):  # the default is not run through the config check
             names = [n.strip() for n in names.split(",")]
-        self.assignors: list[Assignor] = [get_assignor(n) for n in names if n != "cooperative-sticky"]
-        if not self.assignors:
-            raise ValueError("partition.assignment.strategy: cooperative-sticky alone is not supported")
+        self.assignors: list[Assignor] = [get_assignor(n) for n in names]
         self.topics = sorted(set(topics))
         self.max_retries = max_retries
         self._sleep = sleep
@@ -193,6 +205,7 @@ class GroupCoordinator:
                     self.member_id = ""
                 if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
                     self.generation_id = -1
+                    self.claims = {}  # lost, not owned: the next join claims none of them
                     immediate = True
                 elif code in COORDINATOR_CODES:
                     self.cluster.forget_coordinator(self.group_id)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from raykafka.wire.assignors import (
     Assignment,
+    CooperativeStickyAssignor,
     RangeAssignor,
     RoundRobinAssignor,
     StickyAssignor,
@@ -137,6 +138,42 @@ def test_sticky_newer_generation_wins_a_disputed_partition():
     members = {"a": Subscription(["t"], None, {"t": [0]}, 1), "b": Subscription(["t"], None, {"t": [0]}, 2)}
     plan = StickyAssignor().assign(members, {"t": 2})
     assert plan["b"]["t"] == [0] and plan["a"]["t"] == [1]
+
+
+def _cooperative_rounds(owned: dict[str, dict[str, list[int]]], joining: list[str], partitions: dict[str, int],
+                        generation: int = 1) -> tuple[dict, dict]:
+    """Two rounds of the cooperative protocol: the first with the owners' claims and the newcomers,
+    the second after every member gave up what the first left out of its assignment."""
+    members = {m: Subscription(["t"], None, claims, generation) for m, claims in owned.items()}
+    members.update({m: Subscription(["t"]) for m in joining})
+    first = CooperativeStickyAssignor().assign(members, partitions)
+    members = {m: Subscription(["t"], None, first[m], generation + 1) for m in members}
+    return first, CooperativeStickyAssignor().assign(members, partitions)
+
+
+def test_cooperative_withholds_what_moves_until_its_owner_gives_it_up():
+    first, second = _cooperative_rounds({"a": {"t": [0, 1, 2]}, "b": {"t": [3, 4, 5]}}, ["c"], {"t": 6})
+    # round one: a and b keep 2 each; the 2 partitions moving to c go to nobody yet
+    assert sorted(len(first[m].get("t", [])) for m in ("a", "b")) == [2, 2] and first["c"] == {}
+    assert set(first["a"]["t"]) <= {0, 1, 2} and set(first["b"]["t"]) <= {3, 4, 5}, "nothing moves between owners"
+    # round two: c gets them; a and b keep what round one left them
+    assert len(second["c"]["t"]) == 2 and second["a"] == first["a"] and second["b"] == first["b"]
+    _check_complete_and_balanced(second, {m: Subscription(["t"]) for m in "abc"}, {"t": 6})
+
+
+def test_cooperative_gives_a_departed_members_partitions_at_once():
+    first, _ = _cooperative_rounds({"a": {"t": [0, 1]}, "b": {"t": [2, 3]}}, [], {"t": 6})  # c (4, 5) left
+    assert set(first["a"]["t"]) >= {0, 1} and set(first["b"]["t"]) >= {2, 3}
+    _check_complete_and_balanced(first, {m: Subscription(["t"]) for m in "ab"}, {"t": 6})
+
+
+def test_cooperative_newer_generation_decides_who_owns_a_disputed_partition():
+    members = {"a": Subscription(["t"], None, {"t": [0]}, 1), "b": Subscription(["t"], None, {"t": [0, 1]}, 2)}
+    plan = CooperativeStickyAssignor().assign(members, {"t": 2})
+    # b owns both (its generation is newer than a's claim on 0); one of them moves to a, so this
+    # round a gets nothing and b keeps the other
+    assert plan["a"] == {} and len(plan["b"]["t"]) == 1, plan
+    assert CooperativeStickyAssignor.cooperative and not StickyAssignor.cooperative
 
 
 @pytest.mark.parametrize("assignor", ASSIGNORS, ids=lambda a: a.name)

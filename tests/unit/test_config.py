@@ -135,14 +135,21 @@ def test_a_key_given_twice_under_an_alias_with_two_values_is_refused():
     assert parse_config({"bootstrap.servers": "h:1", "linger.ms": 7, "queue.buffering.max.ms": 7})["linger.ms"] == 7
 
 
-# -- cooperative-sticky: refused, naming what is supported ---------------------------------------
+# -- cooperative-sticky (KIP-429): taken by name and by Java's class name -------------------------
 
-@pytest.mark.parametrize("value", ["cooperative-sticky", "range,cooperative-sticky",
-                                   "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"])
-def test_cooperative_sticky_is_refused_naming_the_supported_strategies(value):
-    with pytest.raises(ConfigError, match="partition.assignment.strategy: cooperative-sticky .* is not supported; "
-                                          "supported: range, roundrobin, sticky"):
-        parse_config({"bootstrap.servers": "h:1", "group.id": "g", "partition.assignment.strategy": value})
+@pytest.mark.parametrize(("value", "parsed"), [
+    ("cooperative-sticky", ("cooperative-sticky",)),
+    ("range,cooperative-sticky", ("range", "cooperative-sticky")),
+    ("org.apache.kafka.clients.consumer.CooperativeStickyAssignor", ("cooperative-sticky",))])
+def test_cooperative_sticky_is_taken(value, parsed):
+    config = parse_config({"bootstrap.servers": "h:1", "group.id": "g", "partition.assignment.strategy": value})
+    assert config["partition.assignment.strategy"] == parsed
+
+
+def test_an_unknown_strategy_is_refused_naming_the_supported_ones():
+    with pytest.raises(ConfigError, match="partition.assignment.strategy: unknown assignor 'sticky-ish'; "
+                                          "supported: range, roundrobin, sticky, cooperative-sticky"):
+        parse_config({"bootstrap.servers": "h:1", "group.id": "g", "partition.assignment.strategy": "sticky-ish"})
 
 
 def test_strategies_by_name_and_by_java_class_name():
