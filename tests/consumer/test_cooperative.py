@@ -106,3 +106,4 @@ def test_a_member_joining_and_leaving_moves_only_what_must_move(kit):
             a.stop(30)
     assert handled.twice() == {}, "every value handled once"
     assert handled.values() == written
+

@@ -203,16 +203,21 @@ def test_a_failing_handler_ends_its_session_and_the_batch_is_processed_again(boo
 # static membership on tansu needs a session long enough to cover a member's restart (39 s a run):
 # under `slow`; the default tier keeps a static member's instance id in its join and sync, its
 # not leaving (tests/consumer/test_group_coordinator.py) and its fencing (test_member_faults.py)
-@pytest.mark.parametrize("static", [pytest.param(True, marks=pytest.mark.slow), False], ids=["static", "dynamic"])
+@pytest.mark.parametrize("membership", [pytest.param("static", marks=pytest.mark.slow), "dynamic", "cooperative"])
 @pytest.mark.timeout(240)
-def test_a_dead_member_is_replaced_by_the_group_itself(bootstrap, ray_session, topic_name, kit, static):
+def test_a_dead_member_is_replaced_by_the_group_itself(bootstrap, ray_session, topic_name, kit, membership):
     """A member killed as a crash or a lost node kills it (`ray.kill(no_restart=False)`) is noticed
     by the group itself and replaced in its slot; every message is processed (at least once: from
     the last commit). With static membership (`group.instance.id`) the replacement takes the dead
-    member's instance id and its claims, and the group's generation does not change."""
+    member's instance id and its claims, and the group's generation does not change. Under the
+    cooperative protocol the living member keeps its partitions through the rebalances, giving up
+    none."""
     topic, group_id = topic_name("heal"), topic_name("g")
     kit.create_topic(bootstrap, topic, 4)
+    static = membership == "static"
     config = {"bootstrap.servers": bootstrap, "group.id": group_id, **FAST}
+    if membership == "cooperative":
+        config["partition.assignment.strategy"] = "cooperative-sticky"
     if static:
         # as static membership is run: a session long enough to cover a member's restart (a new
         # actor process, then its JoinGroup), so the broker keeps the dead member's place for it
@@ -233,6 +238,7 @@ def test_a_dead_member_is_replaced_by_the_group_itself(bootstrap, ray_session, t
         before = {s["member_id"]: (s["generation_id"], s["claims"]) for s in group.status()}
         generation = next(iter(before.values()))[0]
         victim = group.members[0]
+        living = group.status()[1]
         ray.kill(victim, no_restart=False)
         killed_at = time.monotonic()
         kit.wait_for(lambda: victim not in group.members and len(group.members) == 2, timeout=30,
@@ -246,9 +252,12 @@ def test_a_dead_member_is_replaced_by_the_group_itself(bootstrap, ray_session, t
         assert len(after) == 2 and not any(s["fatal"] for s in after), after
         assert [e.where for e in group.errors() if e.kind == "replaced"] == ["member 0"]
         group.check()  # a replaced member is not an error
+        if membership == "cooperative":
+            now = next(s for s in after if s["member_id"] == living["member_id"])
+            assert now["revoked"] == 0 and all(set(ps) <= set(now["claims"].get(t, ())) for t, ps in living["claims"].items())
         if static:
             assert {s["generation_id"] for s in after} == {generation}, "no rebalance: the generation stayed"
             assert sorted(map(str, (s["claims"] for s in after))) == sorted(map(str, (c for _, c in before.values())))
-        print(f"static={static}: noticed in {noticed_s:.2f}s, every message processed {healed_s:.2f}s after the kill")
+        print(f"{membership}: noticed in {noticed_s:.2f}s, every message processed {healed_s:.2f}s after the kill")
     finally:
         group.close()
