@@ -156,11 +156,14 @@ class BatchCollector:
 
     Members call `add` and wait for it before their batch counts as processed, so a batch is
     marked (and its offset committed) only once it is safe here: at-least-once delivery, with
-    duplicates after a rebalance dropped by offset. It notes when (time.time()) its first and
-    its last new rows came: the read's phases.
+    duplicates after a rebalance dropped by offset. It notes when (time.time()) the first batch
+    of new rows came and when the last new rows were kept: the read's phases.
     """
 
     def __init__(self) -> None:
+        import numpy  # noqa: F401 - loaded now, while the group forms, not when the first batch comes
+        import pyarrow  # noqa: F401 - (a second and more on a busy node: it was read as the group's time)
+
         self.refs: list[Any] = []
         self.seen: dict[int, set[int]] = {}
         self.rows = 0
@@ -172,6 +175,7 @@ class BatchCollector:
         import numpy as np
         import pyarrow as pa
 
+        came = time.time()
         partition = batch.column("partition")[0].as_py()
         offsets = batch.column("offset").to_numpy()
         seen = self.seen.setdefault(partition, set())
@@ -184,14 +188,15 @@ class BatchCollector:
             self.rows += kept.num_rows
             self.last_at = time.time()
             if self.first_at is None:
-                self.first_at = self.last_at
+                self.first_at = came
         return self.rows
 
     def count(self) -> tuple[int, int]:
         return self.rows, self.duplicates
 
     def times(self) -> tuple[float | None, float | None]:
-        """When the first and the last new rows came (time.time()); None before any did."""
+        """When the first batch of new rows came, and when the last new rows were kept
+        (time.time()); None before any came."""
         return self.first_at, self.last_at
 
     def tables(self) -> list[Any]:
