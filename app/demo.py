@@ -282,8 +282,8 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
             started = timeline.now()
             counts = write_kafka(events, topic, config, on_progress=bar.add, marks=marks)
             write = Side.of("write", counts["delivered"], started, timeline.now(), WRITE_STEPS,
-                            [timeline.at(m) for m in (marks.spark_done, marks.handed_over, marks.first_acked,
-                                                      marks.written)])
+                            [timeline.at(m) for m in (marks.spark_done, marks.handed_over, marks.writers_up,
+                                                      marks.first_acked, marks.written)])
             bar.close()
             say(write_line(write, counts["failed"]))
 

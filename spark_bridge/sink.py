@@ -55,11 +55,13 @@ class WriteMarks:
 
     In order: Spark's job ended (it made the rows and RayDP's Arrow batches of them, cached in
     Spark; seen as RayDP turns to Ray); the blocks are in Ray's object store (the hand-over);
-    the broker acknowledged the write's first message (the pipelines up; as the writers' producers
-    heard it, on their nodes' clocks); the last block's outcome is in."""
+    the writers answer, their producers' actors up; the broker acknowledged the write's first
+    message (as the writers' producers heard it, on their nodes' clocks); the last block's
+    outcome is in."""
 
     spark_done: float | None = None
     handed_over: float | None = None
+    writers_up: float | None = None
     first_acked: float | None = None
     written: float | None = None
 

@@ -17,7 +17,7 @@ Order: within a block, rows keep their order per partition (per key); there is n
 blocks, as Spark's Kafka sink promises none across tasks.
 
 `marks` (a `WriteMarks`, optional): the write notes when it passed its steps (Spark's job done,
-the hand-over done, the first message acknowledged, the last block's outcome in), for a caller
+the hand-over done, the writers up, the first message acknowledged, the last block's outcome in), for a caller
 that shows where the time went (`raykafka demo`). A clock read per step and per block; nothing
 else about the write changes.
 
@@ -103,8 +103,8 @@ def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None =
     (`pipelines_per_node` on each node, kept for the next write with this config); the driver
     touches no row. With `producer`: through that one pipeline, from the driver, which it leaves
     open. `on_progress(rows)` is called as blocks end. `exactly_once`: each block in a
-    transaction of its own (see the module's docstring). `marks`: the first acknowledgement and
-    the last outcome noted there (through the node writers only)."""
+    transaction of its own (see the module's docstring). `marks`: when the writers were up, the
+    first acknowledgement and the last outcome noted there (through the node writers only)."""
     _check_target(config, producer)
     check_exactly_once(exactly_once, config, producer)
     if producer is not None:
@@ -115,6 +115,8 @@ def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None =
     pool = POOLS.acquire(config, PoolKind(pipelines_per_node, True) if exactly_once else pipelines_per_node)
     try:
         pool.cover_nodes()  # nodes that joined since the pool was built
+        if marks is not None:
+            marks.writers_up = time.time()
         progress = None if on_progress is None else (lambda o: on_progress(o.delivered + o.failed))
         result = write_bundles(pool.routes(), topic, ds.iter_internal_ref_bundles(), progress, exactly_once)
         if marks is not None:

@@ -163,8 +163,8 @@ def test_demo_runs_end_to_end_cleanly_and_checks_its_counts(tmp_path):
     assert result.stderr == ""
 
     phases = phase_table(lines[lines.index(summary) + 1:])
-    assert [name for name, _ in phases["write"][1]] == ["Spark's job", "hand-over", "pipeline start", "Kafka write",
-                                                        "release"], result.stdout
+    assert [name for name, _ in phases["write"][1]] == ["Spark's job", "hand-over", "pipeline start", "first message",
+                                                        "Kafka write", "release"], result.stdout
     assert [name for name, _ in phases["read"][1]] == ["group forming", "reading", "group close"], result.stdout
     for side, (total, rows) in phases.items():
         seconds = [s for _, s in rows]

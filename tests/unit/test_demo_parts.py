@@ -45,7 +45,7 @@ def a_run() -> tuple[Timeline, DemoPhases]:
     """A run of 3,000 rows as the demo sees it: its progress points and its sides' boundaries."""
     timeline = Timeline()
     timeline.points = {"write": [(0.0, 0), (1.4, 1000), (2.1, 3000)], "read": [(2.2, 0), (3.0, 2500), (4.3, 3000)]}
-    write = Side.of("write", 3000, 0.0, 2.13, WRITE_STEPS, [0.84, 1.14, 1.84, 2.09])
+    write = Side.of("write", 3000, 0.0, 2.13, WRITE_STEPS, [0.84, 1.14, 1.54, 1.84, 2.09])
     read = Side.of("read", 3000, 2.2, 4.4, READ_STEPS, [2.9, 4.2])
     return timeline, DemoPhases(write, read)
 
@@ -61,8 +61,9 @@ def test_a_sides_phases_tile_it_and_share_it():
     total, and their shares to 1."""
     _, phases = a_run()
     write = phases.write
-    assert [p.name for p in write.phases] == ["Spark's job", "hand-over", "pipeline start", "Kafka write", "release"]
-    assert [round(p.seconds, 2) for p in write.phases] == [0.84, 0.30, 0.70, 0.25, 0.04]
+    assert [p.name for p in write.phases] == ["Spark's job", "hand-over", "pipeline start", "first message",
+                                              "Kafka write", "release"]
+    assert [round(p.seconds, 2) for p in write.phases] == [0.84, 0.30, 0.40, 0.30, 0.25, 0.04]
     assert write.phases[0].start == write.start and write.phases[-1].end == write.end
     assert all(a.end == b.start for a, b in pairwise(write.phases))
     assert sum(p.seconds for p in write.phases) == pytest.approx(write.seconds) == pytest.approx(2.13)
@@ -87,8 +88,8 @@ def test_a_boundary_not_seen_joins_its_phase_to_the_next_and_says_so():
 def test_a_boundary_out_of_order_is_held_between_its_neighbours():
     """Marks come from other processes' clocks: one before the boundary ahead of it, or past the
     side's end, gives a phase of no length, never a negative one or a sum over the total."""
-    side = Side.of("write", 10, 1.0, 5.0, WRITE_STEPS, [2.0, 1.5, 6.0, None])
-    assert [(p.start, p.end) for p in side.phases] == [(1.0, 2.0), (2.0, 2.0), (2.0, 5.0), (5.0, 5.0)]
+    side = Side.of("write", 10, 1.0, 5.0, WRITE_STEPS, [2.0, 1.5, 3.0, 6.0, None])
+    assert [(p.start, p.end) for p in side.phases] == [(1.0, 2.0), (2.0, 2.0), (2.0, 3.0), (3.0, 5.0), (5.0, 5.0)]
     assert side.phases[-1].name == "Kafka write + release"
     assert sum(p.seconds for p in side.phases) == pytest.approx(side.seconds)
 
@@ -122,10 +123,10 @@ def test_the_phase_lines_are_aligned_and_add_up():
     _, phases = a_run()
     lines = phases.lines()
     assert lines[0] == "time     the write's 2.13s, phase by phase"
-    assert lines[6] == "time     the read's 2.20s, phase by phase"
+    assert lines[7] == "time     the read's 2.20s, phase by phase"
     rows = [line for line in lines if line.startswith("           ")]
     assert len({re.search(r"\d+\.\d\ds", line).start() for line in rows}) == 1  # the seconds in one column
-    write = [float(m) for m in re.findall(r"^ +.+? +(\d+\.\d\d)s ", "\n".join(lines[1:6]), re.M)]
+    write = [float(m) for m in re.findall(r"^ +.+? +(\d+\.\d\d)s ", "\n".join(lines[1:7]), re.M)]
     assert sum(write) == pytest.approx(2.13, abs=0.005 * len(write))
 
 
