@@ -168,3 +168,19 @@ def test_the_read_line_says_what_became_of_redelivered_rows():
                                      "(500 rows/s; no row redelivered)")
     assert read_line(read, 2, 1).endswith("(500 rows/s; 1 row redelivered after a rebalance, dropped as duplicates)")
     assert read_line(read, 2, 30).endswith("; 30 rows redelivered after a rebalance, dropped as duplicates)")
+
+
+def test_a_writes_first_acknowledgement_is_the_earliest_of_its_blocks():
+    """Blocks' outcomes (and a datasink's partial results) carry when their writer first heard
+    an acknowledgement; the write's is the earliest, a block that heard none leaving it be."""
+    from raykafka.spark_bridge.node_writers import BlockOutcome
+    from raykafka.spark_bridge.sink import WriteResult
+
+    part = WriteResult()
+    for acked in (None, 5.0, 3.0, None):
+        part.add_outcome(BlockOutcome(10, 0, {}, "n1", acked))
+    assert part.first_acked == 3.0 and part.delivered == 40
+    whole = WriteResult()
+    whole.add_outcome(BlockOutcome(1, 0, {}, "n2"))  # an outcome as the writers made it before
+    whole.add_outcome(part)
+    assert whole.first_acked == 3.0 and whole.nodes == {"n2": 1, "n1": 40}
