@@ -97,7 +97,7 @@ class BlockOutcome(NamedTuple):
     failed: int
     causes: dict[str, int]  # "ErrorName: message" -> rows
     node_id: str
-    first_acked: float | None = None  # when (time.time()) the writer's first delivery since the block came was
+    first_acked: float | None = None  # time.time() of the first delivery its writer heard of after the block came
 
 
 class BlockMarker(NamedTuple):

@@ -51,7 +51,8 @@ class KafkaWriteError(RuntimeError):
 class WriteMarks:
     """When (time.time()) a write of a DataFrame passed its steps, filled in by the write for a
     caller that gives one (`write_kafka(..., marks=)`; the demo prints where its time went);
-    None where the write did not see the step. Costs a clock read per step and per block.
+    None where the write did not see the step. Costs a clock read per step (a node writer notes
+    its first acknowledgement after each block in any case: a lock and a clock read a block).
 
     In order: Spark's job ended (it made the rows and RayDP's Arrow batches of them, cached in
     Spark; seen as RayDP turns to Ray); the blocks are in Ray's object store (the hand-over);
