@@ -15,7 +15,9 @@ members (`ray_stats(...)`). Calls: `ray.util.metrics`.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -109,8 +111,8 @@ def snapshots_of(handles: Iterable[Any], owner: str) -> list[dict[str, Any]]:
 
 class ProducerMetrics:
     """The producer's driver side: messages handed on, how they ended, buffer.memory in use and
-    the time spent blocked on it; with `stats_cb`, the reports (its own figures and those of its
-    BrokerWorkers, found by name)."""
+    the time spent blocked on it, when the first message after a watch began was delivered;
+    with `stats_cb`, the reports (its own figures and those of its BrokerWorkers, found by name)."""
 
     def __init__(self, producer: Any, stats_cb: Any):
         self.producer = producer
@@ -118,6 +120,10 @@ class ProducerMetrics:
         self.stats.gauge("raykafka_producer_buffer_bytes", lambda: producer.buffer_in_use)
         self.reports = Reports(producer.name, "producer", producer.config, stats_cb, self.collect)
         self._published = 0.0
+        self._watches = itertools.count()
+        self._watch_lock = threading.Lock()
+        self._awaiting: set[int] = set()  # watches that have seen no delivery yet
+        self._first_delivery: dict[int, float] = {}  # watch -> when (time.time()) it saw its first
 
     def start(self) -> None:
         """Once the pipeline is up: the reports start."""
@@ -137,8 +143,33 @@ class ProducerMetrics:
         """`n` messages of `topic` ended (the results thread; one call per reported batch)."""
         if error is None:
             self.stats.count("raykafka_producer_delivered_total", n, topic=topic)
+            if n and self._awaiting:
+                self._saw_delivery()
         elif n:
             self.stats.count("raykafka_producer_failed_total", n, topic=topic, error=error_name(error))
+
+    def watch_deliveries(self) -> int:
+        """Start watching for the next message delivered (any caller's); the token is for
+        `first_delivery`. A node writer watches each block, to tell when a write's first message
+        was acknowledged (the demo's phases)."""
+        with self._watch_lock:
+            token = next(self._watches)
+            self._awaiting.add(token)
+        return token
+
+    def first_delivery(self, token: int) -> float | None:
+        """Stop the watch `token`: when (time.time(), as the results thread heard it) the first
+        message delivered after it began was; None if none was."""
+        with self._watch_lock:
+            self._awaiting.discard(token)
+            return self._first_delivery.pop(token, None)
+
+    def _saw_delivery(self) -> None:
+        now = time.time()
+        with self._watch_lock:
+            for token in self._awaiting:
+                self._first_delivery[token] = now
+            self._awaiting.clear()
 
     def blocked(self, seconds: float) -> None:
         """A send waited this long for room in buffer.memory."""

@@ -1,8 +1,9 @@
 """`raykafka demo`: the main job (see app/demo.py).
 
-Prints the demo's own lines and a one-line summary; Ray's and Spark's output goes to a log file
-named in the summary, unless `-v`. `--plot` writes a PNG of the write and read rates (it needs
-matplotlib, from the bench extra, and says so before anything starts when it is missing).
+Prints the demo's own lines, a one-line summary, then where each side's time went, phase by
+phase; Ray's and Spark's output goes to a log file named in the summary, unless `-v`. `--plot`
+writes a PNG of the write and read rates and those phases (it needs matplotlib, from the bench
+extra, and says so before anything starts when it is missing).
 `--exactly-once` runs the other demo (app/demo_exactly_once.py): Kafka → Spark → Kafka with
 `exactly_once=True` and the writer killed mid-run, checked read_committed; it exits 1 if a row
 is missing or doubled.
@@ -28,7 +29,7 @@ def add_parser(sub: Any) -> None:
     demo.add_argument("-v", "--verbose", action="store_true",
                       help="show Ray's and Spark's own output (else it goes to a log file named at the end)")
     demo.add_argument("--plot", nargs="?", const=PLOT_DEFAULT, default=None, metavar="PNG",
-                      help=f"write a timeline of the write and read rates as a PNG (default {PLOT_DEFAULT}); "
+                      help=f"write a timeline of the write and read rates and phases as a PNG (default {PLOT_DEFAULT}); "
                            "needs matplotlib: pip install 'raykafka[bench]'")
     demo.add_argument("--exactly-once", action="store_true",
                       help="Kafka → Spark transform → Kafka with exactly_once=True, the writer killed mid-run; "
@@ -55,11 +56,12 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("ray").setLevel(logging.INFO if args.verbose else logging.WARNING)
     with quiet_stderr(args.verbose) as (progress, log_path):
         report = run_demo(rows=args.rows, partitions=args.partitions, members=args.members, progress_stream=progress)
-        plot = plot_rates(report.timeline, Path(args.plot)) if args.plot is not None else None
-    print(f"summary  {report.rows:,} events written at {report.rows / report.write_seconds:,.0f} rows/s and read "
-          f"at {report.consumed / report.read_seconds:,.0f} rows/s, every count checked"
-          + (f"; rates plotted in {plot}" if plot else "") + (f"; Ray and Spark logged to {log_path}" if log_path else ""),
-          flush=True)
+        plot = plot_rates(report.timeline, report.phases, Path(args.plot)) if args.plot is not None else None
+    write, read = report.phases.sides
+    print(f"summary  {report.rows:,} events written at {write.rate_figure} and read at {read.rate_figure}, "
+          "every count checked" + (f"; rates and phases plotted in {plot}" if plot else "")
+          + (f"; Ray and Spark logged to {log_path}" if log_path else ""), flush=True)
+    print("\n".join(report.phases.lines()), flush=True)
     return 0
 
 

@@ -6,8 +6,10 @@ consumer group of Ray actors into Spark; aggregates; checks every count against 
 generated; and stops everything it started.
 
 Its own lines go to stdout, its progress bars (tqdm, on a terminal only) to stderr; Ray's and
-Spark's output goes to a log file (`quiet_stderr`) unless `-v`. `plot_rates` draws the write and
-read rates over time (`--plot`, with matplotlib from the bench extra).
+Spark's output goes to a log file (`quiet_stderr`) unless `-v`. After its summary it says where
+the time of each side went (`demo_phases.DemoPhases`, from the write's `WriteMarks` and the
+collector's first and last batch); `plot_rates` draws the write and read rates over time, and
+those phases under them (`--plot`, with matplotlib from the bench extra), from the same figures.
 """
 
 from __future__ import annotations
@@ -26,19 +28,29 @@ import ray
 
 from ..actors.options import remote_class
 from .args import counted
+from .demo_phases import READ_STEPS, WRITE_STEPS, DemoPhases, Side
 
 KINDS = ("view", "cart", "purchase", "refund")
 
 
 class Timeline:
-    """Rows done over time, per phase (write, read), for the rates plot (`plot_rates`)."""
+    """Rows done over time, per side (write, read), for the rates plot (`plot_rates`); seconds
+    since it began, on the monotonic clock (`now`), or from a time.time() that another process
+    noted (`at`: the writers' and the collector's marks)."""
 
     def __init__(self) -> None:
         self.started = time.monotonic()
+        self.started_wall = time.time()
         self.points: dict[str, list[tuple[float, int]]] = {}
 
-    def mark(self, phase: str, done: int) -> None:
-        self.points.setdefault(phase, []).append((time.monotonic() - self.started, done))
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    def at(self, wall: float | None) -> float | None:
+        return None if wall is None else wall - self.started_wall
+
+    def mark(self, side: str, done: int) -> None:
+        self.points.setdefault(side, []).append((self.now(), done))
 
 
 class Progress:
@@ -86,30 +98,55 @@ def quiet_stderr(verbose: bool) -> Iterator[tuple[Any, Path | None]]:
         real.close()
 
 
-def plot_rates(timeline: Timeline, path: Path) -> Path:
-    """A PNG of the write and read rates (rows/s) over the demo's time line."""
+def draw_rates(timeline: Timeline, phases: DemoPhases) -> Any:
+    """A figure: above, the write and read rates (rows/s) over the demo's time line, each side's
+    legend its overall rate; below, each side's phases as spans of that line, labelled with
+    their seconds and share. Every figure in it is read from `phases`, as the text's are."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(figsize=(9, 4))
-    for phase, points in timeline.points.items():
+    fig, (rates_ax, spans_ax) = plt.subplots(2, 1, figsize=(9, 6), sharex=True,
+                                             gridspec_kw={"height_ratios": [3, 2]})
+    sides = {side.name: side for side in phases.sides}
+    for name, points in timeline.points.items():
         t, done = (np.asarray(v, dtype=float) for v in zip(*points, strict=True))
-        if len(t) < 2 or t[-1] <= t[0]:
+        if len(t) < 2 or t[-1] <= t[0] or name not in sides:
             continue
-        step = max((t[-1] - t[0]) / 40, 0.25)  # about 40 points a phase, at least 0.25 s apart
+        step = max((t[-1] - t[0]) / 40, 0.25)  # about 40 points a side, at least 0.25 s apart
         edges = np.arange(t[0], t[-1] + step, step)
         rates = np.diff(np.interp(edges, t, done)) / step
-        ax.step(edges[1:], rates, where="pre", label=f"{phase} ({done[-1] / (t[-1] - t[0]):,.0f} rows/s overall)")
-    ax.set_xlabel("seconds since the write began")
-    ax.set_ylabel("rows/s")
-    ax.set_title("raykafka demo: Spark → Kafka (write), Kafka → consumer group (read)")
-    ax.legend()
-    ax.grid(alpha=0.3)
+        rates_ax.step(edges[1:], rates, where="pre", label=sides[name].legend())
+    rates_ax.set_ylabel("rows/s")
+    rates_ax.set_title("raykafka demo: Spark → Kafka (write), Kafka → consumer group (read)")
+    rates_ax.legend()
+    rates_ax.grid(alpha=0.3)
+
+    colours = plt.get_cmap("tab10").colors
+    lanes = {side.name: len(phases.sides) - 1 - i for i, side in enumerate(phases.sides)}  # the write on top
+    colour = 0  # one per phase, across the sides
+    for side in phases.sides:
+        for phase in side.phases:
+            spans_ax.broken_barh([(phase.start, phase.seconds)], (lanes[side.name] - 0.35, 0.7),
+                                 facecolors=colours[colour % len(colours)], edgecolor="white", label=side.label(phase))
+            colour += 1
+    spans_ax.set_yticks([lanes[side.name] for side in phases.sides],
+                        [f"{side.name} {side.seconds:.2f}s" for side in phases.sides])
+    spans_ax.set_xlabel("seconds since the write began")
+    spans_ax.grid(axis="x", alpha=0.3)
+    spans_ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    return fig
+
+
+def plot_rates(timeline: Timeline, phases: DemoPhases, path: Path) -> Path:
+    """`draw_rates` as a PNG at `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = draw_rates(timeline, phases)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -119,19 +156,26 @@ class BatchCollector:
 
     Members call `add` and wait for it before their batch counts as processed, so a batch is
     marked (and its offset committed) only once it is safe here: at-least-once delivery, with
-    duplicates after a rebalance dropped by offset.
+    duplicates after a rebalance dropped by offset. It notes when (time.time()) the first batch
+    of new rows came and when the last new rows were kept: the read's phases.
     """
 
     def __init__(self) -> None:
+        import numpy  # noqa: F401 - loaded now, while the group forms, not when the first batch comes
+        import pyarrow  # noqa: F401 - (a second and more on a busy node: it was read as the group's time)
+
         self.refs: list[Any] = []
         self.seen: dict[int, set[int]] = {}
         self.rows = 0
         self.duplicates = 0
+        self.first_at: float | None = None
+        self.last_at: float | None = None
 
     def add(self, batch: Any) -> int:
         import numpy as np
         import pyarrow as pa
 
+        came = time.time()
         partition = batch.column("partition")[0].as_py()
         offsets = batch.column("offset").to_numpy()
         seen = self.seen.setdefault(partition, set())
@@ -142,10 +186,18 @@ class BatchCollector:
             seen.update(offsets[fresh].tolist())
             self.refs.append(ray.put(pa.Table.from_batches([kept])))
             self.rows += kept.num_rows
+            self.last_at = time.time()
+            if self.first_at is None:
+                self.first_at = came
         return self.rows
 
     def count(self) -> tuple[int, int]:
         return self.rows, self.duplicates
+
+    def times(self) -> tuple[float | None, float | None]:
+        """When the first batch of new rows came, and when the last new rows were kept
+        (time.time()); None before any came."""
+        return self.first_at, self.last_at
 
     def tables(self) -> list[Any]:
         return self.refs
@@ -154,13 +206,12 @@ class BatchCollector:
 @dataclass
 class DemoReport:
     rows: int
-    write_seconds: float
-    read_seconds: float
     delivered: int
     consumed: int
     duplicates_dropped: int
     aggregates: list[tuple[str, int, int]]
     timeline: Timeline
+    phases: DemoPhases  # each side's total, rate and phases: what the text and the plot show
 
 
 def expected_aggregates(rows: int) -> dict[str, tuple[int, int]]:
@@ -173,13 +224,21 @@ def expected_aggregates(rows: int) -> dict[str, tuple[int, int]]:
     return {KINDS[k]: (int((kinds == k).sum()), int(amounts[kinds == k].sum())) for k in range(len(KINDS))}
 
 
-def read_line(consumed: int, members: int, seconds: float, duplicates: int) -> str:
-    """The demo's line for the group's read: rows, members, time, rate, and the rows a member
-    was handed again (after a rebalance), which the collector counted once."""
+def write_line(write: Side, failed: int) -> str:
+    """The demo's line for the write: rows delivered and failed, time and rate (`write`, the
+    figures the plot shows too)."""
+    return (f"write    {write.rows:,} delivered, {failed} failed through the producer actors in "
+            f"{write.seconds:.1f}s ({write.rate_figure})")
+
+
+def read_line(read: Side, members: int, duplicates: int) -> str:
+    """The demo's line for the group's read: rows, members, time, rate (`read`, the figures the
+    plot shows too), and the rows a member was handed again (after a rebalance), which the
+    collector counted once."""
     again = ("no row redelivered" if duplicates == 0
              else f"{counted(duplicates, 'row')} redelivered after a rebalance, dropped as duplicates")
-    return (f"read     {consumed:,} rows through a consumer group of {members} Ray actors in "
-            f"{seconds:.1f}s ({consumed / seconds:,.0f} rows/s; {again})")
+    return (f"read     {read.rows:,} rows through a consumer group of {members} Ray actors in "
+            f"{read.seconds:.1f}s ({read.rate_figure}; {again})")
 
 
 def demo_events(spark: Any, rows: int) -> Any:
@@ -200,6 +259,7 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
     from ..spark_bridge import write_kafka
     from ..spark_bridge.producer_cache import PRODUCERS
     from ..spark_bridge.session import init_ray, init_spark, stop_spark
+    from ..spark_bridge.sink import WriteMarks
 
     def say(text: str) -> None:
         print(text, file=out, flush=True)
@@ -218,12 +278,14 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
 
             timeline = Timeline()
             bar = Progress("write", rows, timeline, progress_stream)
-            started = time.monotonic()
-            counts = write_kafka(events, topic, config, on_progress=bar.add)
-            write_seconds = time.monotonic() - started
+            marks = WriteMarks()
+            started = timeline.now()
+            counts = write_kafka(events, topic, config, on_progress=bar.add, marks=marks)
+            write = Side.of("write", counts["delivered"], started, timeline.now(), WRITE_STEPS,
+                            [timeline.at(m) for m in (marks.spark_done, marks.handed_over, marks.writers_up,
+                                                      marks.first_acked, marks.written)])
             bar.close()
-            say(f"write    {counts['delivered']:,} delivered, {counts['failed']} failed through the producer "
-                f"actors in {write_seconds:.1f}s ({counts['delivered'] / write_seconds:,.0f} rows/s)")
+            say(write_line(write, counts["failed"]))
 
             collector = remote_class(BatchCollector, "demo_collector").remote()
 
@@ -231,7 +293,7 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
                 ray.get(collector.add.remote(batch))
 
             bar = Progress("read", rows, timeline, progress_stream)
-            started = time.monotonic()
+            started = timeline.now()
             # tansu completes a JoinGroup only after half the member's session timeout (22.5 s at
             # Kafka's default 45 s); Kafka's own default before 3.0, 10 s, makes that 5 s
             group_config = {**config, "group.id": "raykafka-demo", "auto.offset.reset": "earliest",
@@ -244,12 +306,14 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
                     seen = now
                     if seen < rows:
                         time.sleep(0.2)  # polling a counter for the bar; no event to await
-                        if time.monotonic() - started > 600:
+                        if timeline.now() - started > 600:
                             raise TimeoutError(f"the group consumed {seen:,} of {rows:,} rows in 600 s")
-            read_seconds = time.monotonic() - started
+            ended = timeline.now()
             bar.close()
             consumed, duplicates = ray.get(collector.count.remote())
-            say(read_line(consumed, members, read_seconds, duplicates))
+            first, last = ray.get(collector.times.remote())
+            read = Side.of("read", consumed, started, ended, READ_STEPS, [timeline.at(first), timeline.at(last)])
+            say(read_line(read, members, duplicates))
 
             df = ray.data.from_arrow_refs(ray.get(collector.tables.remote())).to_spark(spark)
             df.createOrReplaceTempView("events")
@@ -267,8 +331,8 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
             if got != expected or consumed != rows or counts["delivered"] != rows:
                 raise AssertionError(f"demo counts are wrong: got {got}, expected {expected}")
             say("check    every count matches what was generated")
-            return DemoReport(rows, write_seconds, read_seconds, counts["delivered"], consumed, duplicates,
-                              aggregates, timeline)
+            return DemoReport(rows, counts["delivered"], consumed, duplicates, aggregates, timeline,
+                              DemoPhases(write, read))
         finally:
             PRODUCERS.close_all()  # the write's cached producer, while Ray is still up
             stop_spark()

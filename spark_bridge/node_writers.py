@@ -97,6 +97,7 @@ class BlockOutcome(NamedTuple):
     failed: int
     causes: dict[str, int]  # "ErrorName: message" -> rows
     node_id: str
+    first_acked: float | None = None  # time.time() of the first delivery its writer heard of after the block came
 
 
 class BlockMarker(NamedTuple):
@@ -225,10 +226,16 @@ class NodeWriter:
         table = sink_table(block, topic)
         if rows is not None:
             table = table.slice(rows[0], rows[1] - rows[0])
-        if self.transactions is not None:
-            return self.transactions.write(topic, table, key)
-        result = self.producer.send_batch(topic, table).result()
-        return BlockOutcome(result.delivered, result.failed, count_causes(result.errors), self.node_id)
+        watch = self.producer.metrics.watch_deliveries()  # the first acknowledgement since the block came
+        try:
+            if self.transactions is not None:
+                outcome = self.transactions.write(topic, table, key)
+            else:
+                result = self.producer.send_batch(topic, table).result()
+                outcome = BlockOutcome(result.delivered, result.failed, count_causes(result.errors), self.node_id)
+        finally:
+            first_acked = self.producer.metrics.first_delivery(watch)
+        return outcome._replace(first_acked=first_acked)
 
     def acknowledged(self) -> int:
         """Rows of the open block's transaction in the log so far; -1 when none is open

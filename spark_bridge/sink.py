@@ -1,6 +1,7 @@
 """What every Kafka write of the bridge shares: a block as a table of the columns a Kafka write
 takes (`sink_table`, by the rule `send_batch` keeps too: `driver.producer_input.check_write_columns`),
-a write's counts (`WriteResult`) and the error a write raises when rows failed (`KafkaWriteError`).
+a write's counts (`WriteResult`), the error a write raises when rows failed (`KafkaWriteError`),
+and when a write passed its steps, for a caller that asks (`WriteMarks`).
 
 Imported by writer.py (the driver's writes), node_writers.py (the pipelines on each node) and
 ray_data.py (the datasink).
@@ -47,13 +48,35 @@ class KafkaWriteError(RuntimeError):
 
 
 @dataclass
+class WriteMarks:
+    """When (time.time()) a write of a DataFrame passed its steps, filled in by the write for a
+    caller that gives one (`write_kafka(..., marks=)`; the demo prints where its time went);
+    None where the write did not see the step. Costs a clock read per step (a node writer notes
+    its first acknowledgement after each block in any case: a lock and a clock read a block).
+
+    In order: Spark's job ended (it made the rows and RayDP's Arrow batches of them, cached in
+    Spark; seen as RayDP turns to Ray); the blocks are in Ray's object store (the hand-over);
+    the writers answer, their producers' actors up; the broker acknowledged the write's first
+    message (as the writers' producers heard it, on their nodes' clocks); the last block's
+    outcome is in."""
+
+    spark_done: float | None = None
+    handed_over: float | None = None
+    writers_up: float | None = None
+    first_acked: float | None = None
+    written: float | None = None
+
+
+@dataclass
 class WriteResult:
-    """A write's counts: rows delivered and failed, the failures by cause, rows by writer node."""
+    """A write's counts: rows delivered and failed, the failures by cause, rows by writer node,
+    and when its first message was acknowledged (if its writers said)."""
 
     delivered: int = 0
     failed: int = 0
     causes: dict[str, int] = field(default_factory=dict)
     nodes: dict[str, int] = field(default_factory=dict)  # node id -> rows its pipelines took
+    first_acked: float | None = None  # time.time(), the earliest of its blocks'
 
     def add(self, batch_result: Any) -> None:
         """A `BatchResult` of the driver's own producer."""
@@ -73,6 +96,9 @@ class WriteResult:
             nodes = {outcome.node_id: outcome.delivered + outcome.failed}
         for node, rows in nodes.items():
             self.nodes[node] = self.nodes.get(node, 0) + rows
+        acked = outcome.first_acked
+        if acked is not None and (self.first_acked is None or acked < self.first_acked):
+            self.first_acked = acked
 
     def _add_causes(self, causes: dict[str, int]) -> None:
         for cause, n in causes.items():

@@ -16,6 +16,11 @@ Given a `producer` of its own, a write goes through that one pipeline instead, f
 Order: within a block, rows keep their order per partition (per key); there is none across
 blocks, as Spark's Kafka sink promises none across tasks.
 
+`marks` (a `WriteMarks`, optional): the write notes when it passed its steps (Spark's job done,
+the hand-over done, the writers up, the first message acknowledged, the last block's outcome in), for a caller
+that shows where the time went (`raykafka demo`). A clock read per step and per block; nothing
+else about the write changes.
+
 `exactly_once=True` (off by default): every block is written in a transaction of its own by a
 transactional writer (see `node_writers`), so a read_committed reader sees each row once, even
 when a writer died mid-block and the block was sent again. `transactional.id` in the config, if
@@ -24,15 +29,18 @@ given, is the prefix of the writers' transactional ids.
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from .node_writers import POOLS, PoolKind, write_bundles
 from .producer_cache import PRODUCERS
-from .sink import KafkaWriteError, WriteResult, check_exactly_once, sink_table
+from .sink import KafkaWriteError, WriteMarks, WriteResult, check_exactly_once, sink_table
 
 log = logging.getLogger("raykafka.spark_bridge")
 
@@ -87,14 +95,16 @@ def write_blocks(blocks: Iterable[Any], topic: str | None, config: Mapping[str, 
 
 
 def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None = None, on_progress: Any = None,
-                  producer: Any = None, pipelines_per_node: int = 1, exactly_once: bool = False) -> dict[str, int]:
+                  producer: Any = None, pipelines_per_node: int = 1, exactly_once: bool = False,
+                  marks: WriteMarks | None = None) -> dict[str, int]:
     """A Ray Dataset with Kafka sink columns into Kafka; returns {"delivered", "failed"}.
 
     With `config`: each block is handed, by reference, to a pipeline on the node that holds it
     (`pipelines_per_node` on each node, kept for the next write with this config); the driver
     touches no row. With `producer`: through that one pipeline, from the driver, which it leaves
     open. `on_progress(rows)` is called as blocks end. `exactly_once`: each block in a
-    transaction of its own (see the module's docstring)."""
+    transaction of its own (see the module's docstring). `marks`: when the writers were up, the
+    first acknowledgement and the last outcome noted there (through the node writers only)."""
     _check_target(config, producer)
     check_exactly_once(exactly_once, config, producer)
     if producer is not None:
@@ -105,8 +115,12 @@ def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None =
     pool = POOLS.acquire(config, PoolKind(pipelines_per_node, True) if exactly_once else pipelines_per_node)
     try:
         pool.cover_nodes()  # nodes that joined since the pool was built
+        if marks is not None:
+            marks.writers_up = time.time()
         progress = None if on_progress is None else (lambda o: on_progress(o.delivered + o.failed))
         result = write_bundles(pool.routes(), topic, ds.iter_internal_ref_bundles(), progress, exactly_once)
+        if marks is not None:
+            marks.first_acked, marks.written = result.first_acked, time.time()
     except (TypeError, ValueError):  # the input's mistake: the pipelines are as good as before
         POOLS.release(pool)
         raise
@@ -121,13 +135,14 @@ def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None =
 
 def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | None = None,
                 on_progress: Any = None, producer: Any = None, pipelines_per_node: int = 1,
-                exactly_once: bool = False) -> dict[str, int]:
+                exactly_once: bool = False, marks: WriteMarks | None = None) -> dict[str, int]:
     """A Spark DataFrame with Kafka sink columns into Kafka; returns {"delivered", "failed"}.
 
     The DataFrame's blocks are written where they are, each node's by a pipeline on that node
     (`pipelines_per_node` of them; see `write_dataset`). `producer`: a `raykafka.driver.Producer`
     to write through from the driver instead, and leave open. `exactly_once`: each block in a
-    transaction of its own, read once by read_committed readers (see the module's docstring)."""
+    transaction of its own, read once by read_committed readers (see the module's docstring).
+    `marks`: a `WriteMarks` the write fills in as it passes its steps."""
 
     _check_target(config, producer)
     check_exactly_once(exactly_once, config, producer)
@@ -137,22 +152,61 @@ def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | N
     if topic is None and "topic" not in columns:
         raise ValueError("topic: give a topic, or a 'topic' column")
     try:
-        counts = write_dataset(_from_spark(df), topic, config, on_progress, producer, pipelines_per_node,
-                               exactly_once)
+        counts = write_dataset(_from_spark(df, marks), topic, config, on_progress, producer, pipelines_per_node,
+                               exactly_once, marks)
     finally:
         _release_spark(df)
     log.info("wrote %d rows to Kafka", counts["delivered"])
     return counts
 
 
-def _from_spark(df: Any) -> Any:
+def _from_spark(df: Any, marks: WriteMarks | None = None) -> Any:
     """`ray.data.from_spark(df)`, one block per Spark partition, without the warning that Ray
     2.60's `from_spark` gives on every call (it passes its `parallelism=None` default on as a
-    deprecated argument): the same RayDP conversion, called directly."""
+    deprecated argument): the same RayDP conversion, called directly. `marks`: when Spark's job
+    ended (`_noting_spark_done`) and when the blocks were in Ray's object store."""
     import raydp  # heavy (it loads pyspark): only when a Spark DataFrame is written
 
-    with _raydp_reading_sql_ctx():
-        return raydp.spark.spark_dataframe_to_ray_dataset(df)
+    with _raydp_reading_sql_ctx(), _noting_spark_done(marks):
+        ds = raydp.spark.spark_dataframe_to_ray_dataset(df)
+    if marks is not None:
+        marks.handed_over = time.time()
+    return ds
+
+
+# the marks of the conversion under way in this thread (or task), for the hook below
+_CONVERTING: ContextVar[WriteMarks | None] = ContextVar("raykafka_converting", default=None)
+
+
+@contextmanager
+def _noting_spark_done(marks: WriteMarks | None) -> Iterator[None]:
+    """Within: the moment Spark's job ends is noted in `marks.spark_done`. RayDP 1.6.5's conversion
+    (`from_spark_recoverable`) runs Spark's job in one JVM call (the Arrow batches made, cached and
+    counted), then starts the Ray tasks that fetch them and calls `from_arrow_refs`, which waits
+    for those tasks: it gives no hook between the two, so its module's `from_arrow_refs` is
+    wrapped, once a process, to note the time as it is called. A RayDP without that name leaves
+    `spark_done` None (Spark's job and the hand-over then show as one)."""
+    if marks is None:
+        yield
+        return
+    import raydp.spark.dataset as conversion  # heavy, as above
+
+    convert = getattr(conversion, "from_arrow_refs", None)
+    if convert is not None and not getattr(convert, "notes_spark_done", False):
+        @functools.wraps(convert)
+        def noted(*args: Any, **kwargs: Any) -> Any:
+            converting = _CONVERTING.get()
+            if converting is not None and converting.spark_done is None:
+                converting.spark_done = time.time()
+            return convert(*args, **kwargs)
+
+        noted.notes_spark_done = True  # type: ignore[attr-defined]
+        conversion.from_arrow_refs = noted
+    token = _CONVERTING.set(marks)
+    try:
+        yield
+    finally:
+        _CONVERTING.reset(token)
 
 
 def _release_spark(df: Any) -> None:

@@ -1,5 +1,6 @@
 """Spark → Kafka → Spark through the producer actors and the Kafka reader, on the real broker."""
 
+import re
 import subprocess
 import sys
 
@@ -128,22 +129,53 @@ NOT_SHOWN = ("parallelism", "override_num_blocks", "tqdm is not installed", "No 
              "NativeCodeLoader")
 
 
+def phase_table(lines: list[str]) -> dict[str, tuple[float, list[tuple[str, float]]]]:
+    """The demo's "where the time went" lines: side -> (its total, [(phase, seconds)])."""
+    table: dict[str, tuple[float, list[tuple[str, float]]]] = {}
+    rows: list[tuple[str, float]] = []
+    for line in lines:
+        side = re.fullmatch(r"time     the (\w+)'s (\d+\.\d\d)s, phase by phase", line)
+        if side:
+            rows = []
+            table[side[1]] = (float(side[2]), rows)
+        elif table and (phase := re.match(r" {11}(\S.*?) +(\d+\.\d\d)s +\d+%  ", line)):
+            rows.append((phase[1], float(phase[2])))
+    return table
+
+
 def test_demo_runs_end_to_end_cleanly_and_checks_its_counts(tmp_path):
-    """`raykafka demo` (a smaller run): its own broker, Ray and Spark; exit 0 and correct counts;
-    its own lines and a summary on stdout, nothing on stderr, Ray's and Spark's output in the log
-    it names, and none of the warnings above anywhere, not even in that log."""
-    result = subprocess.run([sys.executable, "-m", "raykafka.app.cli", "demo", "--rows", "20000"],
+    """`raykafka demo` (a smaller run, with `--plot`): its own broker, Ray and Spark; exit 0 and
+    correct counts; its own lines, a summary and where each side's time went on stdout, nothing on
+    stderr, Ray's and Spark's output in the log it names, and none of the warnings above anywhere,
+    not even in that log. Every phase boundary was seen (no phase joined to the next), and each
+    side's phases add up to its total, which is the time its own line gives."""
+    result = subprocess.run([sys.executable, "-m", "raykafka.app.cli", "demo", "--rows", "20000", "--plot", "rates.png"],
                             capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "write    20,000 delivered, 0 failed" in result.stdout
     assert "read     20,000 rows" in result.stdout
     assert "every count matches" in result.stdout
     lines = result.stdout.splitlines()
-    assert all(line.split(" ", 1)[0] in ("broker", "spark", "write", "read", "check", "summary", "")
+    assert all(line.split(" ", 1)[0] in ("broker", "spark", "write", "read", "check", "summary", "time", "")
                for line in lines), result.stdout
-    assert lines[-1].startswith("summary  20,000 events written at ")
+    summary = next(line for line in lines if line.startswith("summary  "))
+    assert summary.startswith("summary  20,000 events written at ")
     assert result.stderr == ""
-    log = lines[-1].rsplit("Ray and Spark logged to ", 1)[1]
+
+    phases = phase_table(lines[lines.index(summary) + 1:])
+    assert [name for name, _ in phases["write"][1]] == ["Spark's job", "hand-over", "pipeline start", "first message",
+                                                        "Kafka write", "release"], result.stdout
+    assert [name for name, _ in phases["read"][1]] == ["group forming", "reading", "group close"], result.stdout
+    for side, (total, rows) in phases.items():
+        seconds = [s for _, s in rows]
+        rounding = 0.005 * len(seconds)  # each figure is rounded to 0.01 s
+        assert min(seconds) >= 0 and sum(seconds) <= total + rounding, (side, result.stdout)
+        assert sum(seconds) >= total - rounding, (side, result.stdout)  # and nothing left out
+        said = re.search(rf"^{side} .* in (\d+\.\d)s \(", result.stdout, re.M)
+        assert abs(float(said[1]) - total) <= 0.051, (side, result.stdout)  # the line rounds to 0.1 s
+    assert (tmp_path / "rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    log = summary.rsplit("Ray and Spark logged to ", 1)[1]
     logged = open(log, encoding="utf-8", errors="replace").read()
     for text in NOT_SHOWN:
         assert text not in result.stdout and text not in logged, text
