@@ -1,4 +1,5 @@
-"""The cluster client: bootstrap, metadata, leaders and coordinators, one connection per broker.
+"""The cluster client: bootstrap, metadata, leaders and coordinators, one connection per broker
+(and one to a broker that is a coordinator, for the coordinator's requests).
 
 `Cluster` owns every `BrokerConnection` of one client. Metadata is refreshed on demand (a
 leader moved, a topic is new) and at least every `metadata.max.age.ms`; concurrent callers
@@ -9,9 +10,9 @@ Connecting is paced per connection as librdkafka paces its broker connections
 that wait doubles with every attempt up to `reconnect.backoff.max.ms`, and it starts again from
 the bottom once the connection has been left alone for that long. So a caller's retry loop (a
 consumer riding out a broker outage) can simply ask again: the connection attempt itself waits
-its turn. The bootstrap connection, each broker's connection and each broker's extra
-connection are paced apart (one client first connects to a bootstrap server, then to the
-broker at that same address: the second is no reconnect). The producer's Flushers
+its turn. The bootstrap connection and each broker's connection, extra connection and
+coordinator connection are paced apart (one client first connects to a bootstrap server, then
+to the broker at that same address: the second is no reconnect). The producer's Flushers
 (actors/flusher.py), which own their connections, pace them with the same `ReconnectBackoff`.
 """
 
@@ -33,6 +34,10 @@ from .errors import BY_NAME, BrokerConnectionError, BrokerError, KafkaError, Unk
 log = logging.getLogger("raykafka.wire.cluster")
 
 _LEADER_NOT_AVAILABLE = BY_NAME["LEADER_NOT_AVAILABLE"].code
+# The coordinator of a group or a transaction is spoken to on a connection of its own, kept as
+# COORDINATOR_CONNECTIONS - its node id (the Java client's rule): a broker answers a connection's
+# requests in order, so a JoinGroup it holds for seconds must not hold the fetches behind it
+COORDINATOR_CONNECTIONS = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -146,10 +151,10 @@ class Cluster:
 
     # -- connections -------------------------------------------------------
 
-    async def _connect(self, host: str, port: int, node_id: int, extra: bool = False) -> BrokerConnection:
+    async def _connect(self, host: str, port: int, node_id: int, role: str = "") -> BrokerConnection:
         """A new connection to `host:port` (broker `node_id`, -1 for a bootstrap server), once its
-        reconnect backoff allows it."""
-        key = (node_id, host, port, extra)
+        reconnect backoff allows it (each `role` of connection to a broker has a backoff of its own)."""
+        key = (node_id, host, port, role)
         backoff = self.backoffs.get(key)
         if backoff is None:
             backoff = self.backoffs[key] = ReconnectBackoff.from_config(self.config)
@@ -186,10 +191,14 @@ class Cluster:
 
     async def connection(self, node_id: int) -> BrokerConnection:
         """The connection to broker `node_id`, opened on first use and reopened after a drop."""
-        conn = self._connections.get(node_id)
+        return await self._pooled(node_id, node_id)
+
+    async def _pooled(self, node_id: int, key: int) -> BrokerConnection:
+        """The kept connection `key` to broker `node_id`, opened on first use and reopened after a drop."""
+        conn = self._connections.get(key)
         if conn is not None and conn.connected:
             return conn
-        pending = self._connecting.get(node_id)
+        pending = self._connecting.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
         broker = self.metadata.brokers.get(node_id)
@@ -199,16 +208,16 @@ class Cluster:
             if broker is None:
                 raise BrokerConnectionError(f"broker {node_id} is not in the cluster metadata")
         future: asyncio.Future[BrokerConnection] = asyncio.get_running_loop().create_future()
-        self._connecting[node_id] = future
+        self._connecting[key] = future
         try:
-            conn = await self._connect(broker.host, broker.port, node_id)
+            conn = await self._connect(broker.host, broker.port, node_id, role="" if key == node_id else "coordinator")
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # retrieved: waiters see it through shield
             raise
         finally:
-            self._connecting.pop(node_id, None)
-        self._connections[node_id] = conn
+            self._connecting.pop(key, None)
+        self._connections[key] = conn
         future.set_result(conn)
         return conn
 
@@ -216,7 +225,7 @@ class Cluster:
         """A second connection to broker `node_id`, owned by the caller (a fetch that must not queue
         behind another on the shared one); paced by the same reconnect backoff."""
         main = await self.connection(node_id)
-        return await self._connect(main.host, main.port, node_id, extra=True)
+        return await self._connect(main.host, main.port, node_id, role="extra")
 
     async def leader_connection(self, topic: str, partition: int) -> BrokerConnection:
         leader = self.metadata.leader(topic, partition)
@@ -294,7 +303,7 @@ class Cluster:
         node = self._coordinators.get((key_type, key))
         if node is not None:
             try:
-                return await self.connection(node)
+                return await self._pooled(node, COORDINATOR_CONNECTIONS - node)
             except KafkaError:
                 self._coordinators.pop((key_type, key), None)
         conn = await self.any_connection()
@@ -312,7 +321,7 @@ class Cluster:
         if node_id not in self.metadata.brokers:
             self.metadata.brokers[node_id] = BrokerInfo(node_id, host, port)
         self._coordinators[(key_type, key)] = node_id
-        return await self.connection(node_id)
+        return await self._pooled(node_id, COORDINATOR_CONNECTIONS - node_id)
 
     def forget_coordinator(self, key: str, key_type: int = 0) -> None:
         self._coordinators.pop((key_type, key), None)

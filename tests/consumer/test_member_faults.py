@@ -295,7 +295,7 @@ def test_reconnecting_to_a_dead_port_waits_the_configured_backoff():
         return time.monotonic() - start
 
     elapsed = asyncio.run(attempts(6))
-    backoff = cluster.backoffs[(-1, "127.0.0.1", port, False)]
+    backoff = cluster.backoffs[(-1, "127.0.0.1", port, "")]
     assert backoff.attempts == 6 and backoff.backoff == 0.4
     assert elapsed >= 0.75 * (0.1 + 0.2 + 0.4 + 0.4 + 0.4), elapsed
 

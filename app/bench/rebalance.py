@@ -1,0 +1,223 @@
+"""The pause a group's scale-up makes in its consumption: eager against cooperative (KIP-429).
+
+`python -m raykafka.app.bench.rebalance --runs 3 --out REBALANCING.md` writes the report and,
+beside it, its records (REBALANCING.json). Each run: an embedded tansu, a topic of PARTITIONS
+partitions fed at RATE messages a second (round robin, from the driver), a `ConsumerGroup` of
+FROM members that has read everything so far; then `scale(TO)`, and the feed goes on for
+AFTER_S seconds. The members note, in files, when they handled each batch and of which
+partition. From those notes, per run:
+
+- the group's longest pause: the longest time, from `scale()` on, with no record handled by any
+  member (an eager rebalance stops every member; a cooperative one only the partitions that move);
+- each partition's longest gap in handling from `scale()` on; of the partitions that stayed with
+  their member, the largest such gap; of those that moved to a new member, the median;
+- how many partitions changed member.
+
+tansu answers a JoinGroup only after half the member's `session.timeout.ms`, so every join
+round here costs at least SESSION_MS / 2 (a Kafka broker waits `group.initial.rebalance.delay.ms`
+for a new group only); the cooperative protocol takes two rounds to move a partition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+PARTITIONS = 16
+FROM, TO = 4, 8
+RATE = 2_000  # messages a second, from the driver
+SESSION_MS = 6_000  # tansu answers a join after half of it
+AFTER_S = 20.0  # the feed goes on this long after scale()
+SETTLE_TIMEOUT_S = 120.0
+PROTOCOLS = {"eager": "sticky", "cooperative": "cooperative-sticky"}
+
+
+def _handler(notes: str) -> Any:
+    def handle(batch: Any, _dir: str = notes) -> None:  # in the member actors
+        import os as _os
+        import time as _time
+
+        line = b"%.4f %d %d\n" % (_time.time(), batch.column("partition")[0].as_py(), batch.num_rows)
+        with open(_os.path.join(_dir, f"{_os.getpid()}.txt"), "ab") as fh:
+            fh.write(line)
+
+    return handle
+
+
+def _notes(notes: Path) -> list[tuple[float, int, int]]:
+    out = []
+    for f in notes.iterdir():
+        for line in f.read_bytes().split(b"\n"):
+            parts = line.split()
+            if len(parts) == 3:
+                out.append((float(parts[0]), int(parts[1]), int(parts[2])))
+    return sorted(out)
+
+
+def _longest_gap(times: list[float], start: float, end: float) -> float:
+    edges = [start, *[t for t in times if start <= t <= end], end]
+    return max(b - a for a, b in zip(edges, edges[1:], strict=False))
+
+
+class Feed:
+    """RATE messages a second, round robin over the partitions, from a thread of the driver."""
+
+    def __init__(self, producer: Any, topic: str):
+        self.producer, self.topic = producer, topic
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        tick = 0.01
+        per_tick = max(1, int(RATE * tick))
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            for _ in range(per_tick):
+                self.producer.send(self.topic, b"m%d" % self.sent, partition=self.sent % PARTITIONS)
+                self.sent += 1
+            next_at += tick
+            time.sleep(max(0.0, next_at - time.monotonic()))
+
+    def start(self) -> Feed:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def one_run(bootstrap: str, mode: str, run: int) -> dict[str, Any]:
+    from raykafka.driver.admin import Admin
+    from raykafka.driver.consumer_group import ConsumerGroup
+    from raykafka.driver.producer import Producer
+
+    topic = f"rebalance-{mode}-{run}-{os.getpid()}"
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics({topic: PARTITIONS})
+    notes = Path(tempfile.mkdtemp(prefix="rebalance-"))
+    config = {"bootstrap.servers": bootstrap, "group.id": topic, "partition.assignment.strategy": PROTOCOLS[mode],
+              "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest",
+              "auto.commit.interval.ms": 500}
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    feed = Feed(producer, topic).start()
+    group = ConsumerGroup(config, [topic], _handler(str(notes)), members=FROM)
+    try:
+        _wait(lambda: _settled(group, FROM), f"the group of {FROM} settled")
+        _wait(lambda: _handled(notes) >= feed.sent - RATE, "the group caught up with the feed")
+        owners_before = _owners(group)
+        scaled_at = time.time()
+        group.scale(TO)
+        _wait(lambda: _settled(group, TO), f"the group of {TO} settled")
+        settled_at = time.time()
+        owners_after = _owners(group)
+        time.sleep(max(0.0, AFTER_S - (settled_at - scaled_at)))
+        feed.stop()
+        producer.flush(30)
+        _wait(lambda: _handled(notes) >= feed.sent, "every message handled")
+    finally:
+        feed.stop()
+        group.close()
+        producer.close(30)
+    handled = _notes(notes)
+    end = max(scaled_at + AFTER_S, settled_at)
+    gaps = {partition: _longest_gap([t for t, p, _ in handled if p == partition], scaled_at, end)
+            for partition in range(PARTITIONS)}
+    moved = [p for p in range(PARTITIONS) if owners_before[p] != owners_after[p]]
+    stayed = [p for p in range(PARTITIONS) if p not in moved]
+    return {"mode": mode, "run": run, "group_pause_s": round(_longest_gap([t for t, _, _ in handled], scaled_at, end), 3),
+            "stayed_pause_max_s": round(max(gaps[p] for p in stayed), 3) if stayed else None,
+            "moved_pause_median_s": round(statistics.median(gaps[p] for p in moved), 3) if moved else None,
+            "settled_s": round(settled_at - scaled_at, 3),
+            "moved": len(moved),
+            "messages": feed.sent, "handled": sum(n for _, _, n in handled)}
+
+
+def _owners(group: Any) -> dict[int, str]:
+    return {p: s["member_id"] for s in group.status() for ps in s["claims"].values() for p in ps}
+
+
+def _handled(notes: Path) -> int:
+    return sum(n for _, _, n in _notes(notes))
+
+
+def _settled(group: Any, members: int) -> bool:
+    statuses = group.status()
+    claimed = [p for s in statuses for ps in s["claims"].values() for p in ps]
+    return (len(statuses) == members and len({s["generation_id"] for s in statuses}) == 1
+            and sorted(claimed) == list(range(PARTITIONS)) and all(s["claims"] for s in statuses))
+
+
+def _wait(predicate: Any, what: str) -> None:
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {SETTLE_TIMEOUT_S:.0f}s")
+        time.sleep(0.2)
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
+
+
+def report(runs: list[dict[str, Any]], command: str) -> str:
+    by_mode = {mode: [r for r in runs if r["mode"] == mode] for mode in PROTOCOLS}
+    lines = ["# Rebalancing: the pause of a scale-up, eager against cooperative", "",
+             f"Written by `{command}` on {datetime.date.today().isoformat()}; the records are in "
+             "REBALANCING.json. What each figure is: `app/bench/rebalance.py`'s docstring.", "",
+             f"A `ConsumerGroup` of {FROM} members reading {PARTITIONS} partitions fed at {RATE:,} messages a "
+             f"second grows to {TO} (`scale({TO})`); `session.timeout.ms` {SESSION_MS:,} (tansu answers a "
+             f"join after half of it). Median of {len(by_mode['eager'])} runs each (lowest–highest).", "",
+             "| protocol | group's longest pause | longest gap of a partition that stayed | a moved partition's "
+             "longest gap, median | settled after | partitions moved |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for mode, rows in by_mode.items():
+        lines.append(f"| {mode} (`{PROTOCOLS[mode]}`) | {spread([r['group_pause_s'] for r in rows])} | "
+                     f"{spread([r['stayed_pause_max_s'] for r in rows])} | "
+                     f"{spread([r['moved_pause_median_s'] for r in rows])} | {spread([r['settled_s'] for r in rows])} | "
+                     f"{statistics.median([r['moved'] for r in rows]):.0f} |")
+    lines += ["", "The group's longest pause is the longest time after `scale()` in which no member handled a "
+              "record. Under the eager protocol every member gives up every partition at each rebalance, so the "
+              "whole group stops for the join; under the cooperative protocol only the partitions that move wait "
+              "(two join rounds), and the others are read throughout, which is what the partitions that stayed show.", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", default="REBALANCING.md", help="the report; its records go beside it, as .json")
+    args = parser.parse_args()
+    import ray
+
+    from raykafka.driver.embedded_broker import EmbeddedBroker
+
+    command = "python -m raykafka.app.bench.rebalance " + " ".join(sys.argv[1:])
+    runs = []
+    with EmbeddedBroker() as broker:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        try:
+            for run in range(args.runs):
+                for mode in PROTOCOLS:
+                    runs.append(one_run(broker.bootstrap, mode, run))
+                    print(json.dumps(runs[-1]), flush=True)
+        finally:
+            ray.shutdown()
+    out = Path(args.out)
+    out.with_suffix(".json").write_text(json.dumps({"command": command, "taken": datetime.date.today().isoformat(),
+                                                    "runs": runs}, indent=1) + "\n")
+    out.write_text(report(runs, command))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
