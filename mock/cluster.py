@@ -59,7 +59,9 @@ from typing import Any, TypeVar
 from ..wire import messages
 from ..wire.errors import DecodeError, code_for
 from ..wire.protocol import Api, Struct, decode_request, encode_response
-from ..wire.records import Record, decode_record_batches, encode_control_batch
+from ..wire.record_batch import Record
+from ..wire.record_decoding import decode_record_batches
+from ..wire.record_encoding import encode_control_batch
 
 log = logging.getLogger("raykafka.mock")
 

@@ -28,7 +28,7 @@ from .config import Config
 from .errors import BrokerError, DecodeError
 from .fetch import fetch_body, fetch_version
 from .fetcher import Data, FetchOutcome, PartitionFetch, answer_budget, decode_until_bad
-from .records import InflationBudget
+from .record_batch_reader import InflationBudget
 
 Key = tuple[str, int]  # (topic, partition)
 Timed = Callable[[Awaitable[Any]], Awaitable[Any]]  # wraps the request, e.g. to observe its latency

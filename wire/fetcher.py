@@ -47,7 +47,8 @@ from .errors import (
     code_for,
 )
 from .read_committed import CommittedReader, fetched_batches
-from .records import LENGTH_OFFSET, InflationBudget, cut_batch, next_offset, read_batch_header
+from .record_batch import LENGTH_OFFSET
+from .record_batch_reader import InflationBudget, cut_batch, next_offset, read_batch_header
 
 OFFSET_OUT_OF_RANGE = BY_NAME["OFFSET_OUT_OF_RANGE"].code
 # errors after which a partition's leader must be looked up again
