@@ -57,7 +57,7 @@ class InflationBudget:
 
     Made for one partition's part of a fetch by `decode_record_batches` and
     `arrow_batches.records_to_arrow`; made for a whole Fetch answer by a fetch loop that decodes
-    every partition of it in one process (`actors.group_member`, through `fetcher.decode`), and
+    every partition of it in one process (`actors.group_member_state`, through `fetcher.decode`), and
     then drawn on by each partition's budget too (`answer`). `batch_records` inflates every
     compressed batch through `inflate`, which refuses the batch that would tip either budget over
     with a `DecompressedFetchTooLargeError` naming it, before inflating more than what is left."""
