@@ -47,7 +47,7 @@ from ..wire.compression import Compression
 from ..wire.connection import BrokerConnection, security_from_config
 from ..wire.errors import KafkaError, UnknownOffsetError, code_for
 from ..wire.fetch import find_batch_offset
-from ..wire.records import encode_record_batch_parts, prepare_columnar
+from ..wire.record_encoding import encode_record_batch_parts, prepare_columnar
 from .batch import FIN, SHUTDOWN, SYN, Control, MessageBatch, ProduceSet
 from .calls import pipeline_error
 from .flusher_state import (

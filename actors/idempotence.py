@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..wire.errors import KafkaError
-from ..wire.records import SEQUENCE_MASK
+from ..wire.record_batch import SEQUENCE_MASK
 
 log = logging.getLogger("raykafka.producer.idempotence")
 

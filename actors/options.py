@@ -79,7 +79,7 @@ class PipelineContext:
     producer_id: int = -1
     producer_epoch: int = -1
     window: int = CALLS_IN_FLIGHT
-    # a Flusher warms Arrow's kernels up as it starts (`records.prepare_columnar`, ~0.3-0.6 s):
+    # a Flusher warms Arrow's kernels up as it starts (`record_encoding.prepare_columnar`, ~0.3-0.6 s):
     # worth it in a long-lived actor, not in a terminal command's in-process pipeline
     warm_up: bool = True
 

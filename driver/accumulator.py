@@ -20,7 +20,7 @@ import numpy as np
 from ..actors.batch import MessageBatch
 from ..actors.shared_column import SHARE_MIN_BYTES, SharedColumn
 from ..wire.columns import BinaryColumn
-from ..wire.records import encode_header_lists
+from ..wire.record_encoding import encode_header_lists
 from .producer_input import packed
 
 # the open buffers are handed over when they hold this much, or after linger.ms

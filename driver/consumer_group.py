@@ -52,7 +52,9 @@ from typing import Any
 
 import ray
 
-from ..actors.group_member import MAX_HANDLER_FAILURES, GroupMember, GroupMetadata, MemberError, stop_bound
+from ..actors.group_member import GroupMember
+from ..actors.group_member_state import MAX_HANDLER_FAILURES, MemberError, stop_bound
+from ..actors.group_session import GroupMetadata
 from ..actors.metrics import Reports
 from ..actors.options import remote_class
 from ..wire.config import Config, parse_config

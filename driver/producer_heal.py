@@ -56,7 +56,8 @@ from ..wire.columns import BinaryColumn
 from ..wire.errors import KafkaError
 from ..wire.fetch import WrittenRecord, high_watermarks, list_offsets
 from ..wire.loop import LoopThread
-from ..wire.records import SEQUENCE_MASK, encode_header_lists
+from ..wire.record_batch import SEQUENCE_MASK
+from ..wire.record_encoding import encode_header_lists
 from .producer_ledger import Ledger
 
 log = logging.getLogger("raykafka.producer.heal")

@@ -19,7 +19,7 @@ import pyarrow as pa
 from ..actors.batch import RECORD_OVERHEAD
 from ..wire.columns import BinaryColumn, HeaderColumn
 from ..wire.errors import MessageTooLargeError
-from ..wire.records import encode_header_lists, encode_headers
+from ..wire.record_encoding import encode_header_lists, encode_headers
 
 MAX_PARTITION = (1 << 31) - 1  # Kafka's partition numbers are int32
 MAX_TIMESTAMP = (1 << 63) - 1  # and timestamps int64 ms

@@ -15,12 +15,12 @@ from raykafka.actors.batch import RECORD_OVERHEAD, MessageBatch
 from raykafka.actors.shared_column import SharedColumn, read_shared
 from raykafka.wire.arrow_batches import SCHEMA
 from raykafka.wire.columns import BinaryColumn
-from raykafka.wire.records import RecordBatch
+from raykafka.wire.record_batch import RecordBatch
 
 
 def batches_to_arrow(batches: Sequence[RecordBatch], topic: str, partition: int,
                      start_offset: int = 0) -> pa.RecordBatch:
-    """Decoded batches (from `records.decode_record_batches`) as one Arrow batch, record by
+    """Decoded batches (from `record_decoding.decode_record_batches`) as one Arrow batch, record by
     record: what `arrow_batches.records_to_arrow` must give from the same bytes."""
     rows = [(r, b.timestamp_type) for b in batches if not b.is_control for r in b.records
             if r.offset >= start_offset]

@@ -12,13 +12,13 @@ object per record survives. Anything malformed sends the fetch to a record-by-re
 that names the batch and what is wrong. Control batches and records before the requested
 offset are skipped; aborted transactions are not filtered (read_uncommitted).
 
-Every batch header is read and checked by `records.read_batch_header` and every batch's records
+Every batch header is read and checked by `record_batch_reader.read_batch_header` and every batch's records
 located (and decompressed, to at most `max.decompressed.batch.bytes` each and to what the fetch's
-`records.InflationBudget` allows together) by `records.batch_records`, as `decode_record_batches`
+`record_batch_reader.InflationBudget` allows together) by `record_batch_reader.batch_records`, as `decode_record_batches`
 does: lengths and counts are checked against the bytes present before any loop takes a step, so
 hostile bytes end in a `DecodeError` naming the partition and batch.
 
-`next_offset` (re-exported here) is `records.next_offset`.
+`next_offset` (re-exported here) is `record_batch_reader.next_offset`.
 """
 
 from __future__ import annotations
@@ -31,19 +31,10 @@ import pyarrow as pa
 
 from .compression import MAX_DECOMPRESSED_BYTES
 from .errors import CorruptRecordError, DecodeError
-from .records import (
-    ATTR_CODEC,
-    ATTR_CONTROL,
-    ATTR_TIMESTAMP_TYPE,
-    HEADER_SIZE,
-    LENGTH_OFFSET,
-    InflationBudget,
-    batch_records,
-    read_batch_header,
-    read_uvarint,
-    read_varints,
-)
-from .records import next_offset as next_offset  # re-exported
+from .record_batch import ATTR_CODEC, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, HEADER_SIZE, LENGTH_OFFSET
+from .record_batch_reader import InflationBudget, batch_records, read_batch_header
+from .record_batch_reader import next_offset as next_offset  # re-exported
+from .varints import read_uvarint, read_varints
 
 HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
 SCHEMA = pa.schema([

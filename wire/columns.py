@@ -159,7 +159,7 @@ class BinaryColumn:
 
 class HeaderColumn(BinaryColumn):
     """Each record's headers as Kafka's record format has them: the header count, then each
-    key and value after its length (`records.encode_headers`). Built in a few Arrow passes from
+    key and value after its length (`record_encoding.encode_headers`). Built in a few Arrow passes from
     a DataFrame's headers column, it crosses the actors as one buffer and the flusher copies
     each record's part as it is: no Python object per header anywhere on the way."""
 

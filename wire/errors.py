@@ -202,8 +202,8 @@ class RecordBatchTooLargeError(DecodeError):
 
 class DecompressedFetchTooLargeError(RecordBatchTooLargeError):
     """A fetch's compressed batches, each within `max.decompressed.batch.bytes`, inflate past
-    what the fetch may inflate to together (`records.InflationBudget`: that cap plus
-    `records.MAX_INFLATION` times the fetched bytes): a bomb of many batches. The batch that
+    what the fetch may inflate to together (`record_batch_reader.InflationBudget`: that cap plus
+    `record_batch_reader.MAX_INFLATION` times the fetched bytes): a bomb of many batches. The batch that
     tips it over is refused before it is all inflated, and its partition fails, as for one batch."""
 
 

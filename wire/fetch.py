@@ -25,7 +25,9 @@ from . import messages
 from .config import Config
 from .errors import BrokerError, DecodeError, LookupTimeoutError
 from .fetcher import LEADER_ERRORS, OFFSET_OUT_OF_RANGE, RESET_POLICIES
-from .records import LENGTH_OFFSET, SEQUENCE_MASK, decode_record_batches, read_batch_header
+from .record_batch import LENGTH_OFFSET, SEQUENCE_MASK
+from .record_batch_reader import read_batch_header
+from .record_decoding import decode_record_batches
 
 __all__ = ["LEADER_ERRORS", "OFFSET_OUT_OF_RANGE", "RESET_POLICIES", "fetch_body", "fetch_version"]
 

@@ -1,7 +1,7 @@
 """The engine: sends one Fetch round (`fetch`) and reads each partition's part (`fetcher`), without Ray.
 
 Who calls: the three fetch loops, each keeping only its own policy: `actors.broker_consumer`
-(a `Consumer`'s per-broker loop: who gets the raw bytes, acks, pauses), `actors.group_member`
+(a `Consumer`'s per-broker loop: who gets the raw bytes, acks, pauses), `actors.group_member_state`
 (a `ConsumerGroup` member: its claims' queues and handlers) and `wire.range_reader` (bounded
 reads: Ray Data's read tasks and `raykafka consume -e`). Whom it calls: the connection it is
 given (one Fetch request, built by `wire.fetch.fetch_body`), each asked partition's
@@ -28,7 +28,7 @@ from .config import Config
 from .errors import BrokerError, DecodeError
 from .fetch import fetch_body, fetch_version
 from .fetcher import Data, FetchOutcome, PartitionFetch, answer_budget, decode_until_bad
-from .records import InflationBudget
+from .record_batch_reader import InflationBudget
 
 Key = tuple[str, int]  # (topic, partition)
 Timed = Callable[[Awaitable[Any]], Awaitable[Any]]  # wraps the request, e.g. to observe its latency

@@ -2,7 +2,7 @@
 
 Cardinality: one `PartitionFetch` per partition a consumer reads. Who calls: the fetch engine
 (`wire.fetch_round`), which every fetch loop calls and then acts on the outcomes:
-`actors.broker_consumer` (`Consumer`), `actors.group_member` (`ConsumerGroup`) and
+`actors.broker_consumer` (`Consumer`), `actors.group_member_state` (`ConsumerGroup`) and
 `wire.range_reader` (Ray Data read tasks, `raykafka consume -e`). Whom it calls: nothing; no I/O, no Ray. A fix to how a partition's answer is
 read (a leader move, an offset out of range, a batch larger than the request, a corrupt batch)
 is made here, once, for all three.
@@ -47,7 +47,8 @@ from .errors import (
     code_for,
 )
 from .read_committed import CommittedReader, fetched_batches
-from .records import LENGTH_OFFSET, InflationBudget, cut_batch, next_offset, read_batch_header
+from .record_batch import LENGTH_OFFSET
+from .record_batch_reader import InflationBudget, cut_batch, next_offset, read_batch_header
 
 OFFSET_OUT_OF_RANGE = BY_NAME["OFFSET_OUT_OF_RANGE"].code
 # errors after which a partition's leader must be looked up again
@@ -203,7 +204,7 @@ def decode(records: Any, topic: str, partition: int, fetched_at: int, config: Co
 
 def answer_budget(response: Any, config: Config) -> InflationBudget:
     """What every partition of one Fetch answer may inflate to together, for a loop that decodes
-    them all in one process (`actors.group_member`); the other loops decode one partition's part
+    them all in one process (`actors.group_member_state`); the other loops decode one partition's part
     per process, each within its own budget."""
     fetched = sum(len(part.records or b"") for t in response.responses for part in t.partitions)
     return InflationBudget(fetched, config["max.decompressed.batch.bytes"], "this fetch answer")

@@ -3,7 +3,7 @@
 Cardinality: one `CommittedReader` per partition of a read_committed consumer (isolation_level
 1), fed every Fetch response's batches of that partition in offset order, with the response's
 `aborted_transactions` (producer_id, first_offset). It calls nothing and does no I/O; it works
-on any batch object with the attributes of `records.RecordBatch` named in `Batch`, whichever
+on any batch object with the attributes of `record_batch.RecordBatch` named in `Batch`, whichever
 decoder made it. The caller advances its fetch position past every batch it fed, kept or not:
 the reader holds what it cannot decide yet.
 
@@ -47,16 +47,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from .records import (
-    ATTR_CONTROL,
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    LENGTH_OFFSET,
-    BatchFlags,
-    control_type,
-    decode_record_batches,
-    read_batch_header,
-)
+from .record_batch import ATTR_CONTROL, CONTROL_ABORT, CONTROL_COMMIT, LENGTH_OFFSET, BatchFlags, control_type
+from .record_batch_reader import read_batch_header
+from .record_decoding import decode_record_batches
 
 NO_PRODUCER_ID = -1
 NOT_A_MARKER = -1
@@ -70,7 +63,7 @@ class AbortedTransaction(NamedTuple):
 
 
 class Batch(Protocol):
-    """What the rules read of a batch (`records.RecordBatch` has all of it)."""
+    """What the rules read of a batch (`record_batch.RecordBatch` has all of it)."""
 
     @property
     def base_offset(self) -> int: ...

@@ -5,7 +5,7 @@ regular expression that a topic's whole name must match, as Java's `subscribe(Pa
 Spark's `subscribePattern` match it. Internal topics are never matched.
 
 Called by the `Consumer` (driver/consumer.py, `assign_topic`), the group member
-(actors/group_member.py, whose subscription is looked up again every `metadata.max.age.ms`) and
+(actors/group_member_state.py, whose subscription is looked up again every `metadata.max.age.ms`) and
 the Spark and Ray Data bridges' `subscribe_pattern` (spark_bridge/offsets.py). Calls nothing of
 ours but the errors.
 """

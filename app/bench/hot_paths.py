@@ -120,7 +120,7 @@ def _load(name: str, source: str) -> Any:
 def cases() -> list[tuple[str, str, Any]]:
     import pyarrow as pa
 
-    from raykafka.wire.records import encode_record_batch
+    from raykafka.wire.record_encoding import encode_record_batch
 
     values = [os.urandom(50) + b"k" * 50 for _ in range(5 * N)]
     table = pa.table({"value": pa.array(values, pa.binary())}).slice(2 * N, N)

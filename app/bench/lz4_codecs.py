@@ -31,7 +31,7 @@ from collections.abc import Callable
 import cramjam
 
 from raykafka.wire.compression import LZ4_FRAME_HEADER, LZ4_STORED, Compression, compress
-from raykafka.wire.records import encode_record_batch_parts
+from raykafka.wire.record_encoding import encode_record_batch_parts
 
 VALUE_SIZE = 100
 

@@ -87,7 +87,7 @@ def main() -> int:
                 table = pa.table({"value": pa.array([value] * n, pa.binary())})
                 assert producer.send_batch(topic, table).result(300).ok
             elif args.mode in ("send", "keyed"):
-                from raykafka.app.bench.suite import KEYS
+                from raykafka.app.bench.workload import KEYS
 
                 keys = KEYS if args.mode == "keyed" else [None]  # as the bench's
                 for i in range(n):

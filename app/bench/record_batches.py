@@ -13,7 +13,8 @@ import time
 from raykafka.wire.arrow_batches import records_to_arrow
 from raykafka.wire.columns import BinaryColumn
 from raykafka.wire.compression import Compression
-from raykafka.wire.records import decode_record_batches, encode_record_batch
+from raykafka.wire.record_decoding import decode_record_batches
+from raykafka.wire.record_encoding import encode_record_batch
 
 VALUE_SIZE = 100
 BATCH_SIZES = (1_000, 10_000)

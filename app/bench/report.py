@@ -1,4 +1,4 @@
-"""BENCHMARKS.md and BENCHMARKS.png from a `suite.Report`: tables, ratios to each peer, targets.
+"""BENCHMARKS.md and BENCHMARKS.png from a `rows.Report`: tables, ratios to each peer, targets.
 
 Nothing in BENCHMARKS.md is typed by hand: `raykafka bench` writes it whole from the figures
 it has just measured. The chart needs matplotlib (the `bench` extra); without it the report
@@ -405,7 +405,7 @@ def load_report(path: str) -> Any:
     """The `Report` a bench run saved as JSON (`raykafka bench` writes it beside the Markdown)."""
     import json
 
-    from .suite import Report, Row, Settings
+    from .rows import Report, Row, Settings
 
     data = json.loads(open(path).read())
     settings = data.pop("settings")

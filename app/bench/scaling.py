@@ -209,7 +209,7 @@ def run_sends(args: argparse.Namespace, config: dict[str, Any], admin: Any, brok
     confluent-kafka's `produce()` of the rows in the driver process (its CPU is the driver's)."""
     import pyarrow as pa
 
-    from raykafka.app.bench.suite import KEYS
+    from raykafka.app.bench.workload import KEYS
     from raykafka.driver.producer import Producer
 
     keys = KEYS if args.keyed else [None]
@@ -246,7 +246,7 @@ def run_sends(args: argparse.Namespace, config: dict[str, Any], admin: Any, brok
 def run_confluent(args: argparse.Namespace, config: dict[str, Any], admin: Any, broker_pid: int) -> None:
     from confluent_kafka import Producer
 
-    from raykafka.app.bench.suite import confluent_produce
+    from raykafka.app.bench.clients_confluent import confluent_produce
 
     runs = []
     for _ in range(args.runs):
@@ -271,7 +271,7 @@ def run_reads(args: argparse.Namespace, config: dict[str, Any], admin: Any, brok
     CPUs): wall time, the readers' CPU and the broker's."""
     import multiprocessing
 
-    from raykafka.app.bench.suite import fill_topic
+    from raykafka.app.bench.clients_confluent import fill_topic
     from raykafka.spark_bridge.offsets import resolve_ranges
 
     for per_batch, rows in ((1, args.rows), (10_000, 5 * args.rows)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from raykafka.app.bench import suite
+from raykafka.app.bench import rows, run_log, suite
 
 
 class _Bar:
@@ -24,13 +24,13 @@ class _Bar:
 
 def test_each_measured_row_advances_the_bar_and_its_line_is_written_above_it(capsys):
     progress = _Bar()
-    suite._PROGRESS.append(progress)
+    run_log.PROGRESS.append(progress)
     try:
-        settings = suite.Settings(messages=1000)
+        settings = rows.Settings(messages=1000)
         ok = suite._measure("produce", "peer", 100, "none", settings, lambda: [0.5, 0.25, 1.0])
         failed = suite._measure("consume", "peer", 100, "none", settings, lambda: 1 / 0)
     finally:
-        suite._PROGRESS.remove(progress)
+        run_log.PROGRESS.remove(progress)
     assert ok.rate == 2000 and "ZeroDivisionError" in failed.note
     assert progress.n == 2
     assert [line.split("] ", 1)[1] for line in progress.lines] == [

@@ -8,7 +8,8 @@ import math
 import pytest
 
 from raykafka.app.bench.report import render_markdown, target_results
-from raykafka.app.bench.suite import Settings, run_suite
+from raykafka.app.bench.rows import Settings
+from raykafka.app.bench.suite import run_suite
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(240)]
 
@@ -54,7 +55,7 @@ def test_latency_rows_have_ordered_percentiles(report):
 
 def test_a_cell_gives_the_median_and_the_slowest_and_fastest_run():
     from raykafka.app.bench.report import _cell
-    from raykafka.app.bench.suite import Row
+    from raykafka.app.bench.rows import Row
 
     row = Row("produce", "x", 100, "none", 1_000_000 / 2.0, [2.0, 1.0, 4.0])
     assert _cell(row, 1_000_000) == "500,000 (250k–1.00M)"
@@ -67,7 +68,7 @@ def test_a_run_of_latency_rows_only_renders_without_a_chart(tmp_path):
     still written (the chart once raised on an empty figure, after the whole run)."""
     pytest.importorskip("matplotlib")
     from raykafka.app.bench.report import render_chart
-    from raykafka.app.bench.suite import Report, Row
+    from raykafka.app.bench.rows import Report, Row
 
     report = Report(settings=Settings(messages=1000, sizes=(100,), codecs=("none",)))
     report.rows = [Row("latency", "raykafka send() linger.ms=0", 100, "none", 7.5, [12.0]),
@@ -141,7 +142,7 @@ def test_the_latency_profile_quotes_the_hops_run_it_is_given_and_only_names_the_
 def test_a_target_is_met_only_when_our_slowest_run_meets_it():
     import statistics
 
-    from raykafka.app.bench.suite import Report, Row, Settings
+    from raykafka.app.bench.rows import Report, Row, Settings
 
     def verdict(ours: list[float], peer: list[float]) -> tuple[str | None, tuple[float, float] | None]:
         report = Report(settings=Settings(messages=1000))
@@ -167,7 +168,8 @@ def test_a_budget_bound_is_met_only_when_our_worst_run_is_within_it():
         P99_TARGET,
         bound_results,
     )
-    from raykafka.app.bench.suite import Report, Row, latency_label
+    from raykafka.app.bench.rows import Report, Row
+    from raykafka.app.bench.suite import latency_label
 
     def lat(label: str, p50s: list[float], p99s: list[float]) -> Row:
         return Row("latency", label, 100, "none", sorted(p50s)[len(p50s) // 2], [sorted(p99s)[len(p99s) // 2]],
@@ -192,7 +194,7 @@ def test_a_budget_bound_is_met_only_when_our_worst_run_is_within_it():
 def test_command_line_rows_render_and_are_bound_by_two_seconds():
     from raykafka.app.bench import cli_rows
     from raykafka.app.bench.report import bound_results
-    from raykafka.app.bench.suite import Report, Row
+    from raykafka.app.bench.rows import Report, Row
 
     report = Report(settings=Settings(messages=1000, runs=2))
     report.rows = [Row("cli", cli_rows.PRODUCE_ROW, 100, "none", 15.0, [14.0, 16.0]),
@@ -207,7 +209,7 @@ def test_command_line_rows_render_and_are_bound_by_two_seconds():
 
 def test_the_memory_and_new_consumer_profiles_quote_the_run_they_are_given():
     from raykafka.app.bench import budget, missed_targets
-    from raykafka.app.bench.suite import Report, Row
+    from raykafka.app.bench.rows import Report, Row
 
     report = Report(settings=Settings(messages=1000))
     report.rows = [Row("memory", budget.MEMORY_ROW, 100, "none", 450.0,

@@ -12,7 +12,7 @@ import pytest
 from raykafka.wire import arrow_batches
 from raykafka.wire.columns import BinaryColumn
 from raykafka.wire.errors import CorruptRecordError
-from raykafka.wire.records import encode_record_batch
+from raykafka.wire.record_encoding import encode_record_batch
 
 
 def _fetched(n: int, per_batch: int, *, keys: bool, headers: bool, codec: int, size: int) -> tuple[bytes, list]:

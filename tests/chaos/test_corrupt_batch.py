@@ -12,7 +12,7 @@ import pytest
 from raykafka.driver.consumer import Consumer, ConsumerError
 from raykafka.driver.producer import Producer
 from raykafka.mock import MockCluster
-from raykafka.wire.records import batch_record_count
+from raykafka.wire.record_batch_reader import batch_record_count
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 

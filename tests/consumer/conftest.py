@@ -61,7 +61,7 @@ def mock_produce(cluster: Any, topic: str, partition: int, values: list[bytes], 
     per `per_batch` values (all in one if 0)."""
     from raykafka.wire import messages
     from raykafka.wire.connection import BrokerConnection
-    from raykafka.wire.records import encode_record_batch
+    from raykafka.wire.record_encoding import encode_record_batch
 
     host, port = cluster.brokers[cluster.leader(topic, partition)].address.rsplit(":", 1)
     chunks = [values[i:i + per_batch] for i in range(0, len(values), per_batch)] if per_batch else [values]

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from raykafka.wire import arrow_batches
 from raykafka.wire.arrow_batches import SCHEMA, next_offset, records_to_arrow
 from raykafka.wire.errors import CorruptRecordError, RecordBatchTooLargeError
-from raykafka.wire.records import decode_record_batches, encode_record_batch
+from raykafka.wire.record_decoding import decode_record_batches
+from raykafka.wire.record_encoding import encode_record_batch
 
 from ..reference import batches_to_arrow
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from raykafka.actors.group_member import MemberRuntime
+from raykafka.actors.group_member_state import MemberRuntime
 from raykafka.mock import MockCluster
 
 PARTITIONS = 4

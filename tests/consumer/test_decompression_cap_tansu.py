@@ -1,6 +1,6 @@
 """On tansu: `max.decompressed.batch.bytes` reaches the partition consumers. A compressed batch
 that inflates past it fails its partition with an error naming the key; the default reads it.
-Many batches, each under it, are bounded together (`records.InflationBudget`): per partition in
+Many batches, each under it, are bounded together (`record_batch_reader.InflationBudget`): per partition in
 a `Consumer`, per Fetch answer in a group member."""
 
 from __future__ import annotations

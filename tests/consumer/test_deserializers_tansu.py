@@ -70,7 +70,7 @@ def test_a_value_that_does_not_parse_fails_its_partition_naming_it(bootstrap, ra
 
 def test_a_group_member_hands_its_handler_deserialized_batches(bootstrap, events):
     """The member runtime in-process (as `raykafka consume -g` runs it)."""
-    from raykafka.actors.group_member import MemberRuntime
+    from raykafka.actors.group_member_state import MemberRuntime
 
     got: list[pa.RecordBatch] = []
     done = threading.Event()

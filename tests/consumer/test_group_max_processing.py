@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from raykafka.actors.group_member import MemberRuntime
+from raykafka.actors.group_member_state import MemberRuntime
 from raykafka.mock import MockCluster
 
 pytestmark = pytest.mark.timeout(90)

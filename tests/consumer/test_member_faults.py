@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from raykafka.actors.group_member import MemberRuntime
+from raykafka.actors.group_member_state import MemberRuntime
 from raykafka.driver.embedded_broker import free_port
 from raykafka.mock import MockCluster
 from raykafka.wire import messages

@@ -11,7 +11,7 @@ import time
 import pytest
 import ray
 
-from raykafka.actors.group_member import MemberRuntime
+from raykafka.actors.group_member_state import MemberRuntime
 from raykafka.driver.consumer import Consumer
 from raykafka.driver.consumer_group import ConsumerGroup
 from raykafka.mock import MockCluster

@@ -21,7 +21,8 @@ from raykafka.mock import MockCluster
 from raykafka.spark_bridge.reader import read_dataset
 from raykafka.wire import messages
 from raykafka.wire.connection import BrokerConnection
-from raykafka.wire.records import encode_record_batch, next_offset
+from raykafka.wire.record_batch_reader import next_offset
+from raykafka.wire.record_encoding import encode_record_batch
 
 pytestmark = [pytest.mark.ray]
 

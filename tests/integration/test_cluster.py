@@ -113,7 +113,7 @@ def test_a_duplicate_tansu_answers_without_an_offset_is_found_in_its_log(broker,
     `find_batch_offset` finds where it was written, by producer id, epoch and first sequence."""
     from raykafka.wire.errors import BY_NAME
     from raykafka.wire.fetch import find_batch_offset
-    from raykafka.wire.records import encode_record_batch
+    from raykafka.wire.record_encoding import encode_record_batch
 
     topic = topic_name("dup")
     with Admin(bootstrap) as admin:
@@ -158,7 +158,7 @@ def test_tansu_refuses_an_idempotent_producers_epoch_bump_so_its_old_epoch_still
     log again until it is quiet instead. Should this test fail, tansu fences, and the heal can
     bump the epoch, then read the log once."""
     from raykafka.wire.errors import BY_NAME
-    from raykafka.wire.records import encode_record_batch
+    from raykafka.wire.record_encoding import encode_record_batch
 
     topic = topic_name("bump")
     with Admin(broker.bootstrap) as admin:

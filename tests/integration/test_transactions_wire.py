@@ -30,7 +30,8 @@ from raykafka.wire.cluster import Cluster  # noqa: E402
 from raykafka.wire.config import parse_config  # noqa: E402
 from raykafka.wire.errors import ProducerFencedError, TransactionError, TransactionTimeoutError  # noqa: E402
 from raykafka.wire.read_committed import CommittedReader  # noqa: E402
-from raykafka.wire.records import decode_record_batches, encode_record_batch  # noqa: E402
+from raykafka.wire.record_decoding import decode_record_batches  # noqa: E402
+from raykafka.wire.record_encoding import encode_record_batch  # noqa: E402
 from raykafka.wire.transactions import TransactionCoordinator, TransactionManager, TxnState, send_error  # noqa: E402
 
 pytestmark = [pytest.mark.broker]

@@ -16,7 +16,9 @@ from raykafka.wire import messages  # noqa: E402
 from raykafka.wire.cluster import Cluster  # noqa: E402
 from raykafka.wire.compression import Compression  # noqa: E402
 from raykafka.wire.config import parse_config  # noqa: E402
-from raykafka.wire.records import CREATE_TIME, decode_record_batches, encode_record_batch  # noqa: E402
+from raykafka.wire.record_batch import CREATE_TIME  # noqa: E402
+from raykafka.wire.record_decoding import decode_record_batches  # noqa: E402
+from raykafka.wire.record_encoding import encode_record_batch  # noqa: E402
 
 pytestmark = [pytest.mark.broker]
 

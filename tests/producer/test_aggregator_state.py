@@ -86,7 +86,8 @@ def test_pieces_with_and_without_headers_join_into_one_record_batch_with_each_on
     """Messages from `send` (no headers), a DataFrame's slice (encoded headers) and a cut of one,
     joined by the aggregator into one record batch, keep each record's own headers."""
     from raykafka.wire.columns import BinaryColumn
-    from raykafka.wire.records import decode_record_batches, encode_header_lists, encode_record_batch
+    from raykafka.wire.record_decoding import decode_record_batches
+    from raykafka.wire.record_encoding import encode_header_lists, encode_record_batch
 
     lists = [[("a", b"1")], None, [("b", None), ("c", b"")]]
     with_headers = MessageBatch(topic="t", partition=0, ids=[3, 4, 5], values=BinaryColumn.from_list([b"x", b"y", b"z"]),

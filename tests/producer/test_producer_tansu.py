@@ -268,7 +268,7 @@ def _record_batches(bootstrap: str, topic: str) -> list[tuple[int, int, list[byt
     from raykafka.wire import messages
     from raykafka.wire.cluster import Cluster
     from raykafka.wire.config import parse_config
-    from raykafka.wire.records import decode_record_batches
+    from raykafka.wire.record_decoding import decode_record_batches
 
     async def fetch() -> bytes:
         cluster = Cluster(parse_config({"bootstrap.servers": bootstrap}))

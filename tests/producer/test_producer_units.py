@@ -117,7 +117,7 @@ def test_a_batch_that_compresses_worse_than_estimated_is_cut_into_pieces_that_fi
     from raykafka.actors.flusher import Flusher
     from raykafka.wire.columns import BinaryColumn
     from raykafka.wire.config import parse_config
-    from raykafka.wire.records import decode_record_batches
+    from raykafka.wire.record_decoding import decode_record_batches
 
     config = parse_config({"bootstrap.servers": "localhost:9092", "compression.type": "lz4", "max.request.size": 20_000})
     flusher = Flusher(SimpleNamespace(config=config, prefix="p/"), 1, "localhost", 9092)

@@ -25,7 +25,8 @@ from raykafka.wire.cluster import Cluster
 from raykafka.wire.config import parse_config
 from raykafka.wire.connection import BrokerConnection, security_from_config
 from raykafka.wire.errors import AuthenticationError, BrokerConnectionError, ConfigError
-from raykafka.wire.records import decode_record_batches, encode_record_batch
+from raykafka.wire.record_decoding import decode_record_batches
+from raykafka.wire.record_encoding import encode_record_batch
 
 from .conftest import TlsFront
 

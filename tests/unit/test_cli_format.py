@@ -9,7 +9,7 @@ import pytest
 from raykafka.app.args import UsageError
 from raykafka.app.cli_consume import Formatter, compile_format
 from raykafka.wire.arrow_batches import records_to_arrow
-from raykafka.wire.records import encode_record_batch
+from raykafka.wire.record_encoding import encode_record_batch
 
 T0 = 1_700_000_000_000
 

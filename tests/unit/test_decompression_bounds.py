@@ -25,7 +25,8 @@ from raykafka.wire.compression import (
 )
 from raykafka.wire.config import PROPERTIES, parse_config
 from raykafka.wire.errors import ConfigError, DecodeError, RecordBatchTooLargeError
-from raykafka.wire.records import decode_record_batches, encode_record_batch
+from raykafka.wire.record_decoding import decode_record_batches
+from raykafka.wire.record_encoding import encode_record_batch
 
 CODECS = [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
 MiB = 1 << 20

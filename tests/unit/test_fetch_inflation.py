@@ -1,6 +1,6 @@
 """A fetch's compressed batches are bounded together, not only one by one: many batches, each
 under `max.decompressed.batch.bytes`, may not inflate past what the fetch as a whole may
-(`records.InflationBudget`), in both decoders, for one partition's part of an answer and for
+(`record_batch_reader.InflationBudget`), in both decoders, for one partition's part of an answer and for
 every partition of an answer that one process decodes."""
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ from raykafka.wire.compression import Compression
 from raykafka.wire.config import parse_config
 from raykafka.wire.errors import DecompressedFetchTooLargeError, RecordBatchTooLargeError
 from raykafka.wire.fetcher import decode
-from raykafka.wire.records import (
-    HEADER_SIZE,
-    MAX_INFLATION,
-    InflationBudget,
-    decode_record_batches,
-    encode_record_batch,
-)
+from raykafka.wire.record_batch import HEADER_SIZE
+from raykafka.wire.record_batch_reader import MAX_INFLATION, InflationBudget
+from raykafka.wire.record_decoding import decode_record_batches
+from raykafka.wire.record_encoding import encode_record_batch
 
 MiB = 1 << 20
 # snappy is left out: it inflates at most some 21 times, so no snappy fetch outgrows MAX_INFLATION

@@ -15,7 +15,7 @@ from raykafka.wire.config import parse_config
 from raykafka.wire.connection import BrokerConnection
 from raykafka.wire.fetch_round import back_off, fetch_round
 from raykafka.wire.fetcher import Data, PartitionFetch, Retry
-from raykafka.wire.records import encode_record_batch
+from raykafka.wire.record_encoding import encode_record_batch
 
 pytestmark = pytest.mark.timeout(60)
 

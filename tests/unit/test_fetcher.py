@@ -9,7 +9,7 @@ import numpy as np
 from raykafka.wire.config import parse_config
 from raykafka.wire.errors import BY_NAME, ConsumerError, CorruptRecordError, RecordTooLargeError
 from raykafka.wire.fetcher import Data, Failed, PartitionFetch, Refetch, Reset, Retry, decode_until_bad
-from raykafka.wire.records import encode_record_batch
+from raykafka.wire.record_encoding import encode_record_batch
 
 
 def answer(records: bytes = b"", error: str | None = None, high_watermark: int = 100) -> SimpleNamespace:

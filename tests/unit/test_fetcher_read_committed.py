@@ -10,7 +10,7 @@ from raykafka.wire.config import parse_config
 from raykafka.wire.errors import CorruptRecordError
 from raykafka.wire.fetcher import Data, Failed, PartitionFetch
 from raykafka.wire.read_committed import AbortedTransaction
-from raykafka.wire.records import encode_control_batch, encode_record_batch
+from raykafka.wire.record_encoding import encode_control_batch, encode_record_batch
 
 P1, P2 = 7, 8
 

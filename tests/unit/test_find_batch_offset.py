@@ -14,7 +14,7 @@ from raykafka.wire.config import parse_config
 from raykafka.wire.connection import BrokerConnection
 from raykafka.wire.errors import BY_NAME
 from raykafka.wire.fetch import find_batch_offset
-from raykafka.wire.records import encode_record_batch
+from raykafka.wire.record_encoding import encode_record_batch
 
 pytestmark = pytest.mark.timeout(60)
 

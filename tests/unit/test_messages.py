@@ -436,7 +436,7 @@ def test_huge_claimed_lengths(schema: Schema) -> None:
 def test_a_produce_request_takes_its_record_batch_in_pieces(version):
     """The flusher hands the record batch as (header, rest of header, records) so the request is
     the one copy; the frame is byte for byte the one built from the joined batch."""
-    from raykafka.wire.records import encode_record_batch, encode_record_batch_parts
+    from raykafka.wire.record_encoding import encode_record_batch, encode_record_batch_parts
 
     parts = encode_record_batch_parts([b"a", b"bc" * 100], [None, b"k"], 7, producer_id=3, base_sequence=0)
     assert isinstance(parts, tuple) and len(parts) == 3

@@ -24,7 +24,8 @@ from raykafka.wire.config import parse_config
 from raykafka.wire.connection import BrokerConnection
 from raykafka.wire.errors import BY_NAME, BrokerConnectionError, RequestTimedOutError, UnknownTopicError
 from raykafka.wire.protocol import encode_request
-from raykafka.wire.records import decode_record_batches, encode_record_batch
+from raykafka.wire.record_decoding import decode_record_batches
+from raykafka.wire.record_encoding import encode_record_batch
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,7 +15,7 @@ from raykafka.actors.partition_consumer_state import (
     PartitionContext,
 )
 from raykafka.wire.config import parse_config
-from raykafka.wire.records import encode_record_batch_parts
+from raykafka.wire.record_encoding import encode_record_batch_parts
 from raykafka.wire.serde import Deserializers
 
 LEADER = 7

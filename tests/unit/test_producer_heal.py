@@ -85,7 +85,7 @@ def test_the_log_is_read_again_for_records_that_land_after_the_first_read(monkey
     from raykafka.wire import fetch, messages
     from raykafka.wire.cluster import Cluster
     from raykafka.wire.config import parse_config
-    from raykafka.wire.records import encode_record_batch
+    from raykafka.wire.record_encoding import encode_record_batch
 
     monkeypatch.setattr(producer_heal, "SETTLE_S", 0.05)
     reads: list[int] = []
@@ -136,7 +136,7 @@ def _noted(book, ledger: Ledger, topic: str, partition: int, values: list[bytes]
     """Messages sent alone with these headers, numbered at `seq` in `partition` by producer 7
     epoch 0, and the LeaderDispatcher's note of it in `book`."""
     from raykafka.actors.idempotence import NumberedBatch
-    from raykafka.wire.records import encode_header_lists
+    from raykafka.wire.record_encoding import encode_header_lists
 
     ids = []
     for v in values:
@@ -165,7 +165,7 @@ def test_without_a_note_a_record_is_matched_by_its_headers_and_explicit_partitio
     """The note of B was lost (its BrokerWorker died before the driver polled it): the
     record is matched by what it holds, headers and an explicit partition included."""
     from raykafka.driver.producer_heal import SequenceBook
-    from raykafka.wire.records import encode_header_lists
+    from raykafka.wire.record_encoding import encode_header_lists
 
     ledger, book = Ledger(), SequenceBook()
     a = sent(ledger, "t", [b"same"], stamps=[1000])
@@ -198,7 +198,7 @@ def _mock_write(conn, topic: str, partition: int, values: list[bytes], pid: int,
                 timestamp: int) -> int:
     """Produce one batch; its error code."""
     from raykafka.wire import messages
-    from raykafka.wire.records import encode_record_batch
+    from raykafka.wire.record_encoding import encode_record_batch
 
     batch = encode_record_batch(values, timestamps=timestamp, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
     body = {"acks": -1, "timeout_ms": 1000, "topic_data": [{"name": topic, "partition_data": [

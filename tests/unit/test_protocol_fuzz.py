@@ -18,7 +18,7 @@ from raykafka.wire import messages
 from raykafka.wire.arrow_batches import records_to_arrow
 from raykafka.wire.errors import DecodeError
 from raykafka.wire.protocol import Api, Field, decode_response_header, encode_response
-from raykafka.wire.records import encode_record_batch
+from raykafka.wire.record_encoding import encode_record_batch
 
 BOUND = 2.0  # CPU seconds for one frame of a few KiB; an honest one takes well under a millisecond
 FUZZ = settings(max_examples=60, deadline=2000, derandomize=True,

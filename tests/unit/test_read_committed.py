@@ -14,14 +14,9 @@ from raykafka.wire.read_committed import (
     CommittedReader,
     committed_batches,
 )
-from raykafka.wire.records import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    control_type,
-    decode_record_batches,
-    encode_control_batch,
-    encode_record_batch,
-)
+from raykafka.wire.record_batch import CONTROL_ABORT, CONTROL_COMMIT, control_type
+from raykafka.wire.record_decoding import decode_record_batches
+from raykafka.wire.record_encoding import encode_control_batch, encode_record_batch
 
 P1, P2, PLAIN = 1000, 2000, 3000
 TS = 1_700_000_000_000

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from raykafka.wire.arrow_batches import records_to_arrow
 from raykafka.wire.compression import Compression, compress, decompress
 from raykafka.wire.errors import CorruptRecordError, DecodeError
-from raykafka.wire.records import decode_record_batches, encode_record_batch
+from raykafka.wire.record_decoding import decode_record_batches
+from raykafka.wire.record_encoding import encode_record_batch
 
 from ..reference import batches_to_arrow
 
@@ -100,7 +101,7 @@ def _hostile(field: str, value: int, compression: int = 0) -> bytes:
     return bytes(buf) if field == "crc" else _with_crc(buf)
 
 
-# where each header field lies, and its type (see records.py)
+# where each header field lies, and its type (see record_batch.py)
 HEADER_FIELDS = {
     "base_offset": (0, ">q"), "batch_length": (8, ">i"), "partition_leader_epoch": (12, ">i"),
     "magic": (16, ">b"), "crc": (17, ">I"), "attributes": (21, ">h"), "last_offset_delta": (23, ">i"),

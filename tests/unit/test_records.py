@@ -10,16 +10,11 @@ from crc32c import crc32c
 
 from raykafka.wire.compression import Compression
 from raykafka.wire.errors import CorruptRecordError, DecodeError, KafkaError
-from raykafka.wire.records import (
-    CREATE_TIME,
-    LOG_APPEND_TIME,
-    Record,
-    batch_record_count,
-    decode_record_batches,
-    decode_varint,
-    encode_record_batch,
-    encode_varint,
-)
+from raykafka.wire.record_batch import CREATE_TIME, LOG_APPEND_TIME, Record
+from raykafka.wire.record_batch_reader import batch_record_count
+from raykafka.wire.record_decoding import decode_record_batches
+from raykafka.wire.record_encoding import encode_record_batch
+from raykafka.wire.varints import decode_varint, encode_varint
 
 CODECS = list(Compression)
 
@@ -339,10 +334,10 @@ def test_columns_encode_to_the_same_bytes_as_lists(monkeypatch, n, keys, stamps)
     past 63 and 8191), null values and keys, timestamps that differ, and slices of a column."""
     import random
 
-    from raykafka.wire import records
+    from raykafka.wire import record_encoding
     from raykafka.wire.columns import BinaryColumn
 
-    monkeypatch.setattr(records, "COLUMNAR_MIN", 1)  # the column-wise encoder at every size
+    monkeypatch.setattr(record_encoding, "COLUMNAR_MIN", 1)  # the column-wise encoder at every size
 
     rng = random.Random(n)
     sizes = [0, 5, 100, 127, 128, 200] + ([20000] if n < 100 else [])
@@ -364,10 +359,10 @@ def test_columns_encode_to_the_same_bytes_as_lists(monkeypatch, n, keys, stamps)
 
 @pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
 def test_columns_encode_the_same_under_every_codec(monkeypatch, codec):
-    from raykafka.wire import records
+    from raykafka.wire import record_encoding
     from raykafka.wire.columns import BinaryColumn
 
-    monkeypatch.setattr(records, "COLUMNAR_MIN", 1)
+    monkeypatch.setattr(record_encoding, "COLUMNAR_MIN", 1)
 
     values = [bytes([i % 251]) * (i % 300) if i % 7 else None for i in range(3000)]
     key_list = [b"k%d" % i if i % 3 else None for i in range(3000)]
@@ -380,10 +375,10 @@ def test_columns_encode_the_same_under_every_codec(monkeypatch, codec):
 def test_columns_with_constant_fields_encode_the_same_as_lists(monkeypatch, shape):
     """Fields the same for every record (fixed-size values or keys, all-null values) are encoded
     once and broadcast; the bytes must still be the per-record encoder's."""
-    from raykafka.wire import records
+    from raykafka.wire import record_encoding
     from raykafka.wire.columns import BinaryColumn
 
-    monkeypatch.setattr(records, "COLUMNAR_MIN", 1)
+    monkeypatch.setattr(record_encoding, "COLUMNAR_MIN", 1)
 
     n = 1 if shape == "one record" else 9000  # offset deltas of 1, 2 and 3 bytes beside the constants
     values = [None] * n if shape == "null values" else [b"%0130d" % i for i in range(n)]
@@ -419,11 +414,11 @@ def test_headers_from_arrow_encode_to_the_same_bytes_as_lists(monkeypatch, n, ke
     """A DataFrame's headers column, encoded in Arrow passes (`encode_headers`) and laid into the
     records column-wise, is byte for byte what the per-record encoder makes from Python lists,
     and reads back as the same headers; also for a slice of the column."""
-    from raykafka.wire import records
+    from raykafka.wire import record_encoding
     from raykafka.wire.columns import BinaryColumn
-    from raykafka.wire.records import encode_header_lists, encode_headers
+    from raykafka.wire.record_encoding import encode_header_lists, encode_headers
 
-    monkeypatch.setattr(records, "COLUMNAR_MIN", 1)
+    monkeypatch.setattr(record_encoding, "COLUMNAR_MIN", 1)
     rows = _header_rows(n, n)
     arrow = pa.array([None if hs is None else [{"key": k, "value": v} for k, v in hs] for hs in rows], HEADER_TYPE)
     values = [b"v%d" % i for i in range(n)]
@@ -443,7 +438,7 @@ def test_headers_from_arrow_encode_to_the_same_bytes_as_lists(monkeypatch, n, ke
 
 
 def test_headers_from_arrow_take_string_values_and_large_lists_and_chunks():
-    from raykafka.wire.records import encode_header_lists, encode_headers
+    from raykafka.wire.record_encoding import encode_header_lists, encode_headers
 
     rows = [[("a", b"1")], None, [("b", None), ("c", b"33")]]
     as_strings = pa.array([None if hs is None else [{"key": k, "value": None if v is None else v.decode()}
@@ -465,7 +460,7 @@ def test_headers_from_arrow_take_string_values_and_large_lists_and_chunks():
     (pa.array([b"x"]), "expected a list of struct"),
 ])
 def test_bad_headers_columns_are_named(column, message):
-    from raykafka.wire.records import encode_headers
+    from raykafka.wire.record_encoding import encode_headers
 
     with pytest.raises(TypeError, match=message):
         encode_headers(column)

@@ -17,7 +17,7 @@ from raykafka.wire.cluster import Cluster
 from raykafka.wire.config import parse_config
 from raykafka.wire.errors import CorruptRecordError, DecodeError, LookupTimeoutError
 from raykafka.wire.fetch import records_of_producer
-from raykafka.wire.records import encode_record_batch
+from raykafka.wire.record_encoding import encode_record_batch
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,0 +1,789 @@
+"""MemberRuntime: one consumer-group member's life, without Ray: sessions, heartbeats, the
+fetch loop, commits, and the user's handler in a thread per claim.
+
+Cardinality: one per group member, hosted by a `GroupMember` actor (`actors/group_member.py`) or
+run in process by `raykafka consume -g`. Called by: its host (`start`, `status`, `stop`,
+`wait_ended`) and, from the handler's threads, its `Session`s (`actors/group_session.py`).
+Calls: the group coordinator (through `wire.group_coordinator`), the leaders of its claimed
+partitions (one Fetch round per broker for all its claims, `wire.fetch_round`), and the user's
+handler.
+
+A member lives through sessions, one per generation (Sarama's consumerGroupSession): join,
+read committed offsets, `handler.setup(session)`, one thread per claim running
+`handler.consume_claim(session, claim)`, and meanwhile the fetch loop, auto-commit and the
+partition-count check. The session ends when the group rebalances (a heartbeat says so), a
+subscribed topic grows, the topics a pattern matches change, a handler fails, or the member
+stops; then claims close, the member
+waits for its handlers (all of them together at most `rebalance.timeout.ms`), runs
+`handler.cleanup`, commits what was marked with the ending generation, and rejoins.
+Heartbeats run on their own task for the member's whole life, not per session, so they go on
+while a session waits for slow handlers and while it opens.
+
+Under the cooperative protocol (`partition.assignment.strategy=cooperative-sticky`, KIP-429) a
+rebalance does not end the session: the member joins again while its claims go on being fetched
+and handled (`_rejoin_loop`), then closes only the claims the new assignment leaves out (their
+handlers return, their marks are committed) and opens only the new ones. A round that revoked
+anything is followed at once by another, in which the leader gives those partitions to their
+new members. A member left out of a generation (its heartbeat or join answered that it is
+unknown, or that its generation is stale) has lost its claims: its session ends as above.
+
+Riding out faults, as librdkafka does: a broker that cannot be reached is asked again for as
+long as the member runs, each connection attempt paced by the cluster's reconnect backoff
+(`reconnect.backoff.ms` doubling up to `reconnect.backoff.max.ms`); every other retriable
+failure is retried after `retry.backoff.ms`. Only these end a member (`fatal` in its status):
+an error `errors.is_fatal` names (authentication, authorization, FENCED_INSTANCE_ID, a config
+the broker refuses), and handler failures past the policy below. A partition whose data cannot
+be read (a corrupt batch; an offset out of range with `auto.offset.reset=none`) fails alone:
+its claim ends with a `ConsumerError` naming it and the cause (`claim.error`, and the member's
+`errors`), logged at ERROR; the member's other claims go on.
+
+Handler policy: a handler that raises (in `setup`, `consume_claim` or `cleanup`) ends its
+session; what it marked is committed and the member rejoins, so the batches it did not mark
+come again. After `max_handler_failures` failures in a row with no offset marked between them,
+the member stops with the last one as its fatal error.
+
+Order kept: per claim, batches reach the handler in offset order. A claim whose handler is
+slow pauses alone: it is left out of fetches while its queue is full, or while a batch has
+waited in it longer than `max.processing.time.ms`, until the handler takes a batch (as a
+`Consumer`'s broker consumer leaves out a partition that has not acked within that time).
+The member fetches its claims itself rather than through per-partition actors: claims
+change at every rebalance, and a member is already one process.
+
+Subscribed names that start with `^` are patterns (wire/subscription.py): before each join the
+member looks up the topics they match and subscribes to those; while a session runs it looks
+again every `metadata.max.age.ms` (or `topic.metadata.refresh.interval.ms`, if shorter), and a
+topic that came or went ends the session, so that the member joins again with the new list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
+
+from ..wire.cluster import Cluster
+from ..wire.config import parse_config
+from ..wire.errors import ConsumerError, KafkaError, is_fatal
+from ..wire.fetch import RESET_POLICIES, resolve_offsets
+from ..wire.fetch_round import FetchAnswer, back_off, fetch_round
+from ..wire.fetcher import Data, Failed, PartitionFetch, Reset, Retry, bad_data
+from ..wire.group_coordinator import Generation, GroupCoordinator, RebalanceNeeded
+from ..wire.loop import LoopThread
+from ..wire.serde import Deserializers
+from ..wire.subscription import TopicSubscription, external_topics
+from .group_session import Claim, Session, as_handler
+from .metrics import ConsumerMetrics
+
+log = logging.getLogger("raykafka.actors.group_member")
+
+IDLE_CHECK_S = 0.02  # with every claim paused or done, how often the fetch loop looks again
+MAX_HANDLER_FAILURES = 3
+
+
+def stop_bound(config: dict[str, Any]) -> float:
+    """Seconds a member's stop may take: its handlers get `rebalance.timeout.ms`, then cleanup,
+    the last commit and LeaveGroup are a few requests each."""
+    return config["rebalance.timeout.ms"] / 1000 + 4 * config["request.timeout.ms"] / 1000 + 10
+
+
+class MemberError(NamedTuple):
+    """One error a member met. `kind`: "partition" (that claim ended), "handler" (the session
+    ended, the member rejoined) or "fatal" (the member ended); `where` names the partition
+    ("topic/partition"), the handler call, or the member."""
+
+    kind: str
+    where: str
+    cause: str
+
+
+class MemberRuntime:
+    """One member's life: sessions until stopped, or until a fatal error."""
+
+    def __init__(self, config: dict[str, Any], topics: list[str], handler: Any,
+                 max_handler_failures: int = MAX_HANDLER_FAILURES):
+        self.config = parse_config(config)
+        if not self.config["group.id"]:
+            raise ValueError("group.id: required for a consumer group")
+        self.subscription = TopicSubscription.of(topics)
+        if not self.subscription.names and not self.subscription.has_patterns:
+            raise ValueError("topics: a consumer group needs at least one topic")
+        self.topics = list(self.subscription.names)  # and, with patterns, the topics they matched last
+        if max_handler_failures < 1:
+            raise ValueError(f"max_handler_failures: must be at least 1, got {max_handler_failures}")
+        self.handler = as_handler(handler)
+        self.deserialize = Deserializers.from_config(self.config)
+        self.max_handler_failures = max_handler_failures
+        self.cluster = Cluster(self.config)
+        self.coordinator = GroupCoordinator(self.cluster, self.config, self.topics)
+        self.loop = LoopThread("raykafka-member")
+        self.metrics = ConsumerMetrics(self.config["group.id"], self.config["group.id"])
+        self.session: Session | None = None
+        self.generations = 0
+        self.fetched_batches = 0
+        self.heartbeats = 0  # answered heartbeats
+        self.handler_failures = 0  # in a row, with nothing marked between them
+        self.errors: list[MemberError] = []
+        self.error: str | None = None  # the last error met, of any kind
+        self.fatal: str | None = None  # the error that ended the member
+        self.last_end_reason = ""
+        self._fatal_error: BaseException | None = None
+        self._end: Callable[[str], None] | None = None  # ends the current session
+        # under the cooperative protocol: asks the session to join again beside its claims
+        self._rejoin: Callable[[str], None] | None = None
+        self._joining = False  # a cooperative session's join is under way (it keeps the membership)
+        self.revoked = 0  # partitions given up while the session went on (the cooperative protocol)
+        self._stop: asyncio.Event | None = None
+        self._future: Any = None
+
+    # -- life ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._future = self.loop.submit(self._run())
+
+    def wait_ended(self) -> None:
+        """Return once the member's life has ended (stopped or failed)."""
+        if self._future is not None:
+            concurrent.futures.wait([self._future])
+
+    def run_on_loop(self, coro: Any) -> Any:
+        return self.loop.run(coro, self.config["request.timeout.ms"] / 1000 * 2)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """End the session, commit, leave the group; return once done (or after `timeout`, by
+        default `stop_bound()`, with the overrun recorded as an error). A fatal error that
+        ended the member is in `fatal`, not raised here."""
+        if self._future is None:
+            return
+        timeout = stop_bound(self.config) if timeout is None else timeout
+        self.loop.loop.call_soon_threadsafe(self._request_stop)
+        try:
+            self._future.result(timeout)
+        except TimeoutError:
+            self._record("fatal", "member", f"did not stop within {timeout:.0f}s")
+        except Exception as exc:  # noqa: BLE001 - the fatal error, already in self.fatal
+            log.debug("member ended with %r", exc)
+        finally:
+            try:
+                self.run_on_loop(self.cluster.close())
+            finally:
+                self.loop.stop()
+
+    def _request_stop(self) -> None:
+        if self._stop is None:
+            self._stop = asyncio.Event()
+        self._stop.set()
+        if self._end is not None:
+            self._end("stop")
+
+    def status(self) -> dict[str, Any]:
+        s = self.session
+        return {"member_id": self.coordinator.member_id, "generation_id": self.coordinator.generation_id,
+                "claims": dict(s.claims) if s else {}, "generations": self.generations,
+                "fetched_batches": self.fetched_batches, "heartbeats": self.heartbeats, "error": self.error,
+                "fatal": self.fatal, "errors": list(self.errors),
+                "failed_partitions": {c.topic + "/" + str(c.partition): str(c.error)
+                                      for c in (s._claims.values() if s else ()) if c.error is not None},
+                "committed": dict(s.committed) if s else {}, "last_end_reason": self.last_end_reason,
+                "revoked": self.revoked,
+                "metrics": self.metrics.snapshot()}
+
+    async def _run(self) -> None:
+        if self._stop is None:
+            self._stop = asyncio.Event()
+        leaving = asyncio.Event()
+        heartbeat = asyncio.ensure_future(self._heartbeat_loop(leaving))
+        try:
+            while not self._stop.is_set():
+                await self._look_up_subscription()
+                generation = await self._unless_stopped(self.coordinator.join())
+                if generation is None:
+                    break
+                self.generations += 1
+                self.metrics.rebalanced()
+                await self._session(generation)
+                if self._fatal_error is not None:
+                    raise self._fatal_error
+        except Exception as exc:
+            if self.fatal is None:
+                self._record("fatal", "member", f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            leaving.set()  # the loop ends at its next turn even if a cancel is lost inside a request
+            heartbeat.cancel()
+            await asyncio.wait([heartbeat], timeout=self.config["request.timeout.ms"] / 1000)
+            await self.coordinator.leave()
+
+    async def _unless_stopped(self, coro: Awaitable[Any], stop_event: asyncio.Event | None = None) -> Any:
+        """`coro`'s result, or None if the member is told to stop first, or `stop_event` is set
+        first (then `coro` is cancelled)."""
+        assert self._stop is not None
+        task = asyncio.ensure_future(coro)
+        stop = asyncio.ensure_future((stop_event or self._stop).wait())
+        try:
+            await asyncio.wait([task, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when this is cancelled: neither is left pending for the loop's close
+            for pending in (stop, task):
+                if not pending.done():
+                    pending.cancel()
+                    await asyncio.wait([pending])
+        return None if task.cancelled() else task.result()
+
+    def _record(self, kind: str, where: str, cause: str) -> None:
+        self.errors.append(MemberError(kind, where, cause))
+        self.error = cause
+        if kind == "fatal" and self.fatal is None:
+            self.fatal = f"{where}: {cause}"
+            log.error("group/%s member %s failed: %s", self.coordinator.group_id, self.coordinator.member_id,
+                      self.fatal)
+
+    def _fail_member(self, error: BaseException) -> None:
+        """A fatal error: record it, end the session; `_run` ends after the session's last commit."""
+        if self._fatal_error is None:
+            self._fatal_error = error
+            self._record("fatal", "member", f"{type(error).__name__}: {error}")
+        if self._end is not None:
+            self._end(f"fatal: {error}")
+
+    def _rebalance(self, why: str, keeps_claims: bool = True) -> None:
+        """The group wants this member to join again. Under the cooperative protocol, while its
+        generation stands, the session goes on and joins beside its claims (`_rejoin_loop`);
+        otherwise the session ends, and the next one joins."""
+        if self._rejoin is not None and keeps_claims and self.coordinator.generation_id >= 0:
+            self._rejoin(why)
+        elif self._end is not None:
+            self._end(why)
+
+    # -- heartbeats, for the member's whole life -------------------------------
+
+    async def _heartbeat_loop(self, leaving: asyncio.Event) -> None:
+        """Heartbeat every `heartbeat.interval.ms` while the member holds a generation (a session
+        is open, opening or closing), until it leaves; tell the session when the group moved on,
+        when the coordinator has not answered for `session.timeout.ms`, or when the member is fenced."""
+        interval = self.config["heartbeat.interval.ms"] / 1000
+        session_timeout = self.config["session.timeout.ms"] / 1000
+        last_ok = time.monotonic()
+        while True:
+            await _wait_or(leaving, interval)
+            if leaving.is_set():
+                return
+            end = self._end
+            if end is None or self._joining:  # joining: the join itself keeps the membership
+                last_ok = time.monotonic()
+                continue
+            try:
+                await self.coordinator.heartbeat()
+                self.heartbeats += 1
+                last_ok = time.monotonic()
+            except RebalanceNeeded as exc:
+                self._rebalance(f"rebalance ({exc})", exc.keeps_claims)
+            except KafkaError as exc:
+                if is_fatal(exc):
+                    self._fail_member(exc)
+                    continue
+                silent = time.monotonic() - last_ok
+                log.info("group/%s heartbeat failed (%.1fs without an answer): %s", self.coordinator.group_id,
+                         silent, exc)
+                if silent > session_timeout:
+                    end(f"no heartbeat answered for {silent:.1f}s (session.timeout.ms): {exc}")
+            except Exception:  # never let heartbeats die silently
+                log.exception("group/%s heartbeat failed", self.coordinator.group_id)
+
+    # -- one session -----------------------------------------------------------
+
+    async def _session(self, generation: Generation) -> None:
+        over = asyncio.Event()
+        reason: list[str] = []
+
+        def end(why: str) -> None:
+            if not over.is_set():
+                reason.append(why)
+                over.set()
+
+        self._end = end
+        if self._stop is not None and self._stop.is_set():
+            end("stop")
+        try:
+            await self._run_session(generation, over, end)
+        finally:
+            self._end = None
+            self.last_end_reason = reason[0] if reason else ""
+            log.info("group/%s member %s generation %d ended: %s", self.coordinator.group_id,
+                     generation.member_id, generation.generation_id, self.last_end_reason)
+
+    async def _run_session(self, generation: Generation, over: asyncio.Event, end: Callable[[str], None]) -> None:
+        """Open the claims, run the handler on them until the session ends, commit what it marked."""
+        claims = await self._open_claims(generation.claims, over, end)
+        session = self.session = Session(self, generation, {} if claims is None else claims)  # the same dict
+        if claims is None:  # the session ended while it opened
+            return
+        bound = self.config["rebalance.timeout.ms"] / 1000  # for the handler's setup, and again to wind down
+        if await self._call_handler("setup", self.handler.setup, session, over, end, bound):
+            loop = asyncio.get_running_loop()
+            threads = {tp: self._start_claim(session, c, end) for tp, c in claims.items()}
+            await self._consume(session, generation, claims, threads, over, end)
+            await self._wind_down(session, claims, list(threads.values()), loop.time() + bound, end)
+        try:
+            await self.commit_session(session)
+        except (RebalanceNeeded, KafkaError) as exc:
+            if is_fatal(exc):
+                self._fail_member(exc)
+            log.warning("commit at the end of generation %d failed: %s", session.generation_id, exc)
+        finally:
+            with session._lock:
+                session.ended = True
+
+    def _start_claim(self, session: Session, claim: Claim, end: Callable[[str], None]) -> threading.Thread:
+        """The handler's `consume_claim` of `claim`, in a thread of its own, started."""
+        thread = threading.Thread(target=self._consume_claim, args=(session, claim, asyncio.get_running_loop(), end),
+                                  daemon=True, name=f"claim-{claim.topic}-{claim.partition}")
+        thread.start()
+        return thread
+
+    async def _consume(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
+                       threads: dict[tuple[str, int], threading.Thread], over: asyncio.Event,
+                       end: Callable[[str], None]) -> None:
+        """The session's loops (fetching, auto-commit, the partition-count check, and under the
+        cooperative protocol the rejoins) until it ends."""
+        positions = {tp: PartitionFetch(self.config, *tp, c.initial_offset) for tp, c in claims.items()}
+        loops = [self._fetch_loop(claims, positions, over), self._auto_commit_loop(session, over),
+                 self._partition_check()]
+        if generation.cooperative:
+            loops.append(self._rejoin_loop(session, claims, positions, threads, over, end))
+        tasks = [asyncio.ensure_future(coro) for coro in loops]
+        await asyncio.wait([asyncio.ensure_future(over.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
+        end("a session task ended")
+        for t in tasks:
+            t.cancel()
+        await asyncio.wait(tasks, timeout=self.config["request.timeout.ms"] / 1000)  # their cancellations run
+        for t in tasks:
+            if t.done() and not t.cancelled() and t.exception() is not None:
+                self._task_failed(t.exception())
+
+    async def _wind_down(self, session: Session, claims: dict[tuple[str, int], Claim], threads: list[threading.Thread],
+                         deadline: float, end: Callable[[str], None]) -> None:
+        """Close the claims, give the handlers until `deadline` (loop time) to return, run cleanup.
+        Heartbeats go on meanwhile; a handler still running at the deadline is left behind."""
+        loop = asyncio.get_running_loop()
+        for c in claims.values():
+            c.close()
+        for t in threads:
+            await asyncio.to_thread(t.join, max(0.0, deadline - loop.time()))
+        for t in threads:
+            if t.is_alive():
+                self._handler_failed(t.name.replace("claim-", "consume_claim "), TimeoutError(
+                    f"still running {self.config['rebalance.timeout.ms']} ms (rebalance.timeout.ms) after "
+                    f"generation {session.generation_id} ended; left behind"))
+        await self._call_handler("cleanup", self.handler.cleanup, session, None, end, max(1.0, deadline - loop.time()))
+
+    def _task_failed(self, error: BaseException) -> None:
+        if is_fatal(error) or not isinstance(error, KafkaError):
+            log.error("session task failed: %r", error)
+            self._fail_member(error)
+        else:
+            log.warning("session task failed: %r", error)
+
+    async def _call_handler(self, name: str, fn: Callable[[Session], Any], session: Session,
+                            over: asyncio.Event | None, end: Callable[[str], None],
+                            timeout: float | None = None) -> bool:
+        """Run `handler.setup` or `.cleanup` in a thread (bounded by `timeout`); a failure ends the
+        session and counts against the handler policy. True if it returned."""
+        if over is not None and over.is_set():
+            return False
+        try:
+            await asyncio.wait_for(asyncio.to_thread(fn, session), timeout)
+            return True
+        except Exception as exc:  # noqa: BLE001 - the handler's error: recorded, the policy decides
+            self._handler_failed(name, exc)
+            end(f"{name} raised {type(exc).__name__}: {exc}")
+            return False
+
+    def _handler_failed(self, where: str, exc: BaseException) -> None:
+        self.handler_failures += 1
+        cause = f"{where} raised {type(exc).__name__}: {exc}"
+        log.error("group/%s %s (%d in a row)", self.coordinator.group_id, cause, self.handler_failures)
+        self._record("handler", where, cause)
+        if self.handler_failures >= self.max_handler_failures:
+            self._fail_member(ConsumerError(f"the handler failed {self.handler_failures} times in a row "
+                                            f"(max_handler_failures={self.max_handler_failures}): {cause}"))
+
+    async def _retrying(self, call: Callable[[], Awaitable[Any]], what: str, over: asyncio.Event,
+                        end: Callable[[str], None]) -> Any:
+        """`call()`'s result, retried on retriable failures until the session ends (then None)."""
+        failures = 0
+        while not over.is_set():
+            try:
+                return await call()
+            except RebalanceNeeded as exc:
+                end(f"rebalance ({exc})")
+                return None
+            except KafkaError as exc:
+                if is_fatal(exc):
+                    raise
+                failures += 1
+                log.log(logging.WARNING if failures == 1 else logging.INFO, "group/%s %s failed (%d): %s",
+                        self.coordinator.group_id, what, failures, exc)
+            await back_off(self.config, over)
+        return None
+
+    async def _open_claims(self, wanted: dict[str, list[int]], over: asyncio.Event,
+                           end: Callable[[str], None]) -> dict[tuple[str, int], Claim] | None:
+        """A claim per partition `wanted`, at its committed offset, else where `auto.offset.reset`
+        says; a partition with neither fails alone. None if the session ended first (or, for a
+        cooperative session's new partitions, a rebalance came first: `end` was told)."""
+        try:
+            committed = await self._retrying(lambda: self.coordinator.fetch_offsets(wanted), "offset fetch", over, end)
+            if committed is None:
+                return None
+            policy = self.config["auto.offset.reset"]
+            claims = {}
+            for topic, ps in wanted.items():
+                missing = [p for p in ps if committed.get((topic, p), -1) < 0]
+                reset: dict[int, int] = {}
+                if missing and policy in RESET_POLICIES:
+                    reset = await self._retrying(lambda t=topic, m=missing: resolve_offsets(self.cluster, t, m, policy),
+                                                 f"{topic} offset reset", over, end)
+                    if reset is None:
+                        return None
+                for p in ps:
+                    start = reset.get(p, committed.get((topic, p), -1))
+                    claim = claims[(topic, p)] = Claim(topic, p, start, None if self.deserialize.raw else self.deserialize)
+                    if start < 0:
+                        self._partition_failed(claim, f"no committed offset and auto.offset.reset={policy}")
+            return claims
+        except KafkaError as exc:  # fatal (the retries took the rest)
+            self._fail_member(exc)
+            return None
+
+    def _partition_failed(self, claim: Claim, cause: str) -> None:
+        where = f"{claim.topic}/{claim.partition}"
+        error = ConsumerError(f"{where}: {cause}")
+        log.error("group/%s %s failed: %s", self.coordinator.group_id, where, cause)
+        claim.fail(error)
+        self._record("partition", where, str(error))
+
+    def _consume_claim(self, session: Session, claim: Claim, loop: asyncio.AbstractEventLoop,
+                       end: Callable[[str], None]) -> None:
+        """Run the handler on one claim; as in Sarama, the first claim to stop ends the session
+        (not one that stopped because its partition failed)."""
+        why = f"consume_claim({claim.topic}/{claim.partition}) returned"
+        try:
+            self.handler.consume_claim(session, claim)
+        except Exception as exc:  # noqa: BLE001 - the handler's error: recorded, the policy decides
+            _call_soon(loop, self._handler_failed, f"consume_claim({claim.topic}/{claim.partition})", exc)
+            why = f"consume_claim({claim.topic}/{claim.partition}) raised {type(exc).__name__}: {exc}"
+        else:
+            if claim.error is not None:
+                return
+        if not claim._closed.is_set():
+            _call_soon(loop, end, why)
+
+    # -- the cooperative protocol (KIP-429) ---------------------------------------
+
+    async def _rejoin_loop(self, session: Session, claims: dict[tuple[str, int], Claim],
+                           positions: dict[tuple[str, int], PartitionFetch],
+                           threads: dict[tuple[str, int], threading.Thread], over: asyncio.Event,
+                           end: Callable[[str], None]) -> None:
+        """Each rebalance the group asks for, joined while the claims go on being fetched and
+        handled; then only the partitions the new assignment leaves out close, and only the new
+        ones open. A round that revoked any is followed at once by another, which gives them to
+        their new members. A member left out of a generation meanwhile ends the session: what it
+        held may be another's already."""
+        asked = asyncio.Event()
+        reasons: list[str] = []
+
+        def rejoin(why: str) -> None:
+            if self._joining:  # the join under way answers it (a commit refused while it runs, say)
+                return
+            reasons.append(why)
+            asked.set()
+
+        self._rejoin = rejoin
+        try:
+            while not over.is_set():
+                await self._unless_stopped(asked.wait(), over)
+                if over.is_set():
+                    return
+                asked.clear()
+                member_id = self.coordinator.member_id
+                log.info("group/%s member %s joins again, keeping its claims: %s", self.coordinator.group_id,
+                         member_id, "; ".join(reasons))
+                reasons.clear()
+                self._joining = True
+                try:
+                    await self._look_up_subscription()
+                    generation = await self._unless_stopped(self.coordinator.join(), over)
+                finally:
+                    self._joining = False
+                if generation is None:
+                    return
+                self.generations += 1
+                self.metrics.rebalanced()
+                if not generation.cooperative or generation.member_id != member_id:
+                    end("the group moved to the eager protocol" if not generation.cooperative
+                        else f"member {member_id} was left out of a generation; its claims are lost")
+                    return
+                revoked = await self._revoke(session, generation, claims, positions, threads, end)
+                await self._add(session, generation, claims, positions, threads, over, end)
+                if revoked:
+                    rejoin(f"gave up {revoked}")
+        finally:
+            self._rejoin = None
+
+    async def _revoke(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
+                      positions: dict[tuple[str, int], PartitionFetch],
+                      threads: dict[tuple[str, int], threading.Thread], end: Callable[[str], None]) -> list[str]:
+        """Close the claims `generation` no longer gives this member, give their handlers until
+        `rebalance.timeout.ms` to return, commit what they marked, and forget them."""
+        assigned = {(t, p) for t, ps in generation.claims.items() for p in ps}
+        gone = sorted(set(claims) - assigned)
+        with session._lock:
+            session.generation_id = generation.generation_id
+        if not gone:
+            return []
+        for tp in gone:
+            claims[tp].close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config["rebalance.timeout.ms"] / 1000
+        for tp in gone:
+            thread = threads.pop(tp)
+            await asyncio.to_thread(thread.join, max(0.0, deadline - loop.time()))
+            if thread.is_alive():
+                self._handler_failed(f"consume_claim({tp[0]}/{tp[1]})", TimeoutError(
+                    f"still running {self.config['rebalance.timeout.ms']} ms (rebalance.timeout.ms) after its "
+                    f"partition was revoked; left behind"))
+        try:
+            await self.commit_session(session)
+        except (RebalanceNeeded, KafkaError) as exc:
+            if is_fatal(exc):
+                self._fail_member(exc)
+            log.warning("group/%s commit of the revoked %s failed: %s", self.coordinator.group_id, gone, exc)
+        with session._lock:  # a mark not committed now is not committed later: another member owns it
+            for tp in gone:
+                del claims[tp]
+                positions.pop(tp, None)
+                session.marked.pop(tp, None)
+                session.committed.pop(tp, None)
+            session.claims_changed()
+        self.revoked += len(gone)
+        return [f"{t}/{p}" for t, p in gone]
+
+    async def _add(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
+                   positions: dict[tuple[str, int], PartitionFetch],
+                   threads: dict[tuple[str, int], threading.Thread], over: asyncio.Event,
+                   end: Callable[[str], None]) -> None:
+        """Open the claims `generation` gives this member anew, and start their handlers."""
+        new = {t: kept for t, ps in generation.claims.items() if (kept := [p for p in ps if (t, p) not in claims])}
+        if not new:
+            return
+        opened = await self._open_claims(new, over, self._rebalance)
+        if opened is None:  # a rebalance or the session's end came first; the next join gives them again
+            return
+        with session._lock:
+            claims.update(opened)
+            session.claims_changed()
+        for tp, claim in opened.items():
+            positions[tp] = PartitionFetch(self.config, *tp, claim.initial_offset)
+            threads[tp] = self._start_claim(session, claim, end)
+
+    # -- fetching --------------------------------------------------------------
+
+    async def _fetch_loop(self, claims: dict[tuple[str, int], Claim], positions: dict[tuple[str, int], PartitionFetch],
+                          over: asyncio.Event) -> None:
+        """Fetch every claim that is neither done, full nor behind (a batch left untaken past
+        `max.processing.time.ms`), one request per leader. A failure
+        that is not the partition's own (a broker down, a leader moved) is retried after
+        `retry.backoff.ms` with fresh metadata; reconnecting waits the reconnect backoff."""
+        stale = True
+        failures = 0
+        max_processing = self.config["max.processing.time.ms"] / 1000
+        while not over.is_set():
+            now = time.monotonic()
+            wanted = [tp for tp, claim in claims.items()
+                      if not claim.done and not claim.full and not claim.behind(now, max_processing)]
+            if not wanted:
+                await _wait_or(over, IDLE_CHECK_S)  # every claim is done or paused: their handlers are behind
+                continue
+            problems: list[Any] = []
+            try:
+                if stale:
+                    await self.cluster.refresh_metadata(self.topics)
+                    stale = False
+                by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
+                for tp in wanted:
+                    by_leader[self.cluster.metadata.leader(*tp)].append(tp)
+                results = await asyncio.gather(*(self._fetch_from(leader, tps, claims, positions)
+                                                 for leader, tps in by_leader.items()), return_exceptions=True)
+                problems = [r for r in results if r is not None]
+            except KafkaError as exc:
+                problems = [exc]
+            for problem in problems:
+                if isinstance(problem, BaseException) and (is_fatal(problem) or not isinstance(problem, KafkaError)):
+                    raise problem
+            if problems:
+                failures += 1
+                stale = True
+                log.log(logging.WARNING if failures in (1, 10, 100) else logging.INFO,
+                        "group/%s fetch failed %d time(s) in a row, retrying with fresh metadata: %s",
+                        self.coordinator.group_id, failures, "; ".join(map(str, problems)))
+                await back_off(self.config, over)
+            else:
+                failures = 0
+
+    async def _fetch_from(self, leader: int, tps: list[tuple[str, int]], claims: dict[tuple[str, int], Claim],
+                          positions: dict[tuple[str, int], PartitionFetch]) -> Any:
+        """One Fetch from `leader`; None if it went well, else what went wrong (to retry).
+        A partition whose own data is bad fails its claim here and is not retried."""
+        if leader < 0:
+            return f"no leader for {tps}"
+        conn = await self.cluster.connection(leader)
+        asked = {tp: positions[tp] for tp in tps if tp in positions}  # a cooperative rejoin may have revoked some
+        if not asked:
+            return None
+        answer = await fetch_round(conn, self.config, asked,
+                                   timed=lambda request: self.metrics.fetch_timed(leader, request),
+                                   where=f"broker {leader}")
+        problem = None
+        for tp, fetch, outcome in answer.parts:
+            claim = claims.get(tp)
+            if claim is None or claim.done:
+                continue
+            claim.high_watermark = fetch.high_watermark
+            if isinstance(outcome, Data):
+                self._take(claim, fetch, outcome, answer)
+            elif isinstance(outcome, Reset):
+                problem = await self._offset_out_of_range(claim, fetch, outcome) or problem
+            elif isinstance(outcome, Retry):
+                problem = str(outcome.error)
+            elif isinstance(outcome, Failed):
+                self._partition_failed(claim, str(outcome.error))
+            # Refetch: the next round asks again, for the whole batch
+        return problem
+
+    def _take(self, claim: Claim, fetch: PartitionFetch, data: Data, answer: FetchAnswer) -> None:
+        """A partition's fetched records into its claim's queue, or its claim failed if they cannot
+        be read; they may inflate to what is left of the `answer`'s budget, which every partition
+        of the answer draws on."""
+        if not data.records:
+            return
+        try:  # a corrupt batch ends the records handed out: those before it are, then the partition fails
+            batch, after, bad = answer.decode(fetch, data)
+        except Exception as exc:  # noqa: BLE001 - undecodable: this partition fails, visibly, alone
+            self._partition_failed(claim, bad_data(data.fetched_at, exc))
+            return
+        if batch.num_rows:
+            claim.put(batch)
+            self.fetched_batches += 1
+            self.metrics.fetched(claim.topic, claim.partition, batch.num_rows, len(data.records),
+                                 data.high_watermark - data.next_offset)
+        if bad is not None:
+            self._partition_failed(claim, bad_data(after, bad))
+
+    async def _offset_out_of_range(self, claim: Claim, fetch: PartitionFetch, reset: Reset) -> str | None:
+        """Move the position as `auto.offset.reset` says (the fetcher failed the partition if it says none)."""
+        try:
+            found = await resolve_offsets(self.cluster, claim.topic, [claim.partition], reset.policy)
+        except KafkaError as exc:
+            return f"{fetch.where}: offset reset failed: {exc}"
+        log.warning("group/%s %s offset %d out of range: reset to %s (%d)", self.coordinator.group_id, fetch.where,
+                    reset.offset, reset.policy, found[claim.partition])
+        fetch.moved_to(found[claim.partition])
+        return None
+
+    # -- the session's other loops ----------------------------------------------
+
+    async def _auto_commit_loop(self, session: Session, over: asyncio.Event) -> None:
+        if not self.config["enable.auto.commit"]:
+            await over.wait()
+            return
+        interval = self.config["auto.commit.interval.ms"] / 1000
+        while not over.is_set():
+            await _wait_or(over, interval)
+            try:
+                await self.commit_session(session)
+            except RebalanceNeeded as exc:
+                if self._rejoin is None:
+                    return  # the heartbeat ends the session
+                self._rebalance(f"rebalance ({exc})", exc.keeps_claims)  # marks commit at a later turn
+            except KafkaError as exc:
+                if is_fatal(exc):
+                    raise
+                log.warning("auto-commit failed: %s", exc)
+
+    async def _partition_check(self) -> None:
+        """Sarama's loopCheckPartitionNumbers: a subscribed topic that grows means a rebalance; so
+        does, with patterns, a topic that comes to match or goes away. An eager session ends at
+        the first; a cooperative one joins again and this goes on watching."""
+        interval = self.config["topic.metadata.refresh.interval.ms"] / 1000
+        if self.subscription.has_patterns:
+            interval = min(interval, self.config["metadata.max.age.ms"] / 1000)
+        counts = {t: len(self.cluster.metadata.partitions(t)) for t in self.topics}
+        while True:
+            await asyncio.sleep(interval)
+            if await self._look_up_subscription():
+                self._rebalance(f"subscribed topics changed to {self.topics}")  # the rejoin subscribes to them
+                if self._rejoin is None:
+                    return
+                counts = {t: len(self.cluster.metadata.partitions(t)) for t in self.topics}
+                continue
+            try:
+                metadata = await self.cluster.refresh_metadata(self.topics)
+            except KafkaError as exc:
+                if is_fatal(exc):
+                    raise
+                continue
+            now = {t: len(metadata.partitions(t)) for t in self.topics}
+            if any(now[t] != counts.get(t, 0) for t in self.topics if now[t]):
+                self._rebalance(f"partition count changed {counts} -> {now}")  # the leader's rejoin rebalances
+                if self._rejoin is None:
+                    return
+            counts = now
+
+    async def _look_up_subscription(self) -> bool:
+        """With patterns: the topics they match now become the subscription the next join sends;
+        True if that changed. A look-up that fails keeps the last list (it is tried again)."""
+        if not self.subscription.has_patterns:
+            return False
+        try:
+            metadata = await self.cluster.refresh_metadata(None)
+        except KafkaError as exc:
+            if is_fatal(exc):
+                raise
+            log.warning("group/%s looking up the topics of %s failed: %s", self.coordinator.group_id,
+                        self.subscription, exc)
+            return False
+        topics = self.subscription.topics(external_topics(metadata.topics))
+        if topics == self.topics:
+            return False
+        log.info("group/%s %s matches %s (was %s)", self.coordinator.group_id, self.subscription, topics, self.topics)
+        self.topics = self.coordinator.topics = topics
+        return True
+
+    async def commit_session(self, session: Session) -> None:
+        offsets = session.uncommitted()
+        if not offsets:
+            return
+        await self.coordinator.commit(offsets)
+        self.metrics.committed()
+        with session._lock:
+            session.committed.update(offsets)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
+    """`fn(*args)` on the member's loop, from a handler thread (one left behind may outlive it)."""
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:  # the loop is closed: the member has stopped
+        log.warning("a handler thread ended after its member stopped: %s%r not run", fn.__name__, args)
+
+
+async def _wait_or(event: asyncio.Event, seconds: float) -> None:
+    """Sleep `seconds`, or less if `event` is set meanwhile."""
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except TimeoutError:
+        pass
