@@ -189,7 +189,7 @@ class MemberRuntime:
                 "failed_partitions": {c.topic + "/" + str(c.partition): str(c.error)
                                       for c in (s._claims.values() if s else ()) if c.error is not None},
                 "committed": dict(s.committed) if s else {}, "last_end_reason": self.last_end_reason,
-                "revoked": self.revoked,
+                "revoked": self.revoked, "joining": self._joining,
                 "metrics": self.metrics.snapshot()}
 
     async def _run(self) -> None:
@@ -249,10 +249,15 @@ class MemberRuntime:
         if self._end is not None:
             self._end(f"fatal: {error}")
 
-    def _rebalance(self, why: str, keeps_claims: bool = True) -> None:
+    def _rebalance(self, why: str, keeps_claims: bool = True, stale: bool = False) -> None:
         """The group wants this member to join again. Under the cooperative protocol, while its
         generation stands, the session goes on and joins beside its claims (`_rejoin_loop`);
-        otherwise the session ends, and the next one joins."""
+        otherwise the session ends, and the next one joins. An answer about a generation the
+        member has left since (`stale`: a heartbeat or a commit in flight across a join) is no
+        such call: acting on it would start one more rebalance, and the group's others another."""
+        if stale:
+            log.debug("group/%s ignored, being about an earlier generation: %s", self.coordinator.group_id, why)
+            return
         if self._rejoin is not None and keeps_claims and self.coordinator.generation_id >= 0:
             self._rejoin(why)
         elif self._end is not None:
@@ -280,7 +285,7 @@ class MemberRuntime:
                 self.heartbeats += 1
                 last_ok = time.monotonic()
             except RebalanceNeeded as exc:
-                self._rebalance(f"rebalance ({exc})", exc.keeps_claims)
+                self._rebalance(f"rebalance ({exc})", exc.keeps_claims, exc.stale)
             except KafkaError as exc:
                 if is_fatal(exc):
                     self._fail_member(exc)
@@ -353,7 +358,7 @@ class MemberRuntime:
         loops = [self._fetch_loop(claims, positions, over), self._auto_commit_loop(session, over),
                  self._partition_check()]
         if generation.cooperative:
-            loops.append(self._rejoin_loop(session, claims, positions, threads, over, end))
+            loops.append(self._rejoin_loop(session, generation, claims, positions, threads, over, end))
         tasks = [asyncio.ensure_future(coro) for coro in loops]
         await asyncio.wait([asyncio.ensure_future(over.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
         end("a session task ended")
@@ -484,7 +489,7 @@ class MemberRuntime:
 
     # -- the cooperative protocol (KIP-429) ---------------------------------------
 
-    async def _rejoin_loop(self, session: Session, claims: dict[tuple[str, int], Claim],
+    async def _rejoin_loop(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
                            positions: dict[tuple[str, int], PartitionFetch],
                            threads: dict[tuple[str, int], threading.Thread], over: asyncio.Event,
                            end: Callable[[str], None]) -> None:
@@ -503,6 +508,8 @@ class MemberRuntime:
             asked.set()
 
         self._rejoin = rejoin
+        if generation.cooperative and generation.revoked:  # the session's own join left some out
+            rejoin(f"gave up {generation.revoked} at the join")
         try:
             while not over.is_set():
                 await self._unless_stopped(asked.wait(), over)
@@ -529,8 +536,8 @@ class MemberRuntime:
                     return
                 revoked = await self._revoke(session, generation, claims, positions, threads, end)
                 await self._add(session, generation, claims, positions, threads, over, end)
-                if revoked:
-                    rejoin(f"gave up {revoked}")
+                if revoked or generation.revoked:
+                    rejoin(f"gave up {revoked or generation.revoked}")
         finally:
             self._rejoin = None
 
@@ -706,9 +713,9 @@ class MemberRuntime:
             try:
                 await self.commit_session(session)
             except RebalanceNeeded as exc:
-                if self._rejoin is None:
+                if self._rejoin is None and not exc.stale:
                     return  # the heartbeat ends the session
-                self._rebalance(f"rebalance ({exc})", exc.keeps_claims)  # marks commit at a later turn
+                self._rebalance(f"rebalance ({exc})", exc.keeps_claims, exc.stale)  # marks commit at a later turn
             except KafkaError as exc:
                 if is_fatal(exc):
                     raise

@@ -71,8 +71,9 @@ COORDINATOR_CODES = frozenset({COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR})
 class RebalanceNeeded(KafkaError):
     """The group moved on (new generation, or this member is unknown): end the session, rejoin."""
 
-    def __init__(self, code: int, context: str):
+    def __init__(self, code: int, context: str, stale: bool = False):
         self.code = code
+        self.stale = stale  # said of a generation the member has left since (the request was sent before a join)
         super().__init__(f"{context}: {BrokerError(code).name}: rejoin the group")
 
     @property
@@ -132,6 +133,9 @@ class Generation:
     protocol: str
     claims: dict[str, list[int]]
     plan: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # leader only: everyone's claims
+    # what this member said it owned when it joined and was not given: under the cooperative
+    # protocol it gives them up and joins again at once, so that the next round gives them out
+    revoked: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def is_leader(self) -> bool:
@@ -179,6 +183,7 @@ class GroupCoordinator:
         failures = 0
         while True:
             try:
+                owned = {t: list(ps) for t, ps in self.claims.items()}  # what the join's subscription says
                 join = await self._join_group()
                 code = join.error_code
                 if code == MEMBER_ID_REQUIRED:
@@ -195,8 +200,10 @@ class GroupCoordinator:
                         self.claims = decode_assignment(sync.assignment).partitions
                         log.info("group/%s/%s generation %d claims %s", self.group_id, self.member_id,
                                  self.generation_id, self.claims)
+                        revoked = {t: gone for t, ps in owned.items()
+                                   if (gone := [p for p in ps if p not in self.claims.get(t, ())])}
                         return Generation(join.generation_id, join.member_id, join.leader,
-                                          join.protocol_name or "", dict(self.claims), plan)
+                                          join.protocol_name or "", dict(self.claims), plan, revoked)
                     if (code == REBALANCE_IN_PROGRESS and join.leader and join.leader != join.member_id
                             and self.absent_leader.refused(join.generation_id, join.leader)):
                         await self._take_over(join.generation_id, join.leader)
@@ -304,14 +311,19 @@ class GroupCoordinator:
 
     # -- the session's requests ---------------------------------------------
 
-    def _check(self, code: int, what: str) -> None:
+    def _check(self, code: int, what: str, generation_id: int | None = None) -> None:
+        """Raise what `code` means for a request sent in `generation_id` (None: this one). An
+        answer to a request of a generation the member has left since (a heartbeat in flight
+        across a join) changes nothing here, and its `RebalanceNeeded` says it is stale."""
         if code == NONE:
             return
-        if code == UNKNOWN_MEMBER_ID:
+        stale = generation_id is not None and generation_id != self.generation_id
+        if code == UNKNOWN_MEMBER_ID and not stale:
             self.member_id = ""
             self.generation_id = -1
+            self.claims = {}  # lost, not owned
         if code in REJOIN_CODES:
-            raise RebalanceNeeded(code, f"group {self.group_id!r} {what}")
+            raise RebalanceNeeded(code, f"group {self.group_id!r} {what}", stale)
         if code in COORDINATOR_CODES:
             self.cluster.forget_coordinator(self.group_id)
             raise CoordinatorLost(str(BrokerError(code, f"group {self.group_id!r} {what}")))
@@ -319,15 +331,16 @@ class GroupCoordinator:
 
     async def heartbeat(self) -> None:
         """One heartbeat; raises `RebalanceNeeded` when the group wants a rejoin."""
+        generation_id = self.generation_id
         try:
             conn = await self._coordinator()
             response = await conn.request(messages.HEARTBEAT, {
-                "group_id": self.group_id, "generation_id": self.generation_id,
+                "group_id": self.group_id, "generation_id": generation_id,
                 "member_id": self.member_id, "group_instance_id": self.instance_id})
         except (BrokerConnectionError, RequestTimedOutError) as exc:
             self.cluster.forget_coordinator(self.group_id)
             raise CoordinatorLost(str(exc)) from exc
-        self._check(response.error_code, "heartbeat")
+        self._check(response.error_code, "heartbeat", generation_id)
 
     async def commit(self, offsets: Mapping[tuple[str, int], int], retries: int = 3) -> None:
         """Commit next-offsets-to-consume for this generation; retried on coordinator moves."""
@@ -337,7 +350,8 @@ class GroupCoordinator:
         for (topic, partition), offset in sorted(offsets.items()):
             by_topic.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
                                                    "committed_leader_epoch": -1, "committed_metadata": ""})
-        body = {"group_id": self.group_id, "generation_id_or_member_epoch": self.generation_id,
+        generation_id = self.generation_id
+        body = {"group_id": self.group_id, "generation_id_or_member_epoch": generation_id,
                 "member_id": self.member_id, "group_instance_id": self.instance_id,
                 "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
         while True:
@@ -346,7 +360,7 @@ class GroupCoordinator:
                 response = await conn.request(messages.OFFSET_COMMIT, body)
                 for t in response.topics:
                     for p in t.partitions:
-                        self._check(p.error_code, f"commit {t.name}/{p.partition_index}")
+                        self._check(p.error_code, f"commit {t.name}/{p.partition_index}", generation_id)
                 return
             except (BrokerConnectionError, RequestTimedOutError, CoordinatorLost) as exc:
                 self.cluster.forget_coordinator(self.group_id)
