@@ -189,7 +189,7 @@ class MemberRuntime:
                 "failed_partitions": {c.topic + "/" + str(c.partition): str(c.error)
                                       for c in (s._claims.values() if s else ()) if c.error is not None},
                 "committed": dict(s.committed) if s else {}, "last_end_reason": self.last_end_reason,
-                "revoked": self.revoked, "joining": self._joining,
+                "revoked": self.revoked, "joining": self._joining, "lag": s.lag() if s else 0,
                 "metrics": self.metrics.snapshot()}
 
     async def _run(self) -> None:

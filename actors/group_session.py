@@ -168,6 +168,14 @@ class Session:
             self.mark(batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py(),
                       batch.column("offset")[-1].as_py() + 1)
 
+    def lag(self) -> int:
+        """Records of its claims its handler has not marked yet: each claim's high watermark (as
+        the last fetch saw it) less its marked offset (or the offset it started at); a claim not
+        fetched yet counts none."""
+        with self._lock:
+            return sum(max(0, claim.high_watermark - self.marked.get(tp, claim.initial_offset))
+                       for tp, claim in list(self._claims.items()) if claim.high_watermark >= 0)
+
     def uncommitted(self) -> dict[tuple[str, int], int]:
         with self._lock:
             return {tp: o for tp, o in self.marked.items() if self.committed.get(tp) != o}

@@ -33,6 +33,14 @@ member's other partitions go on. `errors()` lists all of these, `check()` raises
 `close()` stops every member within a bound (a member's `rebalance.timeout.ms` for its handlers
 plus a few requests), kills what did not stop or is dead, and reports each member's end.
 
+A group may size itself by lag: `members=(min, max)` starts `min` members and a scaler thread
+grows the group when its lag (records its handlers have not marked yet) stays above
+`lag_per_member` a member for `grow_after_s`, and shrinks it by one when every member has
+stayed idle for `shrink_after_s`: never beyond `max` nor the partition count
+(driver/group_scaling.py has the rule). Unless the config names a strategy, such a group uses
+`cooperative-sticky`, so that scaling moves only the partitions that must move. `scalings`
+lists each change, with when and why.
+
 A member that dies (its process crashed, its node was lost) is noticed by the group itself: a
 supervisor thread holds a `watch` call open on every member, and when one fails because its
 actor died, a new member takes the dead one's slot. With `group.instance.id` (static
@@ -47,8 +55,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import ray
 
@@ -60,6 +69,7 @@ from ..actors.options import remote_class
 from ..wire.config import Config, parse_config
 from ..wire.errors import ConsumerError
 from ..wire.subscription import TopicSubscription
+from .group_scaling import SCALE_CHECK_S, LagScaling
 from .ray_runtime import ensure_ray
 
 __all__ = ["ConsumerGroup", "GroupMetadata"]
@@ -70,9 +80,31 @@ STATUS_TIMEOUT = 30.0  # seconds a member may take to answer `status`
 WATCH_POLL = 0.5  # seconds between the supervisor's looks at the set of members it watches
 
 
+class Scaled(NamedTuple):
+    """One change of a group that sizes itself by lag."""
+
+    at: float  # time.time()
+    before: int
+    after: int
+    lag: int
+
+
 class ConsumerGroup:
-    def __init__(self, config: Mapping[str, Any], topics: list[str] | str, handler: Any, members: int = 1,
-                 max_handler_failures: int = MAX_HANDLER_FAILURES, stats_cb: Callable[[dict], Any] | None = None):
+    def __init__(self, config: Mapping[str, Any], topics: list[str] | str, handler: Any,
+                 members: int | tuple[int, int] = 1, max_handler_failures: int = MAX_HANDLER_FAILURES,
+                 stats_cb: Callable[[dict], Any] | None = None, lag_per_member: int | None = None,
+                 grow_after_s: float | None = None, shrink_after_s: float | None = None):
+        self.scaling: LagScaling | None = None
+        if isinstance(members, tuple):
+            bounds = {k: v for k, v in (("lag_per_member", lag_per_member), ("grow_after_s", grow_after_s),
+                                        ("shrink_after_s", shrink_after_s)) if v is not None}
+            self.scaling = LagScaling(*members, **bounds)
+            if "partition.assignment.strategy" not in config:  # scaling moves only what must move
+                config = {**config, "partition.assignment.strategy": "cooperative-sticky"}
+            members = self.scaling.lo
+        elif lag_per_member is not None or grow_after_s is not None or shrink_after_s is not None:
+            raise ValueError("lag_per_member, grow_after_s, shrink_after_s: only for a group sized by lag, "
+                             "members=(min, max)")
         self.config = parse_config(config, role="group")  # its repr hides the passwords; the members get it
         self.reports = Reports(self.config["group.id"] or "", "consumer_group", self.config, stats_cb,
                                lambda: [s.get("metrics", {}) for s in [*self.ended.values(), *self.status()]])
@@ -100,8 +132,12 @@ class ConsumerGroup:
         self.ended: dict[int, dict[str, Any]] = {}  # slot -> the final status of a member stopped or dead
         self._closing = threading.Event()
         self._supervisor = threading.Thread(target=self._supervise, name="raykafka-group-supervisor", daemon=True)
+        self.scalings: list[Scaled] = []  # what the scaler did (members=(min, max))
+        self._scaler = threading.Thread(target=self._scale_by_lag, name="raykafka-group-scaler", daemon=True)
         self.scale(members)
         self._supervisor.start()
+        if self.scaling is not None:
+            self._scaler.start()
         self.reports.start()
 
     def _member_config(self, slot: int) -> Config:
@@ -151,6 +187,30 @@ class ConsumerGroup:
             self.replaced.append(MemberError("replaced", f"member {slot}", f"died: {cause}; replaced"))
             self._members[self._members.index(dead)] = self._start_member(slot)
         ray.kill(dead)
+
+    # -- the scaler (members=(min, max)) -----------------------------------------------
+
+    def _scale_by_lag(self) -> None:
+        """Until `close`: every SCALE_CHECK_S, the group's lag to `LagScaling.decide`, and the
+        size it asks for to `scale`."""
+        assert self.scaling is not None
+        partitions: set[tuple[str, int]] = set()
+        while not self._closing.wait(SCALE_CHECK_S):
+            try:
+                statuses = self.status()
+                claimed = [(t, p) for s in statuses for t, ps in s["claims"].items() for p in ps]
+                partitions.update(claimed)  # the most it has seen claimed: the partitions there are
+                settled = (len({s["generation_id"] for s in statuses}) == 1 and len(claimed) == len(partitions)
+                           and not any(s.get("joining") for s in statuses))
+                lag = sum(s.get("lag", 0) for s in statuses)
+                wanted = self.scaling.decide(time.monotonic(), lag, len(statuses), len(partitions), settled)
+                if wanted is not None and not self._closing.is_set():
+                    log.info("consumer group %s: lag %d with %d members: scaling to %d", self.config["group.id"],
+                             lag, len(statuses), wanted)
+                    self.scalings.append(Scaled(time.time(), len(statuses), wanted, lag))
+                    self.scale(wanted)
+            except Exception:  # noqa: BLE001 - the scaler goes on; the members' own errors are in errors()
+                log.exception("consumer group %s: scaling by lag failed", self.config["group.id"])
 
     @property
     def members(self) -> list[Any]:
@@ -246,8 +306,9 @@ class ConsumerGroup:
         """Stop every member (commit, leave), kill every member actor, dead or alive; return each
         member's final status (`fatal` says why one ended otherwise, e.g. that it had died)."""
         self._closing.set()
-        if self._supervisor.is_alive():
-            self._supervisor.join(WATCH_POLL * 4 + STATUS_TIMEOUT)
+        for thread in (self._scaler, self._supervisor):
+            if thread.is_alive():
+                thread.join(WATCH_POLL * 4 + STATUS_TIMEOUT)
         with self._lock:
             members, self._members = self._members, []
         try:
@@ -267,4 +328,4 @@ def _ended(name: str, cause: str, fatal: bool = True) -> dict[str, Any]:
     return {"member_id": "", "generation_id": -1, "claims": {}, "generations": 0, "fetched_batches": 0,
             "heartbeats": 0, "error": f"{name} {cause}", "fatal": f"{name} {cause}" if fatal else None,
             "errors": [MemberError("fatal" if fatal else "unanswered", "member", cause)], "failed_partitions": {},
-            "committed": {}, "last_end_reason": cause}
+            "committed": {}, "last_end_reason": cause, "revoked": 0, "joining": False, "lag": 0}

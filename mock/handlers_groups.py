@@ -262,12 +262,15 @@ class GroupHandlers:
             if broker.node_id != self.coordinator_id:
                 common = NOT_COORDINATOR
             elif body.generation_id_or_member_epoch >= 0 or body.member_id:
-                if body.member_id not in group.members:
+                # Kafka's order: a group waiting for its SyncGroup refuses, but one preparing a
+                # rebalance takes the commit of a member of the generation still current (what it
+                # handled before it rejoins)
+                if group.state == "CompletingRebalance":
+                    common = REBALANCE_IN_PROGRESS
+                elif body.member_id not in group.members:
                     common = UNKNOWN_MEMBER_ID
                 elif body.generation_id_or_member_epoch != group.generation:
                     common = ILLEGAL_GENERATION
-                elif group.state == "PreparingRebalance":
-                    common = REBALANCE_IN_PROGRESS
             for t in body.topics:
                 parts = []
                 for p in t.partitions:

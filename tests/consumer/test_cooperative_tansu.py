@@ -4,6 +4,7 @@ and a partition that stays with its member is never revoked (counted on both sid
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import pytest
@@ -116,3 +117,44 @@ def test_scaling_a_cooperative_group_beside_confluent_moves_only_what_must_move(
         ck.close()
     read = Counter(ray.get(collector.get.remote())) + Counter(ck.read)
     assert set(read) == set(sent) and not [r for r, n in read.items() if n > 1], "every record read once"
+
+
+def test_a_group_sized_by_lag_grows_under_a_burst_and_shrinks_when_idle(bootstrap, ray_session, topic_name, kit):
+    """members=(1, 3): a burst its one member cannot keep up with grows the group (by the lag,
+    to at most 3 and no more than the partitions), and once every member has idled the group
+    shrinks back to 1, one member at a time. Every record is handled once."""
+    topic, group_id = topic_name("lag"), topic_name("g")
+    kit.create_topic(bootstrap, topic, PARTITIONS)
+    collector = Collector.remote()
+    handle = recorder(collector)
+
+    def slow(batch):  # 4 ms a record (a claim each thread): the burst outlasts the wait to grow
+        time.sleep(0.004 * batch.num_rows)
+        handle(batch)
+
+    group = ConsumerGroup({"bootstrap.servers": bootstrap, "group.id": group_id, "session.timeout.ms": 6000,
+                           "heartbeat.interval.ms": 500, "auto.commit.interval.ms": 300,
+                           "auto.offset.reset": "earliest"}, [topic], slow,
+                          members=(1, 3), lag_per_member=500, grow_after_s=1.0, shrink_after_s=3.0)
+    sizes: list[int] = []
+    try:
+        kit.wait_for(lambda: len(group.status()) == 1 and group.status()[0]["claims"], timeout=60,
+                     what="the one member holding every partition")
+        sent = kit.produce(bootstrap, topic, [{"value": b"m%d" % i, "partition": i % PARTITIONS} for i in range(6000)])
+
+        def size() -> int:
+            sizes.append(len(group.members))
+            return sizes[-1]
+
+        kit.wait_for(lambda: size() == 3, timeout=60, what="the group growing to 3 under the burst")
+        kit.wait_for(lambda: set(sent) <= set(ray.get(collector.get.remote())), timeout=120, what="the burst handled")
+        kit.wait_for(lambda: size() == 1, timeout=90, what="the idle group shrinking back to 1")
+        assert [(s.before, s.after) for s in group.scalings] == [(1, 3), (3, 2), (2, 1)], group.scalings
+        assert group.scalings[0].lag > 500
+        kit.wait_for(lambda: group.status()[0]["claims"] == {topic: list(range(PARTITIONS))}, timeout=60,
+                     what="the last member holding every partition again")
+        assert group.config["partition.assignment.strategy"] == ("cooperative-sticky",)
+    finally:
+        group.close()
+    handled = Counter(ray.get(collector.get.remote()))
+    assert set(handled) == set(sent) and not [r for r, n in handled.items() if n > 1], "every record handled once"

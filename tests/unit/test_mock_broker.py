@@ -507,6 +507,12 @@ def test_two_member_group_join_sync_rebalance_commit(mock):
             beat = await coordinator.request(messages.HEARTBEAT, {"group_id": "g", "generation_id": 1,
                                                                   "member_id": a.member_id})
             assert beat.error_code == 27  # REBALANCE_IN_PROGRESS
+            # while it prepares the rebalance, the generation still current commits (Kafka's rule)
+            preparing = await coordinator.request(messages.OFFSET_COMMIT, {
+                "group_id": "g", "generation_id_or_member_epoch": 1, "member_id": a.member_id,
+                "topics": [{"name": "t", "partitions": [{"partition_index": 1, "committed_offset": 7,
+                                                          "committed_metadata": None}]}]})
+            assert preparing.topics[0].partitions[0].error_code == 0
             a2 = await coordinator.request(messages.JOIN_GROUP, {**join, "member_id": a.member_id})
             b2 = await other.wait(b_join, messages.JOIN_GROUP)
             assert (a2.generation_id, b2.generation_id) == (2, 2)
@@ -531,7 +537,7 @@ def test_two_member_group_join_sync_rebalance_commit(mock):
             assert stale.topics[0].partitions[0].error_code == 22  # ILLEGAL_GENERATION
             fetched = await coordinator.request(messages.OFFSET_FETCH, {"groups": [
                 {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0, 1]}]}]})
-            assert [p.committed_offset for p in fetched.groups[0].topics[0].partitions] == [42, -1]
+            assert [p.committed_offset for p in fetched.groups[0].topics[0].partitions] == [42, 7]
             old_style = await coordinator.request(messages.OFFSET_FETCH, {
                 "group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]}, version=7)
             assert old_style.topics[0].partitions[0].committed_offset == 42
