@@ -126,14 +126,18 @@ def _outage_cases() -> list[Any]:
     """Every mode at 2, 10 and 60 s; the default tier keeps the unreachable broker at 2 s (a
     restarted broker is met in the default tier by tests/chaos/test_broker_restart.py's producer,
     and here, with consumers, under `slow`: 30-65 s each)."""
-    return [pytest.param(mode, outage_s, id=f"{mode}-{outage_s}",
-                         marks=() if (mode, outage_s) == ("unreachable", 2) else pytest.mark.slow)
-            for outage_s in (2, 10, 60) for mode in ("unreachable", "restart")]
+    eager = [pytest.param(mode, outage_s, None, id=f"{mode}-{outage_s}",
+                          marks=() if (mode, outage_s) == ("unreachable", 2) else pytest.mark.slow)
+             for outage_s in (2, 10, 60) for mode in ("unreachable", "restart")]
+    # the cooperative protocol's members rejoin beside their claims: a minute's outage, under `slow`
+    cooperative = [pytest.param(mode, 60, "cooperative-sticky", id=f"{mode}-60-cooperative", marks=pytest.mark.slow)
+                   for mode in ("unreachable", "restart")]
+    return eager + cooperative
 
 
-@pytest.mark.parametrize(("mode", "outage_s"), _outage_cases())
+@pytest.mark.parametrize(("mode", "outage_s", "strategy"), _outage_cases())
 def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit, ledger, record, tmp_path,
-                                            live_actors_of, mode, outage_s):
+                                            live_actors_of, mode, outage_s, strategy):
     """A producer (~400 msg/s), a Consumer of 4 partitions and a ConsumerGroup of 3 members
     (session.timeout.ms=10000) through an outage; defaults for reconnect.backoff.ms (100) and
     reconnect.backoff.max.ms (10000)."""
@@ -162,7 +166,9 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}, on_delivery=on_delivery)
     writer = Writer(producer, ledger, topic).start()
     reader = Reader({"bootstrap.servers": bootstrap}, topic).start()
-    group = ConsumerGroup({"bootstrap.servers": bootstrap, "group.id": f"outage-{mode}", **GROUP}, topic, handle,
+    strategy_config = {} if strategy is None else {"partition.assignment.strategy": strategy}
+    group = ConsumerGroup({"bootstrap.servers": bootstrap, "group.id": f"outage-{mode}", **GROUP, **strategy_config},
+                          topic, handle,
                           members=MEMBERS)
     closed = {}
     try:
@@ -208,7 +214,7 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
     group_errors = [e for s in statuses for e in s.get("errors", [])]
     record(**figures, lost=len(delivered - set(reader.seen)) + len(delivered - set(group_seen)),
            reordered=in_log["reordered"], duplicated=sum(n - 1 for n in reader.seen.values() if n > 1),
-           faults={f"outage/{mode}": 1}, actors_killed=[], mode=mode, outage_s=outage_s,
+           faults={f"outage/{mode}": 1}, actors_killed=[], mode=mode, outage_s=outage_s, strategy=strategy,
            sent_before=n_before, sent_during=n_back - n_before, sent_after=len(ledger.futures) - n_back,
            consumer_read=len(set(reader.seen)), consumer_lost=len(delivered - set(reader.seen)),
            consumer_repeats=sum(n - 1 for n in reader.seen.values() if n > 1),
