@@ -2,10 +2,11 @@
 docs/tests.md is written by this, never by hand.
 
     python -m pytest --junitxml=run.xml            # the run measured (the README's test command)
-    python -m raykafka.tests.timings run.xml --out docs/tests.md
+    python -m pytest --run-slow -m slow --junitxml=slow.xml   # the slow tier alone
+    python -m raykafka.tests.timings run.xml --slow slow.xml --out docs/tests.md
 
-The run behind today's section is kept, trimmed to each test's name, time and outcome, in
-tests/records/suite-run.xml.gz (gzip is read as it is).
+The runs behind today's section are kept, trimmed to each test's name, time and outcome, in
+tests/records/suite-run.xml.gz and tests/records/slow-run.xml.gz (gzip is read as it is).
 
 Called by: a contributor, after a run. Calls: nothing of the package; reads the XML pytest wrote.
 Each test's time is pytest's (its setup, call and teardown), so a module's first test carries
@@ -25,6 +26,7 @@ from typing import NamedTuple
 HEADING = "## Where the time goes"
 SLOWEST_MODULES = 15
 SLOWEST_TESTS = 20
+SLOWEST_SLOW_TESTS = 10
 
 
 class Case(NamedTuple):
@@ -66,7 +68,7 @@ def section(found: list[Case], wall: float, source: str) -> str:
         by_module[case.module].append(case)
     ran = [c for c in found if c.outcome != "skipped"]
     out = [HEADING, "",
-           f"Written by `python -m raykafka.tests.timings {source} --out docs/tests.md` from a run of "
+           f"Written by `python -m raykafka.tests.timings` from `{source}`, a run of "
            f"`python -m pytest`: {len(ran):,} tests ran and {len(found) - len(ran):,} were skipped in "
            f"{wall:,.0f} s of wall time, {sum(c.seconds for c in found):,.0f} s of it in the tests (their "
            f"setup, call and teardown; a module's fixtures are counted in its first test).", "",
@@ -80,6 +82,18 @@ def section(found: list[Case], wall: float, source: str) -> str:
     out += [f"| {m} | {len(g):,} | {sum(c.seconds for c in g):,.0f} |" for m, g in modules]
     out += ["", f"The {SLOWEST_TESTS} slowest tests:", "", "| test | seconds |", "| --- | ---: |"]
     slowest = sorted(found, key=lambda c: -c.seconds)[:SLOWEST_TESTS]
+    out += [f"| {c.module}::{_cell(c.name)} | {c.seconds:,.1f} |" for c in slowest]
+    return "\n".join(out) + "\n"
+
+
+def slow_section(found: list[Case], wall: float, source: str) -> str:
+    """The slow tier's part of the section: its totals and its slowest tests."""
+    ran = [c for c in found if c.outcome != "skipped"]
+    out = ["### The slow tier", "",
+           f"`python -m pytest --run-slow -m slow` runs only the tests marked `slow` (from `{source}`): "
+           f"{len(ran):,} ran and {len(found) - len(ran):,} were skipped in {wall:,.0f} s of wall time.", "",
+           f"Its {SLOWEST_SLOW_TESTS} slowest tests:", "", "| test | seconds |", "| --- | ---: |"]
+    slowest = sorted(found, key=lambda c: -c.seconds)[:SLOWEST_SLOW_TESTS]
     out += [f"| {c.module}::{_cell(c.name)} | {c.seconds:,.1f} |" for c in slowest]
     return "\n".join(out) + "\n"
 
@@ -100,10 +114,13 @@ def replace_section(page: str, new: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description="Where the suite's time goes, from a JUnit XML file.")
     parser.add_argument("junit")
+    parser.add_argument("--slow", help="the JUnit XML of a run of the slow tier alone, for its part")
     parser.add_argument("--out", help="the page whose section it rewrites (default: print it)")
     args = parser.parse_args()
     found, wall = cases(Path(args.junit))
     text = section(found, wall, args.junit)
+    if args.slow:
+        text += "\n" + slow_section(*cases(Path(args.slow)), args.slow)
     if args.out:
         page = Path(args.out)
         page.write_text(replace_section(page.read_text(), text))

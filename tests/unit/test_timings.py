@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..timings import HEADING, cases, module_of, replace_section, section
+from ..timings import HEADING, cases, module_of, replace_section, section, slow_section
 
 XML = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" time="100.5">
 <testcase classname="tests.producer.test_a" name="test_one" time="40.0"/>
@@ -34,3 +34,12 @@ def test_the_section_is_replaced_in_place_or_appended():
     again = replace_section(page, f"{HEADING}\n\nnew\n")
     assert "old" not in again and "new" in again and again.index("new") < again.index("## B")
     assert replace_section("# Tests\n", f"{HEADING}\n\nnew\n").endswith(f"{HEADING}\n\nnew\n")
+
+
+def test_the_slow_tier_is_told_apart_with_its_own_totals_and_slowest(tmp_path):
+    path = tmp_path / "slow.xml"
+    path.write_text(XML)
+    text = slow_section(*cases(path), "slow.xml")
+    assert text.startswith("### The slow tier")
+    assert "3 ran and 1 were skipped in 100 s of wall time" in text
+    assert text.index("test_one | 40.0") < text.index("test_two | 10.0")
