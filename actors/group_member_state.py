@@ -134,7 +134,7 @@ class MemberRuntime:
         self._fatal_error: BaseException | None = None
         self._end: Callable[[str], None] | None = None  # ends the current session
         # under the cooperative protocol: asks the session to join again beside its claims
-        self._rejoin: Callable[[str], None] | None = None
+        self._rejoin: Callable[[str, bool], None] | None = None
         self._joining = False  # a cooperative session's join is under way (it keeps the membership)
         self.revoked = 0  # partitions given up while the session went on (the cooperative protocol)
         self._stop: asyncio.Event | None = None
@@ -187,7 +187,7 @@ class MemberRuntime:
                 "fetched_batches": self.fetched_batches, "heartbeats": self.heartbeats, "error": self.error,
                 "fatal": self.fatal, "errors": list(self.errors),
                 "failed_partitions": {c.topic + "/" + str(c.partition): str(c.error)
-                                      for c in (s._claims.values() if s else ()) if c.error is not None},
+                                      for c in (s.claim_list() if s else ()) if c.error is not None},
                 "committed": dict(s.committed) if s else {}, "last_end_reason": self.last_end_reason,
                 "revoked": self.revoked, "joining": self._joining, "lag": s.lag() if s else 0,
                 "metrics": self.metrics.snapshot()}
@@ -249,17 +249,19 @@ class MemberRuntime:
         if self._end is not None:
             self._end(f"fatal: {error}")
 
-    def _rebalance(self, why: str, keeps_claims: bool = True, stale: bool = False) -> None:
+    def _rebalance(self, why: str, keeps_claims: bool = True, stale: bool = False, seen_here: bool = False) -> None:
         """The group wants this member to join again. Under the cooperative protocol, while its
         generation stands, the session goes on and joins beside its claims (`_rejoin_loop`);
         otherwise the session ends, and the next one joins. An answer about a generation the
         member has left since (`stale`: a heartbeat or a commit in flight across a join) is no
-        such call: acting on it would start one more rebalance, and the group's others another."""
+        such call: acting on it would start one more rebalance, and the group's others another.
+        `seen_here`: the member found it itself (a topic grew, a pattern matched anew), so a join
+        under way, which subscribed before it, does not answer it."""
         if stale:
             log.debug("group/%s ignored, being about an earlier generation: %s", self.coordinator.group_id, why)
             return
         if self._rejoin is not None and keeps_claims and self.coordinator.generation_id >= 0:
-            self._rejoin(why)
+            self._rejoin(why, seen_here)
         elif self._end is not None:
             self._end(why)
 
@@ -277,6 +279,12 @@ class MemberRuntime:
             if leaving.is_set():
                 return
             end = self._end
+            if end is not None and self._joining:  # a cooperative session joins beside its claims
+                cut_off = self.coordinator.unanswered_since
+                if cut_off is not None and time.monotonic() - cut_off > session_timeout:
+                    # the group may have expired this member and given its claims to others
+                    end(f"no coordinator answered its join for {time.monotonic() - cut_off:.1f}s "
+                        f"(session.timeout.ms): its claims may be another's")
             if end is None or self._joining:  # joining: the join itself keeps the membership
                 last_ok = time.monotonic()
                 continue
@@ -500,9 +508,12 @@ class MemberRuntime:
         held may be another's already."""
         asked = asyncio.Event()
         reasons: list[str] = []
+        after_join: list[str] = []  # what the member found while it joined: asked once the join is done
 
-        def rejoin(why: str) -> None:
-            if self._joining:  # the join under way answers it (a commit refused while it runs, say)
+        def rejoin(why: str, seen_here: bool = False) -> None:
+            if self._joining:  # the join under way answers the group's call (a commit refused meanwhile)
+                if seen_here:
+                    after_join.append(why)
                 return
             reasons.append(why)
             asked.set()
@@ -530,14 +541,16 @@ class MemberRuntime:
                     return
                 self.generations += 1
                 self.metrics.rebalanced()
-                if not generation.cooperative or generation.member_id != member_id:
+                if generation.lost or not generation.cooperative or generation.member_id != member_id:
                     end("the group moved to the eager protocol" if not generation.cooperative
                         else f"member {member_id} was left out of a generation; its claims are lost")
                     return
                 revoked = await self._revoke(session, generation, claims, positions, threads, end)
                 await self._add(session, generation, claims, positions, threads, over, end)
-                if revoked or generation.revoked:
-                    rejoin(f"gave up {revoked or generation.revoked}")
+                if revoked or generation.revoked or after_join:
+                    rejoin(f"gave up {revoked or generation.revoked}" if revoked or generation.revoked
+                           else "; ".join(after_join))
+                    after_join.clear()
         finally:
             self._rejoin = None
 
@@ -557,8 +570,9 @@ class MemberRuntime:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config["rebalance.timeout.ms"] / 1000
         for tp in gone:
-            thread = threads.pop(tp)
+            thread = threads[tp]  # forgotten only once joined: a session ending meanwhile still waits for it
             await asyncio.to_thread(thread.join, max(0.0, deadline - loop.time()))
+            threads.pop(tp)
             if thread.is_alive():
                 self._handler_failed(f"consume_claim({tp[0]}/{tp[1]})", TimeoutError(
                     f"still running {self.config['rebalance.timeout.ms']} ms (rebalance.timeout.ms) after its "
@@ -669,6 +683,7 @@ class MemberRuntime:
             elif isinstance(outcome, Failed):
                 self._partition_failed(claim, str(outcome.error))
             # Refetch: the next round asks again, for the whole batch
+            claim.fetched_to = fetch.offset  # for the lag the member reports
         return problem
 
     def _take(self, claim: Claim, fetch: PartitionFetch, data: Data, answer: FetchAnswer) -> None:
@@ -732,7 +747,7 @@ class MemberRuntime:
         while True:
             await asyncio.sleep(interval)
             if await self._look_up_subscription():
-                self._rebalance(f"subscribed topics changed to {self.topics}")  # the rejoin subscribes to them
+                self._rebalance(f"subscribed topics changed to {self.topics}", seen_here=True)  # the rejoin subscribes
                 if self._rejoin is None:
                     return
                 counts = {t: len(self.cluster.metadata.partitions(t)) for t in self.topics}
@@ -745,7 +760,7 @@ class MemberRuntime:
                 continue
             now = {t: len(metadata.partitions(t)) for t in self.topics}
             if any(now[t] != counts.get(t, 0) for t in self.topics if now[t]):
-                self._rebalance(f"partition count changed {counts} -> {now}")  # the leader's rejoin rebalances
+                self._rebalance(f"partition count changed {counts} -> {now}", seen_here=True)  # the leader rebalances
                 if self._rejoin is None:
                     return
             counts = now

@@ -53,6 +53,8 @@ class Claim:
         self.partition = partition
         self.initial_offset = initial_offset
         self.high_watermark = -1
+        self.fetched_to = initial_offset  # the next offset to fetch (past control markers and aborted records)
+        self.handed_end = initial_offset  # past the last record put in the queue
         self.error: ConsumerError | None = None
         self._queue: queue.Queue = queue.Queue()  # bounded by `full`, so the end marker always fits
         self._closed = threading.Event()
@@ -89,6 +91,7 @@ class Claim:
             if self._waiting_since is None:
                 self._waiting_since = time.monotonic()
             self._queue.put_nowait(batch)
+            self.handed_end = batch.column("offset")[-1].as_py() + 1
 
     def fail(self, error: ConsumerError) -> None:
         """The partition cannot be read on: hand out what came before, then end with `error`."""
@@ -135,6 +138,11 @@ class Session:
         self.ended = False  # committed for the last time: later marks belong to no generation
         self._lock = threading.Lock()
 
+    def claim_list(self) -> list[Claim]:
+        """The claims now (a cooperative rejoin changes them from the member's loop)."""
+        with self._lock:
+            return list(self._claims.values())
+
     def claims_changed(self) -> None:
         """`claims` ({topic: [partitions]}) again, after a cooperative rejoin changed them."""
         self.claims = {t: sorted(p for (tt, p) in self._claims if tt == t) for t in {t for t, _ in self._claims}}
@@ -152,9 +160,9 @@ class Session:
 
     def mark(self, topic: str, partition: int, offset: int) -> None:
         """Record `offset` as the next one to consume in `topic`/`partition` (committed later)."""
-        if (topic, partition) not in self._claims:
-            raise ValueError(f"{topic}/{partition} is not claimed by this session")
-        with self._lock:
+        with self._lock:  # checked under the lock a revoke forgets a claim under
+            if (topic, partition) not in self._claims:
+                raise ValueError(f"{topic}/{partition} is not claimed by this session")
             if self.ended:
                 log.warning("group/%s/%d marked after generation %d ended: not committed", topic, partition,
                             self.generation_id)
@@ -169,11 +177,13 @@ class Session:
                       batch.column("offset")[-1].as_py() + 1)
 
     def lag(self) -> int:
-        """Records of its claims its handler has not marked yet: each claim's high watermark (as
-        the last fetch saw it) less its marked offset (or the offset it started at); a claim not
-        fetched yet counts none."""
+        """Records of its claims its handler has not handled yet: each claim's high watermark (as
+        the last fetch saw it) less its fetch position, plus what was handed out and not marked.
+        Offsets that hold no record for a handler (transaction markers, aborted records) are
+        fetched past and count none; a claim not fetched yet counts none."""
         with self._lock:
-            return sum(max(0, claim.high_watermark - self.marked.get(tp, claim.initial_offset))
+            return sum(max(0, claim.high_watermark - claim.fetched_to)
+                       + max(0, claim.handed_end - self.marked.get(tp, claim.initial_offset))
                        for tp, claim in list(self._claims.items()) if claim.high_watermark >= 0)
 
     def uncommitted(self) -> dict[tuple[str, int], int]:

@@ -77,6 +77,7 @@ __all__ = ["ConsumerGroup", "GroupMetadata"]
 log = logging.getLogger("raykafka.driver.consumer_group")
 
 STATUS_TIMEOUT = 30.0  # seconds a member may take to answer `status`
+MEMBER_START_TIMEOUT = 300.0  # seconds new members may take to start (placed, process up, answering)
 WATCH_POLL = 0.5  # seconds between the supervisor's looks at the set of members it watches
 
 
@@ -194,21 +195,24 @@ class ConsumerGroup:
         """Until `close`: every SCALE_CHECK_S, the group's lag to `LagScaling.decide`, and the
         size it asks for to `scale`."""
         assert self.scaling is not None
-        partitions: set[tuple[str, int]] = set()
+        last_claimed: set[tuple[str, int]] | None = None
         while not self._closing.wait(SCALE_CHECK_S):
             try:
-                statuses = self.status()
-                claimed = [(t, p) for s in statuses for t, ps in s["claims"].items() for p in ps]
-                partitions.update(claimed)  # the most it has seen claimed: the partitions there are
-                settled = (len({s["generation_id"] for s in statuses}) == 1 and len(claimed) == len(partitions)
+                statuses = [s for s in self.status() if not s.get("fatal")]  # an ended member holds nothing
+                claimed = {(t, p) for s in statuses for t, ps in s["claims"].items() for p in ps}
+                # settled: one generation, nobody joining, the same claims as a look ago (so a partition
+                # withheld for a round, or a topic gone, does not pass for the partitions there are)
+                settled = (len({s["generation_id"] for s in statuses}) == 1 and claimed == last_claimed
                            and not any(s.get("joining") for s in statuses))
+                last_claimed = claimed
                 lag = sum(s.get("lag", 0) for s in statuses)
-                wanted = self.scaling.decide(time.monotonic(), lag, len(statuses), len(partitions), settled)
+                wanted = self.scaling.decide(time.monotonic(), lag, len(statuses), len(claimed), settled)
                 if wanted is not None and not self._closing.is_set():
                     log.info("consumer group %s: lag %d with %d members: scaling to %d", self.config["group.id"],
                              lag, len(statuses), wanted)
                     self.scalings.append(Scaled(time.time(), len(statuses), wanted, lag))
                     self.scale(wanted)
+                    last_claimed = None
             except Exception:  # noqa: BLE001 - the scaler goes on; the members' own errors are in errors()
                 log.exception("consumer group %s: scaling by lag failed", self.config["group.id"])
 
@@ -221,6 +225,8 @@ class ConsumerGroup:
         if n < 0:
             raise ValueError(f"members: must be at least 0, got {n}")
         with self._lock:
+            if self._closing.is_set():  # the scaler's last call, racing close(): close stops them all
+                return
             new = []
             while len(self._members) < n:
                 member = self._start_member(self._next_index)
@@ -230,7 +236,11 @@ class ConsumerGroup:
             leaving = self._members[n:]
             self._members = self._members[:n]
         if new:
-            ray.get([m.ping.remote() for m in new])
+            try:
+                ray.get([m.ping.remote() for m in new], timeout=MEMBER_START_TIMEOUT)
+            except ray.exceptions.GetTimeoutError:
+                raise ConsumerError(f"{len(new)} new member(s) did not start within {MEMBER_START_TIMEOUT:.0f}s "
+                                    f"(the Ray cluster has no room for them?)") from None
         self._stop(leaving)
 
     def _name(self, member: Any) -> str:
@@ -306,9 +316,10 @@ class ConsumerGroup:
         """Stop every member (commit, leave), kill every member actor, dead or alive; return each
         member's final status (`fatal` says why one ended otherwise, e.g. that it had died)."""
         self._closing.set()
-        for thread in (self._scaler, self._supervisor):
-            if thread.is_alive():
-                thread.join(WATCH_POLL * 4 + STATUS_TIMEOUT)
+        if self._scaler.is_alive():  # it may be stopping members it scaled away
+            self._scaler.join(stop_bound(self.config) + 10 + STATUS_TIMEOUT)
+        if self._supervisor.is_alive():
+            self._supervisor.join(WATCH_POLL * 4 + STATUS_TIMEOUT)
         with self._lock:
             members, self._members = self._members, []
         try:

@@ -37,8 +37,8 @@ class LagScaling:
     _idle_since: float | None = None  # since when the lag has been 0
 
     def __post_init__(self) -> None:
-        if not 0 <= self.lo <= self.hi or self.hi < 1:
-            raise ValueError(f"members: (min, max) with 0 <= min <= max and max >= 1, got ({self.lo}, {self.hi})")
+        if not 1 <= self.lo <= self.hi:  # with no member there is no lag to grow by
+            raise ValueError(f"members: (min, max) with 1 <= min <= max, got ({self.lo}, {self.hi})")
         if self.lag_per_member < 1:
             raise ValueError(f"lag_per_member: must be at least 1, got {self.lag_per_member}")
 

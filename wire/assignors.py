@@ -175,15 +175,17 @@ class RoundRobinAssignor(Assignor):
         return out
 
 
-def owners(members: Mapping[str, Subscription], partitions: Mapping[str, int]) -> dict[tuple[str, int], str]:
-    """Who owns each partition by the members' subscriptions: a partition of a topic the member
-    still subscribes to and that still exists; the newest generation wins a dispute."""
+def owners(members: Mapping[str, Subscription], partitions: Mapping[str, int],
+           subscribed_only: bool = True) -> dict[tuple[str, int], str]:
+    """Who owns each partition by the members' subscriptions: a partition that still exists (of
+    a topic the member still subscribes to, unless not `subscribed_only`); the newest generation
+    wins a dispute."""
     valid = {(t, p) for t, n in partitions.items() for p in range(n)}
     owner: dict[tuple[str, int], tuple[int, str]] = {}
     for m in sorted(members):
         sub = members[m]
         for topic, ps in sub.owned_partitions.items():
-            if topic not in sub.topics:
+            if subscribed_only and topic not in sub.topics:
                 continue
             for p in ps:
                 tp = (topic, p)
@@ -247,7 +249,7 @@ class CooperativeStickyAssignor(StickyAssignor):
 
     def assign(self, members, partitions):
         plan = super().assign(members, partitions)
-        owner = owners(members, partitions)
+        owner = owners(members, partitions, subscribed_only=False)  # held back until given up, whatever the reason
         return {m: {t: kept for t, ps in claims.items()
                     if (kept := [p for p in ps if owner.get((t, p), m) == m])}
                 for m, claims in plan.items()}

@@ -166,8 +166,8 @@ class Cluster:
 
     async def any_connection(self) -> BrokerConnection:
         """A live connection to some broker: a known one, else a bootstrap server."""
-        for conn in self._connections.values():
-            if conn.connected:
+        for key, conn in self._connections.items():
+            if key == conn.node_id and conn.connected:  # not a coordinator's: a held JoinGroup would hold it
                 return conn
         if self._bootstrap is not None and self._bootstrap.connected:
             return self._bootstrap

@@ -136,6 +136,8 @@ class Generation:
     # what this member said it owned when it joined and was not given: under the cooperative
     # protocol it gives them up and joins again at once, so that the next round gives them out
     revoked: dict[str, list[int]] = field(default_factory=dict)
+    # the join met UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION: what the member held may be another's
+    lost: bool = False
 
     @property
     def is_leader(self) -> bool:
@@ -172,6 +174,8 @@ class GroupCoordinator:
         self.generation_id = -1
         self.claims: dict[str, list[int]] = {}
         self.absent_leader = AbsentLeader(self.session_timeout_ms)
+        # since when (time.monotonic()) joins have met no coordinator at all; None once one answers
+        self.unanswered_since: float | None = None
 
     # -- join: Sarama's newSession ----------------------------------------
 
@@ -181,10 +185,12 @@ class GroupCoordinator:
         Retries until it succeeds (or `max_retries` failures, if set); raises a fatal error at once."""
         retries = self.max_retries
         failures = 0
+        lost = False
         while True:
             try:
                 owned = {t: list(ps) for t, ps in self.claims.items()}  # what the join's subscription says
                 join = await self._join_group()
+                self.unanswered_since = None
                 code = join.error_code
                 if code == MEMBER_ID_REQUIRED:
                     self.member_id = join.member_id
@@ -203,7 +209,7 @@ class GroupCoordinator:
                         revoked = {t: gone for t, ps in owned.items()
                                    if (gone := [p for p in ps if p not in self.claims.get(t, ())])}
                         return Generation(join.generation_id, join.member_id, join.leader,
-                                          join.protocol_name or "", dict(self.claims), plan, revoked)
+                                          join.protocol_name or "", dict(self.claims), plan, revoked, lost)
                     if (code == REBALANCE_IN_PROGRESS and join.leader and join.leader != join.member_id
                             and self.absent_leader.refused(join.generation_id, join.leader)):
                         await self._take_over(join.generation_id, join.leader)
@@ -213,6 +219,7 @@ class GroupCoordinator:
                 if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
                     self.generation_id = -1
                     self.claims = {}  # lost, not owned: the next join claims none of them
+                    lost = True
                     immediate = True
                 elif code in COORDINATOR_CODES:
                     self.cluster.forget_coordinator(self.group_id)
@@ -225,6 +232,8 @@ class GroupCoordinator:
             except (BrokerConnectionError, RequestTimedOutError, CoordinatorLost) as exc:
                 self.cluster.forget_coordinator(self.group_id)
                 error, immediate = exc, False
+                if self.unanswered_since is None:
+                    self.unanswered_since = time.monotonic()
             except KafkaError as exc:
                 if is_fatal(exc):
                     raise

@@ -181,3 +181,9 @@ def test_partition_growth_is_picked_up(assignor):
     members = {"a": Subscription(["t"], None, {"t": [0]}, 1), "b": Subscription(["t"], None, {"t": [1]}, 1)}
     plan = assignor.assign(members, {"t": 4})
     _check_complete_and_balanced(plan, members, {"t": 4})
+
+
+def test_cooperative_holds_back_what_its_owner_no_longer_subscribes_to_until_given_up():
+    members = {"a": Subscription(["t"], None, {"t": [0], "u": [0]}, 2), "b": Subscription(["t", "u"], None, {}, -1)}
+    plan = CooperativeStickyAssignor().assign(members, {"t": 1, "u": 1})
+    assert "u" not in plan["b"], "u/0 waits for a, still reading it, to give it up"

@@ -58,7 +58,7 @@ def test_nothing_is_judged_while_a_rebalance_runs():
     assert rule.decide(6.0, 500, 1, 8, settled=True) == 4
 
 
-@pytest.mark.parametrize(("lo", "hi"), [(2, 1), (-1, 3), (0, 0)])
+@pytest.mark.parametrize(("lo", "hi"), [(2, 1), (-1, 3), (0, 0), (0, 3)])  # with no member, no lag to grow by
 def test_bounds_that_make_no_sense_are_refused(lo, hi):
     with pytest.raises(ValueError, match="members: "):
         LagScaling(lo, hi)
