@@ -49,7 +49,6 @@ from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
-import ray
 
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.calls import pipeline_error
@@ -97,7 +96,7 @@ from .producer_pipeline import ProducerPipeline, left
 from .producer_reports import Polled, intended_exit
 from .producer_transactions import ProducerTransactions
 from .producer_watchdog import ProducerWatchdog
-from .ray_runtime import ensure_ray
+from .ray_runtime import RaySession, ensure_ray
 from .topic_routes import TopicRoutes
 
 log = logging.getLogger("raykafka.producer")
@@ -121,6 +120,9 @@ HEAL_RETRY = 1.0
 POLL_WAIT = 0.2
 # a heal or close waits up to this long (s) for the polls in flight, and for each step of the last poll
 LAST_POLL_WAIT = 5.0
+# seconds a failed poll waits for `ray.shutdown`, under way in another thread, to show: its actors
+# go before `ray.is_initialized()` turns false, and a poll failing between is the shutdown's
+SHUTDOWN_SHOWS = 2.0
 
 
 class Producer:
@@ -184,6 +186,7 @@ class Producer:
         self._generation = 0  # pipelines started after the first
 
         ensure_ray()
+        self.ray_session = RaySession()  # to tell when Ray is shut down under it
         self._start_pipeline(ProducerPipeline(self.config, self.name))  # raises the cause if it cannot start
         self._transactions = (ProducerTransactions(self.config, self.ctx.transactions, self._topic_dispatcher, self.flush)
                               if self.config["transactional.id"] is not None else None)
@@ -421,7 +424,7 @@ class Producer:
                 with self._cond:
                     self._sender_busy = False
                     self._cond.notify_all()
-            if failed and not ray.is_initialized():  # shut down under us: the watchdog fails what is left
+            if failed and self.ray_session.gone():  # shut down under us: the watchdog fails what is left
                 return
             self._fail_handed_on(failed, pipeline)
 
@@ -541,6 +544,9 @@ class Producer:
         stops it (which then takes the last reports itself). While a heal runs it settles the
         polls in flight, then waits: the healer takes the last reports."""
         while True:
+            if self.ray_session.gone():  # shut down under us: a call now would start a new Ray (its auto-init)
+                self.ray_gone()
+                return
             with self._cond:
                 stop = self._results_stopped or (self._stopping and not self._ledger)
                 pause = stop or self._healing
@@ -550,11 +556,10 @@ class Producer:
                 polled = pipeline.reports.settle(LAST_POLL_WAIT) if pause else pipeline.reports.round(POLL_WAIT)
             except Exception as exc:
                 self._done_polling()
-                if not ray.is_initialized():
+                if _shut_down_within(self.ray_session, SHUTDOWN_SHOWS):
                     self.ray_gone()
                     return
                 log.error("%s: polling the results failed: %s", self.name, exc)
-                time.sleep(POLL_WAIT)
                 continue
             try:
                 self._take_polled(polled, pipeline)
@@ -575,7 +580,7 @@ class Producer:
         producer left to the watchdog)."""
         for reports in polled.reports:
             self._take_reports(reports, pipeline)
-        if polled.failed and not ray.is_initialized():  # shut down under us: the watchdog sees it
+        if polled.failed and self.ray_session.gone():  # shut down under us: the watchdog sees it
             return
         for name, exc in polled.failed:
             who = name or "the retry handler"
@@ -798,7 +803,7 @@ class Producer:
         if self._closed:
             return
         dog = self._watchdog
-        if not ray.is_initialized():  # shut down under us: its actors went with it
+        if self.ray_session.gone():  # shut down under us: its actors went with it
             self.ray_gone()
             dog.stop()
             self.metrics.close()
@@ -853,7 +858,7 @@ class Producer:
         with self._cond:
             self._results_stopped = True
         self._poller.join(5)
-        if self._poller.is_alive() or not ray.is_initialized():
+        if self._poller.is_alive() or self.ray_session.gone():
             return
         self._take_reports(self._pipeline.last_results(LAST_POLL_WAIT))
 
@@ -929,3 +934,11 @@ def _check_waits(config: Mapping[str, Any]) -> None:
                               f"({threading.TIMEOUT_MAX:.0f} s)")
 
 
+def _shut_down_within(session: RaySession, seconds: float) -> bool:
+    """Whether `session`'s Ray is shut down, or is by the end of `seconds` (looked at every POLL_WAIT)."""
+    deadline = time.monotonic() + seconds
+    while not session.gone():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_WAIT)
+    return True

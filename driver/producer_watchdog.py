@@ -32,8 +32,6 @@ import time
 from collections import deque
 from typing import Any
 
-import ray
-
 from ..wire.errors import OutcomeUnknownError
 from .ray_runtime import actor_table
 
@@ -94,7 +92,7 @@ class ProducerWatchdog:
     def _run(self) -> None:
         p = self.producer
         while not self._stop.wait(TICK):
-            if not ray.is_initialized():  # shut down under the producer: nothing left to watch
+            if p.ray_session.gone():  # shut down under the producer: nothing left to watch
                 p.ray_gone()
                 return
             try:

@@ -110,3 +110,16 @@ def ensure_ray(job_config: Any = None, **options: Any) -> None:
                 ray.init(address="local", job_config=job_config, **{**QUIET, **NEW_LOCAL_RAY, **options})
             else:
                 ray.init(job_config=job_config, **{**QUIET, **options})
+
+
+class RaySession:
+    """The Ray this process was connected to when an owner (a `Producer`) started, to tell when
+    it was shut down under the owner. Not `ray.is_initialized()` alone: a thread that calls an
+    actor after `ray.shutdown()` makes Ray start a new local one on its own (its auto-init), and
+    that one is not the owner's (its actors are not there)."""
+
+    def __init__(self) -> None:
+        self.address = ray.get_runtime_context().gcs_address
+
+    def gone(self) -> bool:
+        return not ray.is_initialized() or ray.get_runtime_context().gcs_address != self.address

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -256,7 +257,14 @@ def test_ray_shut_down_under_a_producer_ends_its_messages_and_threads_quietly(bo
     assert done.returncode == 0, done.stderr[-2000:]
     assert "FAILED: Ray was shut down before the message was delivered" in done.stdout
     assert "THREADS LEFT: 0 OF 3" in done.stdout
-    assert "Traceback" not in done.stderr and "failed" not in done.stderr, done.stderr[-2000:]
+    # nothing of ours is logged as an error or fails with a traceback; Ray's own threads may print
+    # one while it shuts down (an answer in flight deserialized after its worker went)
+    import raykafka
+
+    package = f'File "{Path(raykafka.__file__).resolve().parent}/'
+    lines = done.stderr.splitlines()
+    assert not [line for line in lines if package in line                      # a frame of ours
+                or "raykafka" in line and ("ERROR" in line or "failed" in line)], done.stderr[-2000:]
 
 
 def _record_batches(bootstrap: str, topic: str) -> list[tuple[int, int, list[bytes]]]:
