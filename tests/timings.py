@@ -67,9 +67,12 @@ def section(found: list[Case], wall: float, source: str) -> str:
         by_dir[case.module.rsplit("/", 1)[0]].append(case)
         by_module[case.module].append(case)
     ran = [c for c in found if c.outcome != "skipped"]
+    failed = [c for c in ran if c.outcome != "passed"]
     out = [HEADING, "",
            f"Written by `python -m raykafka.tests.timings` from `{source}`, a run of "
-           f"`python -m pytest`: {len(ran):,} tests ran and {len(found) - len(ran):,} were skipped in "
+           f"`python -m pytest`: {len(ran):,} tests ran"
+           + (f" ({len(failed):,} failed: {', '.join(_cell(c.module + '::' + c.name) for c in failed)})" if failed else "")
+           + f" and {len(found) - len(ran):,} were skipped in "
            f"{wall:,.0f} s of wall time, {sum(c.seconds for c in found):,.0f} s of it in the tests (their "
            f"setup, call and teardown; a module's fixtures are counted in its first test).", "",
            "| folder | tests | seconds | share |", "| --- | ---: | ---: | ---: |"]

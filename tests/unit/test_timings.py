@@ -43,3 +43,10 @@ def test_the_slow_tier_is_told_apart_with_its_own_totals_and_slowest(tmp_path):
     assert text.startswith("### The slow tier")
     assert "3 ran and 1 were skipped in 100 s of wall time" in text
     assert text.index("test_one | 40.0") < text.index("test_two | 10.0")
+
+
+def test_a_run_with_failures_names_them(tmp_path):
+    path = tmp_path / "run.xml"
+    path.write_text(XML.replace('name="test_two" time="10.0"/>', 'name="test_two" time="10.0"><failure message="x"/></testcase>'))
+    text = section(*cases(path), "run.xml")
+    assert "3 tests ran (1 failed: tests/producer/test_a.py::test_two) and 1 were skipped" in text
