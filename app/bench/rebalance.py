@@ -12,8 +12,7 @@ partition. From those notes, per run:
 - each partition's longest gap in handling from `scale()` on; of the partitions that stayed with
   their member, the largest such gap; of those that moved to a new member, the median;
 - how many partitions changed member;
-- how many records were handled more than once (a member's marks not committed before its
-  partition moved: at least once, as the protocol promises).
+- how many records were handled more than once (at least once is what a group promises).
 
 tansu answers a JoinGroup only after half the member's `session.timeout.ms`, so every join
 round here costs at least SESSION_MS / 2 (a Kafka broker waits `group.initial.rebalance.delay.ms`
@@ -193,8 +192,8 @@ def report(runs: list[dict[str, Any]], command: str) -> str:
               "record. Under the eager protocol every member gives up every partition at each rebalance; under "
               "the cooperative protocol a member gives up only the partitions that move, which wait for two join "
               "rounds. A partition that stayed with its member may still wait: its column gives the longest gap "
-              "such a partition met. \"Handled twice\" counts records handled again by a partition's next member "
-              "(marks a member could not commit before the partition moved).", ""]
+              "such a partition met. \"Handled twice\" counts the records handled more than once (handled less "
+              "sent).", ""]
     return "\n".join(lines)
 
 
