@@ -26,10 +26,6 @@ from ..actors.producer_results import Reports, WorkerList
 
 log = logging.getLogger("raykafka.producer")
 
-
-class RayShutDown(RuntimeError):
-    """Ray went away under the producer (a poll is not sent: it would start a new Ray)."""
-
 # how long (s) a source's answer may be late, past its poll's own timeout, before `round` returns empty
 POLL_MARGIN = 1.0
 RETRY_HANDLER = ""  # the RetryHandler's name among the sources
@@ -103,8 +99,6 @@ class ReportSources:
                 self._poll(name, timeout)
 
     def _poll(self, name: str, timeout: float) -> Any:
-        if not ray.is_initialized():  # shut down under the producer: a call now would start a new Ray (auto-init)
-            raise RayShutDown("Ray was shut down under the producer")
         if name == RETRY_HANDLER:
             ref = self.retry_handler.poll.options(concurrency_group=POLL_GROUP).remote(timeout, self.workers_seen)
         else:
