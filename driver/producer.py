@@ -49,6 +49,7 @@ from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
+import ray
 
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
 from ..actors.calls import pipeline_error
@@ -544,7 +545,7 @@ class Producer:
         stops it (which then takes the last reports itself). While a heal runs it settles the
         polls in flight, then waits: the healer takes the last reports."""
         while True:
-            if self.ray_session.gone():  # shut down under us: a call now would start a new Ray (its auto-init)
+            if not ray.is_initialized():  # shut down under us: a call now would start a new Ray (its auto-init)
                 self.ray_gone()
                 return
             with self._cond:
