@@ -200,6 +200,7 @@ class Producer:
 
     def _start_pipeline(self, pipeline: ProducerPipeline) -> None:
         self._pipeline = pipeline
+        self._torn_down = False  # a heal kills the old pipeline's actors before it starts the next
         self.ctx = pipeline.ctx
         self._topic_dispatcher = pipeline.topic_dispatcher
         self.producer_id, self.producer_epoch = pipeline.producer_id, pipeline.producer_epoch
@@ -415,9 +416,14 @@ class Producer:
                 if self._expired_gathered:  # the watchdog ended some before they were handed on
                     batches, self._expired_gathered = still_open(batches, self._ledger), False
                 self._flush_now = False
-                if self.heals_on_death:
+                torn_down = self._torn_down  # close ended a heal before it started a new pipeline
+                if self.heals_on_death and not torn_down:
                     self._kept.keep(batches, self._ledger)
-                pipeline, routes, self._sender_busy = self._pipeline, self._routes, True
+                pipeline, routes, self._sender_busy = self._pipeline, self._routes, not torn_down
+            if torn_down:  # its actors are gone: what was gathered ends with the close
+                unhealed = ProducerClosedError(f"producer closed before its pipeline healed ({self._heal_cause})")
+                self._resolve([Outcome.failed(b.ids, unhealed, b.topic) for b in batches])
+                continue
             try:
                 self.metrics.handed(batches)
                 failed = routes.send(batches)
@@ -500,6 +506,7 @@ class Producer:
         self._take_reports(old.last_results(LAST_POLL_WAIT))
         old.kill_all(CLOSE_MIN)
         with self._cond:
+            self._torn_down = True
             while self._sender_busy or self._polling:  # calls to the dead pipeline fail at once
                 self._cond.wait(1.0)
             batches = self._kept.unresolved(self._ledger)
