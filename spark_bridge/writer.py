@@ -40,6 +40,7 @@ from typing import Any
 
 from .node_writers import POOLS, PoolKind, write_bundles
 from .producer_cache import PRODUCERS
+from .quiet_executions import quietly
 from .sink import KafkaWriteError, WriteMarks, WriteResult, check_exactly_once, sink_table
 
 log = logging.getLogger("raykafka.spark_bridge")
@@ -108,7 +109,7 @@ def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None =
     _check_target(config, producer)
     check_exactly_once(exactly_once, config, producer)
     if producer is not None:
-        blocks = ds.iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=2)
+        blocks = quietly(ds).iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=2)
         return write_blocks(blocks, topic, None, on_progress, producer)
     if type(pipelines_per_node) is not int or pipelines_per_node < 1:
         raise ValueError(f"pipelines_per_node must be an int of at least 1, not {pipelines_per_node!r}")
@@ -118,7 +119,7 @@ def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None =
         if marks is not None:
             marks.writers_up = time.time()
         progress = None if on_progress is None else (lambda o: on_progress(o.delivered + o.failed))
-        result = write_bundles(pool.routes(), topic, ds.iter_internal_ref_bundles(), progress, exactly_once)
+        result = write_bundles(pool.routes(), topic, quietly(ds).iter_internal_ref_bundles(), progress, exactly_once)
         if marks is not None:
             marks.first_acked, marks.written = result.first_acked, time.time()
     except (TypeError, ValueError):  # the input's mistake: the pipelines are as good as before

@@ -324,3 +324,39 @@ def test_a_range_that_cannot_be_read_ends_its_task_naming_it(bootstrap, filled_t
         list(read_ranges(config, [*ranges, PartitionRange(filled_topic, 1, 900, 5000)]))
     with pytest.raises(RuntimeError):  # asyncio.run ended its loop: nothing of the read runs on
         asyncio.get_running_loop()
+
+
+def test_a_write_keeps_ray_datas_lines_of_its_own_executions_off_the_terminal(ray_for_spark, bootstrap, topic_name):
+    """`write_dataset` iterates the caller's Dataset: Ray Data's lines about that execution (its
+    plan, progress and time) go to Ray Data's log file, not to a terminal handler of the
+    `ray.data` logger, through either route; an execution the caller starts (`ds.count()`)
+    still prints them there. (A handler of the test's own stands for the terminal: pytest's
+    capture does not reliably see Ray Data's console handler.)"""
+    import io
+    import logging
+
+    from ray.data._internal.logging import get_log_directory
+
+    from raykafka.driver.producer import Producer
+    from raykafka.spark_bridge.writer import write_dataset
+
+    topic = topic_name("quiet")
+    config = {"bootstrap.servers": bootstrap}
+    with Admin(config) as admin:
+        admin.create_topics({topic: 2})
+    terminal = io.StringIO()
+    handler = logging.StreamHandler(terminal)
+    ray_data_log = logging.getLogger("ray.data")
+    ray_data_log.addHandler(handler)
+    try:
+        ds = ray.data.range(500).filter(lambda row: row["id"] >= 0).map(lambda row: {"value": b"q%d" % row["id"]})
+        with Producer(config) as producer:
+            assert write_dataset(ds, topic, producer=producer) == {"delivered": 500, "failed": 0}
+        assert write_dataset(ds, topic, config) == {"delivered": 500, "failed": 0}
+        assert "Dataset" not in terminal.getvalue(), terminal.getvalue()
+        with open(f"{get_log_directory()}/ray-data.log") as log_file:
+            assert log_file.read().count("execution finished") >= 2  # both writes' executions, in the file
+        assert ray.data.range(300).filter(lambda row: row["id"] >= 0).count() == 300
+        assert "execution finished" in terminal.getvalue()  # the caller's own execution prints as Ray Data does
+    finally:
+        ray_data_log.removeHandler(handler)
