@@ -16,6 +16,7 @@ import ray
 from ..wire.errors import ConfigError
 from ..wire.serde import require_raw
 from .offsets import offsets_json, resolve_ranges
+from .quiet_executions import quietly
 
 OPTIONS = ("subscribe_pattern", "starting_offsets_by_timestamp", "ending_offsets_by_timestamp",
            "starting_offsets_by_timestamp_strategy", "fail_on_data_loss")
@@ -56,4 +57,5 @@ def read_kafka(spark: Any, topics: Iterable[str] | str | None, starting_offsets:
     if config is None:
         raise ValueError("config: needs at least bootstrap.servers")
     require_raw(config, "read_kafka", "deserialize with DataFrame operations (CAST(value AS STRING), from_json)")
-    return read_dataset(topics, config, starting_offsets, ending_offsets, **options).to_spark(spark)
+    ds = read_dataset(topics, config, starting_offsets, ending_offsets, **options)
+    return quietly(ds).to_spark(spark)  # the execution is ours: its lines to Ray Data's file

@@ -360,3 +360,23 @@ def test_a_write_keeps_ray_datas_lines_of_its_own_executions_off_the_terminal(ra
         assert "execution finished" in terminal.getvalue()  # the caller's own execution prints as Ray Data does
     finally:
         ray_data_log.removeHandler(handler)
+
+
+def test_read_kafka_keeps_ray_datas_lines_of_its_execution_off_the_terminal(spark, bootstrap, filled_topic):
+    """`read_kafka` runs a Ray Data execution of its own to hand Spark the records: its lines
+    stay off a terminal handler of the `ray.data` logger (a handler of the test's own, as above),
+    and the DataFrame holds every record."""
+    import io
+    import logging
+
+    from raykafka.spark_bridge.reader import read_kafka
+
+    terminal = io.StringIO()
+    handler = logging.StreamHandler(terminal)
+    ray_data_log = logging.getLogger("ray.data")
+    ray_data_log.addHandler(handler)
+    try:
+        assert read_kafka(spark, filled_topic, config={"bootstrap.servers": bootstrap}).count() == 3000
+        assert "Dataset" not in terminal.getvalue(), terminal.getvalue()
+    finally:
+        ray_data_log.removeHandler(handler)
