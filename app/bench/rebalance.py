@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import statistics
@@ -42,19 +43,16 @@ SETTLE_TIMEOUT_S = 120.0
 PROTOCOLS = {"eager": "sticky", "cooperative": "cooperative-sticky"}
 
 
-def _handler(notes: str) -> Any:
-    def handle(batch: Any, _dir: str = notes) -> None:  # in the member actors
-        import os as _os
-        import time as _time
-
-        line = b"%.4f %d %d\n" % (_time.time(), batch.column("partition")[0].as_py(), batch.num_rows)
-        with open(_os.path.join(_dir, f"{_os.getpid()}.txt"), "ab") as fh:
-            fh.write(line)
-
-    return handle
+def note(notes: str, batch: Any) -> None:
+    """In a member actor: a line in `notes` (a folder) saying when it handled `batch`, of which
+    partition, and how many records."""
+    line = b"%.4f %d %d\n" % (time.time(), batch.column("partition")[0].as_py(), batch.num_rows)
+    with open(os.path.join(notes, f"{os.getpid()}.txt"), "ab") as fh:
+        fh.write(line)
 
 
-def _notes(notes: Path) -> list[tuple[float, int, int]]:
+def read_notes(notes: Path) -> list[tuple[float, int, int]]:
+    """Every member's notes (`note`), in time order."""
     out = []
     for f in notes.iterdir():
         for line in f.read_bytes().split(b"\n"):
@@ -112,10 +110,10 @@ def one_run(bootstrap: str, mode: str, run: int) -> dict[str, Any]:
               "auto.commit.interval.ms": 500}
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     feed = Feed(producer, topic).start()
-    group = ConsumerGroup(config, [topic], _handler(str(notes)), members=FROM)
+    group = ConsumerGroup(config, [topic], functools.partial(note, str(notes)), members=FROM)
     try:
         _wait(lambda: _settled(group, FROM), f"the group of {FROM} settled")
-        _wait(lambda: _handled(notes) >= feed.sent - RATE, "the group caught up with the feed")
+        _wait(lambda: handled(notes) >= feed.sent - RATE, "the group caught up with the feed")
         owners_before = _owners(group)
         scaled_at = time.time()
         group.scale(TO)
@@ -125,31 +123,32 @@ def one_run(bootstrap: str, mode: str, run: int) -> dict[str, Any]:
         time.sleep(max(0.0, AFTER_S - (settled_at - scaled_at)))
         feed.stop()
         producer.flush(30)
-        _wait(lambda: _handled(notes) >= feed.sent, "every message handled")
+        _wait(lambda: handled(notes) >= feed.sent, "every message handled")
     finally:
         feed.stop()
         group.close()
         producer.close(30)
-    handled = _notes(notes)
+    noted = read_notes(notes)
     end = max(scaled_at + AFTER_S, settled_at)
-    gaps = {partition: _longest_gap([t for t, p, _ in handled if p == partition], scaled_at, end)
+    gaps = {partition: _longest_gap([t for t, p, _ in noted if p == partition], scaled_at, end)
             for partition in range(PARTITIONS)}
     moved = [p for p in range(PARTITIONS) if owners_before[p] != owners_after[p]]
     stayed = [p for p in range(PARTITIONS) if p not in moved]
-    return {"mode": mode, "run": run, "group_pause_s": round(_longest_gap([t for t, _, _ in handled], scaled_at, end), 3),
+    return {"mode": mode, "run": run, "group_pause_s": round(_longest_gap([t for t, _, _ in noted], scaled_at, end), 3),
             "stayed_pause_max_s": round(max(gaps[p] for p in stayed), 3) if stayed else None,
             "moved_pause_median_s": round(statistics.median(gaps[p] for p in moved), 3) if moved else None,
             "settled_s": round(settled_at - scaled_at, 3),
             "moved": len(moved),
-            "messages": feed.sent, "handled": sum(n for _, _, n in handled)}
+            "messages": feed.sent, "handled": sum(n for _, _, n in noted)}
 
 
 def _owners(group: Any) -> dict[int, str]:
     return {p: s["member_id"] for s in group.status() for ps in s["claims"].values() for p in ps}
 
 
-def _handled(notes: Path) -> int:
-    return sum(n for _, _, n in _notes(notes))
+def handled(notes: Path) -> int:
+    """Records handled, by the notes."""
+    return sum(n for _, _, n in read_notes(notes))
 
 
 def _settled(group: Any, members: int) -> bool:

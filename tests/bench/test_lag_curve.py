@@ -1,0 +1,48 @@
+"""The lag bench's arithmetic (`app/bench/lag_curve.py`), on curves made up here: no Ray, no broker."""
+
+import json
+
+import pytest
+
+from raykafka.app.bench import lag_curve
+from raykafka.app.bench.lag_curve import BURST_AT_S, BURST_S, LAG_PER_MEMBER, figures, rate_at, report
+
+BURST_END = BURST_AT_S + BURST_S
+
+
+def run(group: str, samples: list[list[float]], messages: int = 1000, handled: int = 1000, scalings=()) -> dict:
+    return {"group": group, "run": 0, "messages": messages, "handled": handled, "samples": samples,
+            "scalings": list(scalings)}
+
+
+def test_the_feed_bursts_only_within_its_window():
+    assert rate_at(0) == rate_at(BURST_AT_S - 0.01) == rate_at(BURST_END) == lag_curve.BASE_RATE
+    assert rate_at(BURST_AT_S) == rate_at(BURST_END - 0.01) == lag_curve.BURST_RATE
+
+
+def test_a_curve_gives_its_peak_its_return_under_the_bound_and_its_end():
+    samples = [[1.0, 0, 1], [BURST_END - 5, 3 * LAG_PER_MEMBER, 1], [BURST_END + 4, LAG_PER_MEMBER, 3],
+               [BURST_END + 6, LAG_PER_MEMBER - 1, 3], [BURST_END + 8, LAG_PER_MEMBER + 1, 2], [BURST_END + 20, 0, 1]]
+    got = figures(run("by-lag", samples, messages=1000, handled=1007))
+    assert got["peak_lag"] == 3 * LAG_PER_MEMBER
+    assert got["back_under_s"] == pytest.approx(8 + lag_curve.SAMPLE_S)  # the last time over it counts, not the first under
+    assert got["all_handled_s"] == BURST_END + 20
+    assert got["largest"] == 3
+    assert got["handled_twice"] == 7
+
+
+def test_a_curve_never_over_the_bound_is_back_at_once():
+    assert figures(run("fixed", [[1.0, 10, 1], [2.0, 0, 1]]))["back_under_s"] == 0.0
+
+
+def test_the_report_has_a_row_per_group_and_says_each_change_of_size(tmp_path):
+    runs = [run("fixed", [[1.0, 2 * LAG_PER_MEMBER, 1], [90.0, 0, 1]]),
+            run("by-lag", [[1.0, 2 * LAG_PER_MEMBER, 1], [50.0, 0, 3]], handled=1002,
+                scalings=[[14.2, 1, 3], [61.0, 3, 2]])]
+    json.dumps(runs)  # the records are what the report is written from
+    text = report(runs, "python -m raykafka.app.bench.lag_curve --runs 1", "LAG.png")
+    fixed = next(line for line in text.splitlines() if line.startswith("| fixed |"))
+    by_lag = next(line for line in text.splitlines() if line.startswith("| by-lag |"))
+    assert "90.0 s" in fixed and "| 1 |" in fixed and "0 of 1,000" in fixed
+    assert "50.0 s" in by_lag and "| 3 |" in by_lag and "2 of 1,000" in by_lag
+    assert "1→3 at 14 s, 3→2 at 61 s" in text
