@@ -29,10 +29,11 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from .group_bench import Feed, measure
 
 PARTITIONS = 16
 FROM, TO = 4, 8
@@ -67,35 +68,6 @@ def _longest_gap(times: list[float], start: float, end: float) -> float:
     return max(b - a for a, b in zip(edges, edges[1:], strict=False))
 
 
-class Feed:
-    """RATE messages a second, round robin over the partitions, from a thread of the driver."""
-
-    def __init__(self, producer: Any, topic: str):
-        self.producer, self.topic = producer, topic
-        self.sent = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        tick = 0.01
-        per_tick = max(1, int(RATE * tick))
-        next_at = time.monotonic()
-        while not self._stop.is_set():
-            for _ in range(per_tick):
-                self.producer.send(self.topic, b"m%d" % self.sent, partition=self.sent % PARTITIONS)
-                self.sent += 1
-            next_at += tick
-            time.sleep(max(0.0, next_at - time.monotonic()))
-
-    def start(self) -> Feed:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def one_run(bootstrap: str, mode: str, run: int) -> dict[str, Any]:
     from raykafka.driver.admin import Admin
     from raykafka.driver.consumer_group import ConsumerGroup
@@ -109,7 +81,7 @@ def one_run(bootstrap: str, mode: str, run: int) -> dict[str, Any]:
               "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest",
               "auto.commit.interval.ms": 500}
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    feed = Feed(producer, topic).start()
+    feed = Feed(producer, topic, PARTITIONS, lambda _: RATE).start()
     group = ConsumerGroup(config, [topic], functools.partial(note, str(notes)), members=FROM)
     try:
         _wait(lambda: _settled(group, FROM), f"the group of {FROM} settled")
@@ -208,21 +180,8 @@ def main() -> int:
         records = json.loads(out.with_suffix(".json").read_text())
         out.write_text(report(records["runs"], records["command"]))
         return 0
-    import ray
-
-    from raykafka.driver.embedded_broker import EmbeddedBroker
-
     command = "python -m raykafka.app.bench.rebalance " + " ".join(sys.argv[1:])
-    runs = []
-    with EmbeddedBroker() as broker:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        try:
-            for run in range(args.runs):
-                for mode in PROTOCOLS:
-                    runs.append(one_run(broker.bootstrap, mode, run))
-                    print(json.dumps(runs[-1]), flush=True)
-        finally:
-            ray.shutdown()
+    runs = measure(args.runs, tuple(PROTOCOLS), one_run)
     out.with_suffix(".json").write_text(json.dumps({"command": command, "taken": datetime.date.today().isoformat(),
                                                     "runs": runs}, indent=1) + "\n")
     out.write_text(report(runs, command))

@@ -5,9 +5,10 @@ import json
 import pytest
 
 from raykafka.app.bench import lag_curve
-from raykafka.app.bench.lag_curve import BURST_AT_S, BURST_S, LAG_PER_MEMBER, figures, rate_at, report
+from raykafka.app.bench.lag_curve import WORKLOAD, Workload, figures, report
 
-BURST_END = BURST_AT_S + BURST_S
+BURST_END = WORKLOAD.burst_end
+LAG_PER_MEMBER = WORKLOAD.lag_per_member
 
 
 def run(group: str, samples: list[list[float]], messages: int = 1000, handled: int = 1000, scalings=()) -> dict:
@@ -16,8 +17,9 @@ def run(group: str, samples: list[list[float]], messages: int = 1000, handled: i
 
 
 def test_the_feed_bursts_only_within_its_window():
-    assert rate_at(0) == rate_at(BURST_AT_S - 0.01) == rate_at(BURST_END) == lag_curve.BASE_RATE
-    assert rate_at(BURST_AT_S) == rate_at(BURST_END - 0.01) == lag_curve.BURST_RATE
+    w = WORKLOAD
+    assert w.rate_at(0) == w.rate_at(w.burst_at_s - 0.01) == w.rate_at(BURST_END) == w.base_rate
+    assert w.rate_at(w.burst_at_s) == w.rate_at(BURST_END - 0.01) == w.burst_rate
 
 
 def test_a_curve_gives_its_peak_its_return_under_the_bound_and_its_end():
@@ -46,3 +48,12 @@ def test_the_report_has_a_row_per_group_and_says_each_change_of_size(tmp_path):
     assert "90.0 s" in fixed and "| 1 |" in fixed and "0 of 1,000" in fixed
     assert "50.0 s" in by_lag and "| 3 |" in by_lag and "2 of 1,000" in by_lag
     assert "1→3 at 14 s, 3→2 at 61 s" in text
+
+
+def test_the_figures_and_the_report_follow_the_workload_kept_in_the_records():
+    """A run measured with other settings is judged by its own (the records keep them)."""
+    w = Workload(burst_at_s=2.0, burst_s=3.0, lag_per_member=100)
+    samples = [[1.0, 0, 1], [4.0, 150, 1], [7.0, 150, 2], [9.0, 50, 2], [12.0, 0, 1]]
+    assert figures(run("by-lag", samples), w)["back_under_s"] == pytest.approx(7.0 + lag_curve.SAMPLE_S - 5.0)
+    assert figures(run("by-lag", samples))["back_under_s"] == 0.0  # under the default bound throughout
+    assert "`lag_per_member=100`" in report([run("fixed", samples), run("by-lag", samples)], "cmd", "LAG.png", w)
