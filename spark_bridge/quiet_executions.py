@@ -57,11 +57,14 @@ OWN_EXECUTIONS = OwnExecutionsFilter()
 def quietly(ds: Any) -> Any:
     """A copy of Dataset `ds` to iterate, whose execution's lines stay off the terminal (see the
     module's docstring); `ds` itself is left as it was."""
+    from ray.data import Dataset  # deferred, as everywhere: ray.data is heavy to import
     from ray.data._internal.logging import SessionFileHandler  # its console handler has no class of its own
 
+    if not isinstance(ds, Dataset):
+        raise TypeError(f"expected a ray.data.Dataset, not {type(ds).__name__}")
     # Dataset.copy: a new Dataset over the same plan, with a copy of its context and an id of its
     # own (Ray Data's internal API: no public call gives one without adding a step to the plan)
-    own = type(ds).copy(ds, _deep_copy=True)
+    own = Dataset.copy(ds, _deep_copy=True)
     own.context.enable_progress_bars = False  # the copy's context only
     for handler in logging.getLogger(RAY_DATA_LOGGER).handlers:
         if not isinstance(handler, SessionFileHandler) and OWN_EXECUTIONS not in handler.filters:

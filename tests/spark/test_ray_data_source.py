@@ -352,6 +352,8 @@ def test_a_write_keeps_ray_datas_lines_of_its_own_executions_off_the_terminal(ra
         ds = ray.data.range(500).filter(lambda row: row["id"] >= 0).map(lambda row: {"value": b"q%d" % row["id"]})
         with Producer(config) as producer:
             assert write_dataset(ds, topic, producer=producer) == {"delivered": 500, "failed": 0}
+            with pytest.raises(TypeError, match="expected a ray.data.Dataset, not list"):
+                write_dataset([{"value": b"x"}], topic, producer=producer)
         assert write_dataset(ds, topic, config) == {"delivered": 500, "failed": 0}
         assert "Dataset" not in terminal.getvalue(), terminal.getvalue()
         with open(f"{get_log_directory()}/ray-data.log") as log_file:
