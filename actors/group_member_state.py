@@ -568,11 +568,11 @@ class MemberRuntime:
                 log.info("group/%s member %s joins again, keeping its claims: %s", self.coordinator.group_id,
                          member_id, "; ".join(reasons))
                 reasons.clear()
-                await self._commit_before_join(session)
-                if over.is_set():
-                    return
-                self._joining = True
+                self._joining = True  # from here a call to rebalance is answered by this join
                 try:
+                    await self._commit_before_join(session)
+                    if over.is_set():
+                        return
                     await self._look_up_subscription()
                     generation = await self._unless_stopped(self.coordinator.join(), over)
                 finally:
