@@ -194,9 +194,9 @@ class GroupCoordinator:
                 join = await self._join_group()
                 self.unanswered_since = None
                 code = join.error_code
-                log.debug("group/%s/%s JoinGroup answered %s: generation %d, leader %s", self.group_id,
-                          join.member_id or self.member_id, BrokerError(code).name if code else "NONE",
-                          join.generation_id, join.leader)
+                log.debug("group/%s/%s JoinGroup answered %s: generation %s, leader %s", self.group_id,
+                          join.get("member_id") or self.member_id, BrokerError(code).name if code else "NONE",
+                          join.get("generation_id"), join.get("leader"))
                 if code == MEMBER_ID_REQUIRED:
                     self.member_id = join.member_id
                     continue
