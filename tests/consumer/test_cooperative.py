@@ -282,3 +282,41 @@ def test_a_member_that_gave_up_partitions_lets_the_others_have_their_assignment_
             if b is not None:
                 b.stop(30)
             a.stop(30)
+
+
+def test_a_member_joins_twice_for_a_partition_to_move_even_when_its_commits_are_slow(kit):
+    """b joins a's group: a joins the round b started, gives up 2 partitions, and joins the
+    round that gives them to b; no more (each round a member joins beyond these is a new
+    generation, which on tansu costs every member half a `session.timeout.ms`). Commits are
+    answered slowly, so a's commit before each join outlasts its heartbeat interval, and a feed
+    keeps it marking throughout; still nothing is handled twice."""
+    from raykafka.wire import messages
+
+    handled = Handled()
+    with MockCluster(n_brokers=1, topics={"t": PARTITIONS}) as cluster:
+        script = GroupScript(cluster)
+        feed = Feed(kit, cluster)
+        cluster.delay(messages.OFFSET_COMMIT, 0.4)
+        a = MemberRuntime({"bootstrap.servers": cluster.bootstrap, "group.id": "coop", **COOPERATIVE}, ["t"],
+                          handled.handler("a"))
+        a.start()
+        b = None
+        try:
+            kit.wait_for(lambda: len(claimed(a)) == PARTITIONS and handled.values(), timeout=30,
+                         what="a handling every partition")
+            a_id = a.coordinator.member_id
+            joins_before = len(script.of(a_id, "join"))
+            b = MemberRuntime({"bootstrap.servers": cluster.bootstrap, "group.id": "coop", **COOPERATIVE}, ["t"],
+                              handled.handler("b"))
+            b.start()
+            kit.wait_for(lambda: len(claimed(a)) == 2 and len(claimed(b)) == 2, timeout=30,
+                         what="a and b holding 2 partitions each")
+            feed.stop()
+            kit.wait_for(lambda: handled.values() == feed.written, timeout=30, what="every value handled")
+            assert len(script.of(a_id, "join")) - joins_before == 2, script.of(a_id, "join")
+        finally:
+            feed.stop()
+            if b is not None:
+                b.stop(30)
+            a.stop(30)
+    assert handled.twice() == {}, "every value handled once"
