@@ -91,6 +91,7 @@ MAX_HANDLER_FAILURES = 3
 # how often a broker may look again at a SyncGroup that waits for the leader's assignment (tansu:
 # once a second); a Kafka coordinator answers every waiting SyncGroup the moment the leader's comes
 SYNC_POLL_S = 1.0
+COMMIT_RETRIES = 3  # a commit's retries on a coordinator that moved or did not answer
 
 
 def stop_bound(config: dict[str, Any]) -> float:
@@ -599,9 +600,15 @@ class MemberRuntime:
         """Commit what is marked before a cooperative rejoin (as the Java consumer does before it
         joins), while the generation the marks were made in is the group's, or the one it is
         replacing. A refusal changes nothing here: the join tells whether the member is still in
-        the group, and if it is not its session ends."""
+        the group, and if it is not its session ends. One attempt, for at most
+        `heartbeat.interval.ms`: the member does not heartbeat meanwhile, and a coordinator that
+        does not answer is the join's to ride out (its silence counts against the session)."""
+        bound = self.config["heartbeat.interval.ms"] / 1000
         try:
-            await self.commit_session(session)
+            await asyncio.wait_for(self.commit_session(session, retries=0), bound)
+        except TimeoutError:
+            log.info("group/%s commit before the rejoin not answered within %.1fs (heartbeat.interval.ms); "
+                     "joining", self.coordinator.group_id, bound)
         except (RebalanceNeeded, KafkaError) as exc:
             if is_fatal(exc):
                 self._fail_member(exc)
@@ -843,11 +850,11 @@ class MemberRuntime:
         self.topics = self.coordinator.topics = topics
         return True
 
-    async def commit_session(self, session: Session) -> None:
+    async def commit_session(self, session: Session, retries: int = COMMIT_RETRIES) -> None:
         offsets = session.uncommitted()
         if not offsets:
             return
-        await self.coordinator.commit(offsets)
+        await self.coordinator.commit(offsets, retries)
         self.metrics.committed()
         with session._lock:
             session.committed.update(offsets)

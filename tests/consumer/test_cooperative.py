@@ -288,8 +288,9 @@ def test_a_member_joins_twice_for_a_partition_to_move_even_when_its_commits_are_
     """b joins a's group: a joins the round b started, gives up 2 partitions, and joins the
     round that gives them to b; no more (each round a member joins beyond these is a new
     generation, which on tansu costs every member half a `session.timeout.ms`). Commits are
-    answered slowly, so a's commit before each join outlasts its heartbeat interval, and a feed
-    keeps it marking throughout; still nothing is handled twice."""
+    answered more slowly than a's heartbeat interval, so a joins without waiting for its commit
+    before each join, while a feed keeps it marking; still nothing is handled twice (what a
+    handled of the partitions it gives up is committed as it gives them up)."""
     from raykafka.wire import messages
 
     handled = Handled()
