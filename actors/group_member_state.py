@@ -23,9 +23,14 @@ Under the cooperative protocol (`partition.assignment.strategy=cooperative-stick
 rebalance does not end the session: the member joins again while its claims go on being fetched
 and handled (`_rejoin_loop`), then closes only the claims the new assignment leaves out (their
 handlers return, their marks are committed) and opens only the new ones. A round that revoked
-anything is followed at once by another, in which the leader gives those partitions to their
-new members. A member left out of a generation (its heartbeat or join answered that it is
-unknown, or that its generation is stale) has lost its claims: its session ends as above.
+anything is followed by another, in which the leader gives those partitions to their new
+members; its join waits `follow_up_grace()` (or until the group calls a rebalance), so that the
+members of the generation just formed have their assignment before it starts the next one.
+What is marked is committed just before each such join and not while it is under way (the
+commit would carry the generation the join replaces). A member left out of a generation (its
+heartbeat or join answered that it is unknown, or that its generation is stale) has lost its
+claims: its session ends as above; a commit refused while the member joins does not say so,
+the join does.
 
 Riding out faults, as librdkafka does: a broker that cannot be reached is asked again for as
 long as the member runs, each connection attempt paced by the cluster's reconnect backoff
@@ -83,12 +88,27 @@ log = logging.getLogger("raykafka.actors.group_member")
 
 IDLE_CHECK_S = 0.02  # with every claim paused or done, how often the fetch loop looks again
 MAX_HANDLER_FAILURES = 3
+# how often a broker may look again at a SyncGroup that waits for the leader's assignment (tansu:
+# once a second); a Kafka coordinator answers every waiting SyncGroup the moment the leader's comes
+SYNC_POLL_S = 1.0
+COMMIT_RETRIES = 3  # a commit's retries on a coordinator that moved or did not answer
 
 
 def stop_bound(config: dict[str, Any]) -> float:
     """Seconds a member's stop may take: its handlers get `rebalance.timeout.ms`, then cleanup,
     the last commit and LeaveGroup are a few requests each."""
     return config["rebalance.timeout.ms"] / 1000 + 4 * config["request.timeout.ms"] / 1000 + 10
+
+
+def follow_up_grace(config: dict[str, Any]) -> float:
+    """Seconds a cooperative member that gave up partitions waits before the join that lets them
+    be given out, unless the group calls a rebalance first. Its join changes its subscription, so
+    it starts a new generation; a member of the one just formed that has not had its SyncGroup
+    answered yet is then refused (REBALANCE_IN_PROGRESS, on tansu only after it waited 0.8 of
+    `session.timeout.ms`), holds nothing meanwhile, and joins a round late. The others heard of
+    the rebalance within a heartbeat of each other, so their joins, and then their SyncGroups, are
+    answered within `heartbeat.interval.ms` and a broker's poll of the waiting SyncGroups."""
+    return config["heartbeat.interval.ms"] / 1000 + SYNC_POLL_S
 
 
 class MemberError(NamedTuple):
@@ -259,6 +279,11 @@ class MemberRuntime:
         under way, which subscribed before it, does not answer it."""
         if stale:
             log.debug("group/%s ignored, being about an earlier generation: %s", self.coordinator.group_id, why)
+            return
+        if self._joining and not keeps_claims:
+            # a commit sent before the cooperative join, answered during it: the join under way
+            # says whether the member is still in the group (a lost join ends the session)
+            log.debug("group/%s ignored while the member joins: %s", self.coordinator.group_id, why)
             return
         if self._rejoin is not None and keeps_claims and self.coordinator.generation_id >= 0:
             self._rejoin(why, seen_here)
@@ -503,36 +528,52 @@ class MemberRuntime:
                            end: Callable[[str], None]) -> None:
         """Each rebalance the group asks for, joined while the claims go on being fetched and
         handled; then only the partitions the new assignment leaves out close, and only the new
-        ones open. A round that revoked any is followed at once by another, which gives them to
-        their new members. A member left out of a generation meanwhile ends the session: what it
-        held may be another's already."""
+        ones open. A round that revoked any is followed by another, which gives them to their new
+        members, after `follow_up_grace()` unless the group calls one first. A member left out of
+        a generation meanwhile ends the session: what it held may be another's already."""
         asked = asyncio.Event()
+        called = asyncio.Event()  # a request other than a follow-up: nothing to wait for
         reasons: list[str] = []
         after_join: list[str] = []  # what the member found while it joined: asked once the join is done
+        loop = asyncio.get_running_loop()
+        grace = follow_up_grace(self.config)
+        follow_up_at = 0.0  # loop time before which a follow-up join waits
 
-        def rejoin(why: str, seen_here: bool = False) -> None:
+        def rejoin(why: str, seen_here: bool = False, follow_up: bool = False) -> None:
+            nonlocal follow_up_at
             if self._joining:  # the join under way answers the group's call (a commit refused meanwhile)
                 if seen_here:
                     after_join.append(why)
                 return
             reasons.append(why)
+            if follow_up:
+                follow_up_at = loop.time() + grace
+            else:
+                called.set()
             asked.set()
 
         self._rejoin = rejoin
         if generation.cooperative and generation.revoked:  # the session's own join left some out
-            rejoin(f"gave up {generation.revoked} at the join")
+            rejoin(f"gave up {generation.revoked} at the join", follow_up=True)
         try:
             while not over.is_set():
                 await self._unless_stopped(asked.wait(), over)
+                if not called.is_set() and loop.time() < follow_up_at:
+                    # the others of the generation just formed may not have their assignment yet
+                    await self._unless_stopped(_wait_or(called, follow_up_at - loop.time()), over)
                 if over.is_set():
                     return
                 asked.clear()
+                called.clear()
                 member_id = self.coordinator.member_id
                 log.info("group/%s member %s joins again, keeping its claims: %s", self.coordinator.group_id,
                          member_id, "; ".join(reasons))
                 reasons.clear()
-                self._joining = True
+                self._joining = True  # from here a call to rebalance is answered by this join
                 try:
+                    await self._commit_before_join(session)
+                    if over.is_set():
+                        return
                     await self._look_up_subscription()
                     generation = await self._unless_stopped(self.coordinator.join(), over)
                 finally:
@@ -547,12 +588,31 @@ class MemberRuntime:
                     return
                 revoked = await self._revoke(session, generation, claims, positions, threads, end)
                 await self._add(session, generation, claims, positions, threads, over, end)
-                if revoked or generation.revoked or after_join:
-                    rejoin(f"gave up {revoked or generation.revoked}" if revoked or generation.revoked
-                           else "; ".join(after_join))
+                if revoked or generation.revoked:
+                    rejoin(f"gave up {revoked or generation.revoked}", follow_up=True)
+                if after_join:
+                    rejoin("; ".join(after_join))
                     after_join.clear()
         finally:
             self._rejoin = None
+
+    async def _commit_before_join(self, session: Session) -> None:
+        """Commit what is marked before a cooperative rejoin (as the Java consumer does before it
+        joins), while the generation the marks were made in is the group's, or the one it is
+        replacing. A refusal changes nothing here: the join tells whether the member is still in
+        the group, and if it is not its session ends. One attempt, for at most
+        `heartbeat.interval.ms`: the member does not heartbeat meanwhile, and a coordinator that
+        does not answer is the join's to ride out (its silence counts against the session)."""
+        bound = self.config["heartbeat.interval.ms"] / 1000
+        try:
+            await asyncio.wait_for(self.commit_session(session, retries=0), bound)
+        except TimeoutError:
+            log.info("group/%s commit before the rejoin not answered within %.1fs (heartbeat.interval.ms); "
+                     "joining", self.coordinator.group_id, bound)
+        except (RebalanceNeeded, KafkaError) as exc:
+            if is_fatal(exc):
+                self._fail_member(exc)
+            log.info("group/%s commit before the rejoin failed: %s", self.coordinator.group_id, exc)
 
     async def _revoke(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
                       positions: dict[tuple[str, int], PartitionFetch],
@@ -725,6 +785,11 @@ class MemberRuntime:
         interval = self.config["auto.commit.interval.ms"] / 1000
         while not over.is_set():
             await _wait_or(over, interval)
+            if self._joining:
+                # the rejoin committed just before it joined; a commit now would wait behind the
+                # JoinGroup (a broker answers a connection's requests in order) and carry a
+                # generation the join is replacing: refused, its marks would wait for the next turn
+                continue
             try:
                 await self.commit_session(session)
             except RebalanceNeeded as exc:
@@ -785,11 +850,11 @@ class MemberRuntime:
         self.topics = self.coordinator.topics = topics
         return True
 
-    async def commit_session(self, session: Session) -> None:
+    async def commit_session(self, session: Session, retries: int = COMMIT_RETRIES) -> None:
         offsets = session.uncommitted()
         if not offsets:
             return
-        await self.coordinator.commit(offsets)
+        await self.coordinator.commit(offsets, retries)
         self.metrics.committed()
         with session._lock:
             session.committed.update(offsets)

@@ -189,9 +189,14 @@ class GroupCoordinator:
         while True:
             try:
                 owned = {t: list(ps) for t, ps in self.claims.items()}  # what the join's subscription says
+                log.debug("group/%s/%s JoinGroup sent (generation %d, owning %s)", self.group_id, self.member_id,
+                          self.generation_id, owned)
                 join = await self._join_group()
                 self.unanswered_since = None
                 code = join.error_code
+                log.debug("group/%s/%s JoinGroup answered %s: generation %s, leader %s", self.group_id,
+                          join.get("member_id") or self.member_id, BrokerError(code).name if code else "NONE",
+                          join.get("generation_id"), join.get("leader"))
                 if code == MEMBER_ID_REQUIRED:
                     self.member_id = join.member_id
                     continue
@@ -201,6 +206,8 @@ class GroupCoordinator:
                     plan = await self._balance(join) if join.leader == join.member_id else {}
                     sync = await self._sync_group(join.generation_id, join.protocol_name, plan)
                     code = sync.error_code
+                    log.debug("group/%s/%s SyncGroup of generation %d answered %s", self.group_id, self.member_id,
+                              join.generation_id, BrokerError(code).name if code else "NONE")
                     if code == NONE:
                         self.absent_leader.reset()
                         self.claims = decode_assignment(sync.assignment).partitions
@@ -327,6 +334,8 @@ class GroupCoordinator:
         if code == NONE:
             return
         stale = generation_id is not None and generation_id != self.generation_id
+        log.debug("group/%s/%s %s (sent in generation %s, now %d) answered %s", self.group_id, self.member_id, what,
+                  generation_id, self.generation_id, BrokerError(code).name)
         if code == UNKNOWN_MEMBER_ID and not stale:
             self.member_id = ""
             self.generation_id = -1
@@ -370,6 +379,8 @@ class GroupCoordinator:
                 for t in response.topics:
                     for p in t.partitions:
                         self._check(p.error_code, f"commit {t.name}/{p.partition_index}", generation_id)
+                log.debug("group/%s/%s committed in generation %d: %s", self.group_id, self.member_id, generation_id,
+                          dict(offsets))
                 return
             except (BrokerConnectionError, RequestTimedOutError, CoordinatorLost) as exc:
                 self.cluster.forget_coordinator(self.group_id)
