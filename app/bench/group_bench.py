@@ -1,15 +1,70 @@
 """What the group benches (`rebalance`, `lag_curve`) share: a `Feed`, a topic fed from a thread of
-the driver, and `measure`, their runs on an embedded tansu and a Ray of their own."""
+the driver; the members' handlers, which note what they handled (`note`, read back by
+`read_notes`); and `measure`, their runs on an embedded tansu and a Ray of their own.
+
+The handlers are functions of this module (never run as `__main__`), so Ray sends them to the
+member actors by reference: each member's process has its own `MEMBER_LOCK`."""
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 TICK_S = 0.01  # the feed sends what it owes every this often
+
+
+def note(notes: str, batch: Any) -> None:
+    """In a member actor: a line in `notes` (a folder) saying when it handled `batch`, of which
+    partition, from which offset, and how many records."""
+    line = b"%.4f %d %d %d\n" % (time.time(), batch.column("partition")[0].as_py(), batch.column("offset")[0].as_py(),
+                                 batch.num_rows)
+    with open(os.path.join(notes, f"{os.getpid()}.txt"), "ab") as fh:
+        fh.write(line)
+
+
+class Noted(NamedTuple):
+    """A batch a member handled (`note`)."""
+
+    at: float  # time.time()
+    partition: int
+    first: int  # its first record's offset
+    records: int
+
+
+def read_notes(notes: Path) -> list[Noted]:
+    """Every member's notes (`note`), in time order."""
+    out = []
+    for f in notes.iterdir():
+        for line in f.read_bytes().split(b"\n"):
+            parts = line.split()
+            if len(parts) == 4:
+                out.append(Noted(float(parts[0]), *(int(x) for x in parts[1:])))
+    return sorted(out)
+
+
+def handled(notes: Path) -> tuple[int, int]:
+    """Records handled, by the notes: how many handlings, and how many records (each once)."""
+    noted = read_notes(notes)
+    offsets: dict[int, set[int]] = {}
+    for n in noted:
+        offsets.setdefault(n.partition, set()).update(range(n.first, n.first + n.records))
+    return sum(n.records for n in noted), sum(len(o) for o in offsets.values())
+
+
+MEMBER_LOCK = threading.Lock()  # in a member's process: one batch handled at a time
+
+
+def handle_slowly(notes: str, handle_s: float, batch: Any) -> None:
+    """The groups' handler, in the member actors: `handle_s` a record, one batch at a time in a
+    member (so a member handles 1 / `handle_s` records a second), then a note of it (`note`)."""
+    with MEMBER_LOCK:
+        time.sleep(handle_s * batch.num_rows)
+    note(notes, batch)
 
 
 class Feed:

@@ -4,8 +4,8 @@
 beside it, its records (REBALANCING.json). Each run: an embedded tansu, a topic of PARTITIONS
 partitions fed at RATE messages a second (round robin, from the driver), a `ConsumerGroup` of
 FROM members that has read everything so far; then `scale(TO)`, and the feed goes on for
-AFTER_S seconds. The members note, in files, when they handled each batch and of which
-partition. From those notes, per run:
+AFTER_S seconds. The members note, in files, when they handled each batch, of which partition
+and from which offset. From those notes, per run:
 
 - the group's longest pause: the longest time, from `scale()` on, with no record handled by any
   member (an eager rebalance stops every member; a cooperative one only the partitions that move);
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .group_bench import Feed, measure
+from .group_bench import Feed, handled, measure, note, read_notes
 
 PARTITIONS = 16
 FROM, TO = 4, 8
@@ -42,25 +42,6 @@ SESSION_MS = 6_000  # tansu answers a join after half of it
 AFTER_S = 20.0  # the feed goes on this long after scale()
 SETTLE_TIMEOUT_S = 120.0
 PROTOCOLS = {"eager": "sticky", "cooperative": "cooperative-sticky"}
-
-
-def note(notes: str, batch: Any) -> None:
-    """In a member actor: a line in `notes` (a folder) saying when it handled `batch`, of which
-    partition, and how many records."""
-    line = b"%.4f %d %d\n" % (time.time(), batch.column("partition")[0].as_py(), batch.num_rows)
-    with open(os.path.join(notes, f"{os.getpid()}.txt"), "ab") as fh:
-        fh.write(line)
-
-
-def read_notes(notes: Path) -> list[tuple[float, int, int]]:
-    """Every member's notes (`note`), in time order."""
-    out = []
-    for f in notes.iterdir():
-        for line in f.read_bytes().split(b"\n"):
-            parts = line.split()
-            if len(parts) == 3:
-                out.append((float(parts[0]), int(parts[1]), int(parts[2])))
-    return sorted(out)
 
 
 def _longest_gap(times: list[float], start: float, end: float) -> float:
@@ -85,7 +66,7 @@ def one_run(bootstrap: str, mode: str, run: int) -> dict[str, Any]:
     group = ConsumerGroup(config, [topic], functools.partial(note, str(notes)), members=FROM)
     try:
         _wait(lambda: _settled(group, FROM), f"the group of {FROM} settled")
-        _wait(lambda: handled(notes) >= feed.sent - RATE, "the group caught up with the feed")
+        _wait(lambda: handled(notes)[1] >= feed.sent - RATE, "the group caught up with the feed")
         owners_before = _owners(group)
         scaled_at = time.time()
         group.scale(TO)
@@ -95,32 +76,27 @@ def one_run(bootstrap: str, mode: str, run: int) -> dict[str, Any]:
         time.sleep(max(0.0, AFTER_S - (settled_at - scaled_at)))
         feed.stop()
         producer.flush(30)
-        _wait(lambda: handled(notes) >= feed.sent, "every message handled")
+        _wait(lambda: handled(notes)[1] >= feed.sent, "every message handled")
     finally:
         feed.stop()
         group.close()
         producer.close(30)
     noted = read_notes(notes)
     end = max(scaled_at + AFTER_S, settled_at)
-    gaps = {partition: _longest_gap([t for t, p, _ in noted if p == partition], scaled_at, end)
+    gaps = {partition: _longest_gap([n.at for n in noted if n.partition == partition], scaled_at, end)
             for partition in range(PARTITIONS)}
     moved = [p for p in range(PARTITIONS) if owners_before[p] != owners_after[p]]
     stayed = [p for p in range(PARTITIONS) if p not in moved]
-    return {"mode": mode, "run": run, "group_pause_s": round(_longest_gap([t for t, _, _ in noted], scaled_at, end), 3),
+    return {"mode": mode, "run": run, "group_pause_s": round(_longest_gap([n.at for n in noted], scaled_at, end), 3),
             "stayed_pause_max_s": round(max(gaps[p] for p in stayed), 3) if stayed else None,
             "moved_pause_median_s": round(statistics.median(gaps[p] for p in moved), 3) if moved else None,
             "settled_s": round(settled_at - scaled_at, 3),
             "moved": len(moved),
-            "messages": feed.sent, "handled": sum(n for _, _, n in noted)}
+            "messages": feed.sent, "handled": sum(n.records for n in noted)}
 
 
 def _owners(group: Any) -> dict[int, str]:
     return {p: s["member_id"] for s in group.status() for ps in s["claims"].values() for p in ps}
-
-
-def handled(notes: Path) -> int:
-    """Records handled, by the notes."""
-    return sum(n for _, _, n in read_notes(notes))
 
 
 def _settled(group: Any, members: int) -> bool:

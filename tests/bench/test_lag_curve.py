@@ -1,4 +1,5 @@
-"""The lag bench's arithmetic (`app/bench/lag_curve.py`), on curves made up here: no Ray, no broker."""
+"""The lag bench's arithmetic (`app/bench/lag_curve.py`) and the group benches' notes
+(`app/bench/group_bench.py`), on curves and notes made up here: no Ray, no broker."""
 
 import json
 
@@ -12,7 +13,7 @@ LAG_PER_MEMBER = WORKLOAD.lag_per_member
 
 
 def run(group: str, samples: list[list[float]], messages: int = 1000, handled: int = 1000, scalings=()) -> dict:
-    return {"group": group, "run": 0, "messages": messages, "handled": handled, "samples": samples,
+    return {"group": group, "run": 0, "messages": messages, "handled": handled, "distinct": messages, "samples": samples,
             "scalings": list(scalings)}
 
 
@@ -57,3 +58,20 @@ def test_the_figures_and_the_report_follow_the_workload_kept_in_the_records():
     assert figures(run("by-lag", samples), w)["back_under_s"] == pytest.approx(7.0 + lag_curve.SAMPLE_S - 5.0)
     assert figures(run("by-lag", samples))["back_under_s"] == 0.0  # under the default bound throughout
     assert "`lag_per_member=100`" in report([run("fixed", samples), run("by-lag", samples)], "cmd", "LAG.png", w)
+
+
+def test_the_notes_count_a_record_handled_twice_once_among_the_records(tmp_path):
+    """Two members' notes: partition 0's offsets 10-14 handled by both (a move), partition 1's once.
+    The records handled are counted once each; the handlings, twice where they were twice."""
+    import pyarrow as pa
+
+    from raykafka.app.bench.group_bench import handled, note, read_notes
+
+    def batch(partition: int, first: int, n: int) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict({"partition": [partition] * n, "offset": list(range(first, first + n))})
+
+    (tmp_path / "other.txt").write_bytes(b"1.0 0 10 5\n")  # another member's notes file
+    note(str(tmp_path), batch(0, 10, 5))
+    note(str(tmp_path), batch(1, 0, 3))
+    assert handled(tmp_path) == (13, 8)
+    assert [(n.partition, n.first, n.records) for n in read_notes(tmp_path)][0] == (0, 10, 5)  # in time order
