@@ -326,18 +326,38 @@ def test_a_range_that_cannot_be_read_ends_its_task_naming_it(bootstrap, filled_t
         asyncio.get_running_loop()
 
 
-def test_a_write_keeps_ray_datas_lines_of_its_own_executions_off_the_terminal(ray_for_spark, bootstrap, topic_name):
-    """`write_dataset` iterates the caller's Dataset: Ray Data's lines about that execution (its
-    plan, progress and time) go to Ray Data's log file, not to a terminal handler of the
-    `ray.data` logger, through either route; an execution the caller starts (`ds.count()`)
-    still prints them there. (A handler of the test's own stands for the terminal: pytest's
-    capture does not reliably see Ray Data's console handler.)"""
+@pytest.fixture()
+def ray_data_terminal():
+    """What a terminal handler of the `ray.data` logger would print (a handler of the test's own, at
+    INFO as Ray Data's console handler: pytest's capture does not reliably see Ray Data's)."""
     import io
     import logging
+
+    terminal = io.StringIO()
+    handler = logging.StreamHandler(terminal)
+    handler.setLevel(logging.INFO)
+    ray_data_log = logging.getLogger("ray.data")
+    ray_data_log.addHandler(handler)
+    try:
+        yield terminal
+    finally:
+        ray_data_log.removeHandler(handler)
+
+
+def _finished_in_ray_data_files() -> int:
+    """Executions Ray Data's log files of this session say finished."""
     from pathlib import Path
 
     from ray.data._internal.logging import get_log_directory
 
+    return sum(f.read_text().count("execution finished") for f in Path(get_log_directory()).glob("ray-data*.log"))
+
+
+def test_a_write_keeps_ray_datas_lines_of_its_own_executions_off_the_terminal(ray_for_spark, bootstrap, topic_name,
+                                                                             ray_data_terminal):
+    """`write_dataset` iterates the caller's Dataset: Ray Data's lines about that execution (its
+    plan, progress and time) go to Ray Data's log files, not to the terminal, through either
+    route; an execution the caller starts (`ds.count()`) still prints them there."""
     from raykafka.driver.producer import Producer
     from raykafka.spark_bridge.writer import write_dataset
 
@@ -345,43 +365,24 @@ def test_a_write_keeps_ray_datas_lines_of_its_own_executions_off_the_terminal(ra
     config = {"bootstrap.servers": bootstrap}
     with Admin(config) as admin:
         admin.create_topics({topic: 2})
-    terminal = io.StringIO()
-    handler = logging.StreamHandler(terminal)
-    handler.setLevel(logging.INFO)  # as Ray Data's console handler
-    ray_data_log = logging.getLogger("ray.data")
-    ray_data_log.addHandler(handler)
-    try:
-        ds = ray.data.range(500).filter(lambda row: row["id"] >= 0).map(lambda row: {"value": b"q%d" % row["id"]})
-        with Producer(config) as producer:
-            assert write_dataset(ds, topic, producer=producer) == {"delivered": 500, "failed": 0}
-            with pytest.raises(TypeError, match="expected a ray.data.Dataset, not list"):
-                write_dataset([{"value": b"x"}], topic, producer=producer)
-        assert write_dataset(ds, topic, config) == {"delivered": 500, "failed": 0}
-        assert "Dataset" not in terminal.getvalue(), terminal.getvalue()
-        logged = "".join(f.read_text() for f in Path(get_log_directory()).glob("ray-data*.log"))
-        assert logged.count("execution finished") >= 2  # both writes' executions, in Ray Data's files
-        assert ray.data.range(300).filter(lambda row: row["id"] >= 0).count() == 300
-        assert "execution finished" in terminal.getvalue()  # the caller's own execution prints as Ray Data does
-    finally:
-        ray_data_log.removeHandler(handler)
+    ds = ray.data.range(500).filter(lambda row: row["id"] >= 0).map(lambda row: {"value": b"q%d" % row["id"]})
+    finished_before = _finished_in_ray_data_files()
+    with Producer(config) as producer:
+        assert write_dataset(ds, topic, producer=producer) == {"delivered": 500, "failed": 0}
+        with pytest.raises(TypeError, match="expected a ray.data.Dataset, not list"):
+            write_dataset([{"value": b"x"}], topic, producer=producer)
+    assert write_dataset(ds, topic, config) == {"delivered": 500, "failed": 0}
+    assert "Dataset" not in ray_data_terminal.getvalue(), ray_data_terminal.getvalue()
+    assert _finished_in_ray_data_files() >= finished_before + 2  # both writes' executions, in Ray Data's files
+    assert ray.data.range(300).filter(lambda row: row["id"] >= 0).count() == 300
+    assert "execution finished" in ray_data_terminal.getvalue()  # the caller's own execution prints as Ray Data does
 
 
-def test_read_kafka_keeps_ray_datas_lines_of_its_execution_off_the_terminal(spark, bootstrap, filled_topic):
+def test_read_kafka_keeps_ray_datas_lines_of_its_execution_off_the_terminal(spark, bootstrap, filled_topic,
+                                                                          ray_data_terminal):
     """`read_kafka` runs a Ray Data execution of its own to hand Spark the records: its lines
-    stay off a terminal handler of the `ray.data` logger (a handler of the test's own, as above),
-    and the DataFrame holds every record."""
-    import io
-    import logging
-
+    stay off the terminal, and the DataFrame holds every record."""
     from raykafka.spark_bridge.reader import read_kafka
 
-    terminal = io.StringIO()
-    handler = logging.StreamHandler(terminal)
-    handler.setLevel(logging.INFO)  # as Ray Data's console handler
-    ray_data_log = logging.getLogger("ray.data")
-    ray_data_log.addHandler(handler)
-    try:
-        assert read_kafka(spark, filled_topic, config={"bootstrap.servers": bootstrap}).count() == 3000
-        assert "Dataset" not in terminal.getvalue(), terminal.getvalue()
-    finally:
-        ray_data_log.removeHandler(handler)
+    assert read_kafka(spark, filled_topic, config={"bootstrap.servers": bootstrap}).count() == 3000
+    assert "Dataset" not in ray_data_terminal.getvalue(), ray_data_terminal.getvalue()
