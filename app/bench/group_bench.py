@@ -7,6 +7,7 @@ member actors by reference: each member's process has its own `MEMBER_LOCK`."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import threading
@@ -103,6 +104,17 @@ class Feed:
         """Stop now (or, once it has run its length, wait for its thread)."""
         self._stop.set()
         self._thread.join()
+
+
+def arguments(doc: str, runs: int, out: str, beside: str) -> argparse.Namespace:
+    """A group bench's command line: `--runs`, `--out` (the report; `beside` says what goes beside
+    it) and `--from-records` (the report again from the records beside it, measuring nothing)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--out", default=out, help=f"the report; {beside} beside it")
+    parser.add_argument("--from-records", action="store_true",
+                        help="write the report again from the records beside it, measuring nothing")
+    return parser.parse_args()
 
 
 def measure(runs: int, kinds: tuple[str, ...], one_run: Callable[[str, str, int], dict[str, Any]],

@@ -22,7 +22,6 @@ size, and the records handled more than once.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import functools
 import json
@@ -34,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .group_bench import Feed, handle_slowly, handled, measure
+from .group_bench import Feed, arguments, handle_slowly, handled, measure
 
 
 class Workload(NamedTuple):
@@ -194,12 +193,7 @@ def plot(runs: list[dict[str, Any]], path: Path, w: Workload = WORKLOAD) -> None
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--out", default="LAG.md", help="the report; its records (.json) and curves (.png) go beside it")
-    parser.add_argument("--from-records", action="store_true",
-                        help="write the report and the picture again from the records beside it, measuring nothing")
-    args = parser.parse_args()
+    args = arguments(__doc__, 2, "LAG.md", "its records (.json) and curves (.png) go")
     out = Path(args.out)
     picture = out.with_suffix(".png")
     if args.from_records:

@@ -21,7 +21,6 @@ for a new group only); the cooperative protocol takes two rounds to move a parti
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import functools
 import json
@@ -33,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .group_bench import Feed, handled, measure, note, read_notes
+from .group_bench import Feed, arguments, handled, measure, note, read_notes
 
 PARTITIONS = 16
 FROM, TO = 4, 8
@@ -145,12 +144,7 @@ def report(runs: list[dict[str, Any]], command: str) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", default="REBALANCING.md", help="the report; its records go beside it, as .json")
-    parser.add_argument("--from-records", action="store_true",
-                        help="write the report again from the records beside it, measuring nothing")
-    args = parser.parse_args()
+    args = arguments(__doc__, 3, "REBALANCING.md", "its records (.json) go")
     out = Path(args.out)
     if args.from_records:
         records = json.loads(out.with_suffix(".json").read_text())

@@ -58,6 +58,14 @@ def claimed(runtime: MemberRuntime) -> set[tuple[str, int]]:
     return {(t, p) for t, ps in runtime.status()["claims"].items() for p in ps}
 
 
+def started(cluster, handled: Handled, name: str) -> MemberRuntime:
+    """A cooperative member of group "coop" on topic "t", handling into `handled` as `name`, started."""
+    member = MemberRuntime({"bootstrap.servers": cluster.bootstrap, "group.id": "coop", **COOPERATIVE}, ["t"],
+                           handled.handler(name))
+    member.start()
+    return member
+
+
 def test_a_member_joining_and_leaving_moves_only_what_must_move(kit):
     """a holds all 4 partitions; b joins: a gives up 2 (and only those: its session goes on,
     the 2 it keeps are never reopened), b takes them at the committed offsets; b leaves: a takes
@@ -73,15 +81,11 @@ def test_a_member_joining_and_leaving_moves_only_what_must_move(kit):
 
     with MockCluster(n_brokers=1, topics={"t": PARTITIONS}) as cluster:
         write(0)
-        a = MemberRuntime({"bootstrap.servers": cluster.bootstrap, "group.id": "coop", **COOPERATIVE}, ["t"],
-                          handled.handler("a"))
-        a.start()
+        a = started(cluster, handled, "a")
         try:
             kit.wait_for(lambda: handled.values() == written, timeout=30, what="a handling the first round")
             session, generations = a.session, a.generations
-            b = MemberRuntime({"bootstrap.servers": cluster.bootstrap, "group.id": "coop", **COOPERATIVE}, ["t"],
-                              handled.handler("b"))
-            b.start()
+            b = started(cluster, handled, "b")
             try:
                 kit.wait_for(lambda: len(claimed(a)) == 2 and len(claimed(b)) == 2 and not claimed(a) & claimed(b),
                              timeout=30, what="a and b holding 2 partitions each")
@@ -221,18 +225,14 @@ def test_a_commit_refused_while_a_cooperative_member_joins_again_leaves_its_clai
     with MockCluster(n_brokers=1, topics={"t": PARTITIONS}) as cluster:
         script = GroupScript(cluster)
         feed = Feed(kit, cluster)
-        a = MemberRuntime({"bootstrap.servers": cluster.bootstrap, "group.id": "coop", **COOPERATIVE}, ["t"],
-                          handled.handler("a"))
-        a.start()
+        a = started(cluster, handled, "a")
         b = None
         try:
             kit.wait_for(lambda: len(claimed(a)) == PARTITIONS and handled.values(), timeout=30,
                          what="a handling every partition")
             session = a.session
             script.refuse_sync_of = a.coordinator.member_id
-            b = MemberRuntime({"bootstrap.servers": cluster.bootstrap, "group.id": "coop", **COOPERATIVE}, ["t"],
-                              handled.handler("b"))
-            b.start()
+            b = started(cluster, handled, "b")
             kit.wait_for(lambda: len(claimed(a)) == 2 and len(claimed(b)) == 2, timeout=30,
                          what="a and b holding 2 partitions each")
             assert any(code for _, code in script.of(a.coordinator.member_id, "sync")), "a's SyncGroup was refused"
@@ -259,15 +259,11 @@ def test_a_member_that_gave_up_partitions_lets_the_others_have_their_assignment_
     handled = Handled()
     with MockCluster(n_brokers=1, topics={"t": PARTITIONS}) as cluster:
         script = GroupScript(cluster, follower_sync_delay=0.5)
-        a = MemberRuntime({"bootstrap.servers": cluster.bootstrap, "group.id": "coop", **COOPERATIVE}, ["t"],
-                          handled.handler("a"))
-        a.start()
+        a = started(cluster, handled, "a")
         b = None
         try:
             kit.wait_for(lambda: len(claimed(a)) == PARTITIONS, timeout=30, what="a holding every partition")
-            b = MemberRuntime({"bootstrap.servers": cluster.bootstrap, "group.id": "coop", **COOPERATIVE}, ["t"],
-                              handled.handler("b"))
-            b.start()
+            b = started(cluster, handled, "b")
             kit.wait_for(lambda: len(claimed(a)) == 2 and len(claimed(b)) == 2, timeout=30,
                          what="a and b holding 2 partitions each")
             refused = [(m, code) for _, m, r, code in script.events if r == "sync" and code]
@@ -298,18 +294,14 @@ def test_a_member_joins_twice_for_a_partition_to_move_even_when_its_commits_are_
         script = GroupScript(cluster)
         feed = Feed(kit, cluster)
         cluster.delay(messages.OFFSET_COMMIT, 0.4)
-        a = MemberRuntime({"bootstrap.servers": cluster.bootstrap, "group.id": "coop", **COOPERATIVE}, ["t"],
-                          handled.handler("a"))
-        a.start()
+        a = started(cluster, handled, "a")
         b = None
         try:
             kit.wait_for(lambda: len(claimed(a)) == PARTITIONS and handled.values(), timeout=30,
                          what="a handling every partition")
             a_id = a.coordinator.member_id
             joins_before = len(script.of(a_id, "join"))
-            b = MemberRuntime({"bootstrap.servers": cluster.bootstrap, "group.id": "coop", **COOPERATIVE}, ["t"],
-                              handled.handler("b"))
-            b.start()
+            b = started(cluster, handled, "b")
             kit.wait_for(lambda: len(claimed(a)) == 2 and len(claimed(b)) == 2, timeout=30,
                          what="a and b holding 2 partitions each")
             feed.stop()
