@@ -13,6 +13,8 @@ import ray
 
 from raykafka.driver.producer import Producer
 
+from ..tiers import default_keeps
+
 pytestmark = [pytest.mark.ray, pytest.mark.broker, pytest.mark.timeout(300)]
 
 PARTITIONS = 4
@@ -21,7 +23,8 @@ PARTITIONS = 4
 ROLES = ["leader_dispatcher", "broker_worker", "retry_handler", "topic_dispatcher", "partition_dispatcher"]
 
 
-@pytest.mark.parametrize("role", ROLES)
+# the default tier keeps a data-carrying stage and a dispatcher; the others heal alike
+@pytest.mark.parametrize("role", default_keeps(ROLES, kept=["broker_worker", "partition_dispatcher"]))
 def test_killed_producer_actor_heals_exactly_once_in_order(ray_session, bootstrap, topic_name, kit, ledger, record,
                                                            role, chaos_full, live_actors):
     """ray.kill one producer actor while a third of the stream is in flight, with idempotence:
@@ -72,7 +75,8 @@ def test_killed_producer_actor_heals_exactly_once_in_order(ray_session, bootstra
 HOSTED_TOPICS = 3
 
 
-@pytest.mark.parametrize("role", ["partition_dispatcher", "leader_dispatcher"])
+@pytest.mark.parametrize("role", default_keeps(["partition_dispatcher", "leader_dispatcher"],
+                                                kept=["partition_dispatcher"]))
 def test_killed_dispatcher_hosting_several_topics_heals_exactly_once_on_each(
         ray_session, bootstrap, topic_name, kit, ledger, record, role, live_actors):
     """One PartitionDispatcher and one LeaderDispatcher host every topic: killed mid-stream while
@@ -225,6 +229,7 @@ def test_killed_partition_consumer_is_replaced_and_its_partition_read_once(ray_s
     assert live_actors_of() == [], "close leaves no consumer actor, dead or alive"
 
 
+@pytest.mark.slow  # 11 s; the default tier keeps a dead member replaced by the group (tests/consumer/test_group_tansu.py)
 def test_killed_group_member_partitions_go_to_the_living(ray_session, bootstrap, topic_name, kit, record, tmp_path,
                                                          live_actors_of):
     """ConsumerGroup of 3 members on 6 partitions; one member is killed mid-stream; the group

@@ -255,6 +255,7 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
     assert os.listdir(sink)
 
 
+@pytest.mark.slow  # 13 s; the default tier keeps the consumers' outage
 def test_cli_group_consumer_rides_out_a_six_second_outage(restartable_broker, kit, record, tmp_path):
     """`raykafka consume -g` with the broker unreachable for 6 s: it keeps running, prints what is
     written after the outage, and exits 0 at SIGTERM having committed what it printed."""

@@ -56,6 +56,7 @@ def test_a_broker_worker_killed_during_an_outage_heals_once_the_broker_is_back(r
         outage.close()
 
 
+@pytest.mark.slow  # 12 s; the default tier keeps a death during an outage and a heal that cannot finish
 def test_two_deaths_one_after_the_other_heal_twice(ray_session, bootstrap, topic_name, kit, ledger, record,
                                                    live_actors):
     topic = topic_name("heal2")

@@ -135,6 +135,7 @@ def test_producer_under_leader_moves_errors_and_drops_loses_nothing(ray_session,
     assert checks["duplicated"] == 0
 
 
+@pytest.mark.slow  # 9 s; the default tier keeps the order without idempotence in tests/producer/test_mock_scenarios.py
 def test_without_idempotence_one_in_flight_keeps_each_keys_order(ray_session, chaos_full, ledger, record):
     """Mock cluster of 3 brokers; leaders move every 300 ms; ~5% of Produce requests answered with
     a retriable error, not written; ~2% of connections dropped after the request was written;

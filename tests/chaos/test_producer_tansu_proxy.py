@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.broker, pytest.mark.timeout(600)]
 PARTITIONS = 4
 
 
+@pytest.mark.slow  # 46 s; the default tier keeps dropped connections on the mock cluster and a broker restart on tansu
 def test_producer_through_a_dropping_delaying_proxy_loses_nothing(ray_session, chaos_full, ledger, record, kit,
                                                                  tmp_path):
     """tansu behind the proxy (drops ~8% of connections after a forwarded request, delays ~8% of

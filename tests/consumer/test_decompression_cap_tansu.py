@@ -52,6 +52,7 @@ def test_many_batches_each_under_the_cap_fail_their_partition_together(bootstrap
                                                 r"MAX_INFLATION \(100\)")
 
 
+@pytest.mark.slow  # 25 s, most of it tansu's JoinGroup wait; the default tier keeps the cap on the consumer
 def test_a_group_member_bounds_the_partitions_of_one_answer_together(bootstrap, ray_session, kit, topic_name):
     """Two partitions of one zstd batch of 60,000 zero bytes each, against a batch cap of 65536:
     a `Consumer` reads each partition in an actor of its own, each within its own budget; a group

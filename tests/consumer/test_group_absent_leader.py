@@ -43,6 +43,7 @@ async def _joined(coordinator: GroupCoordinator):
     return join
 
 
+@pytest.mark.slow  # 16 s of tansu's JoinGroup waits; the default tier keeps a dead member replaced by the group
 @pytest.mark.broker
 def test_a_member_joining_a_group_stranded_by_its_leader_takes_over_and_assigns(bootstrap, topic_name, kit, caplog):
     topic, group_id = topic_name("strand"), topic_name("g")

@@ -11,6 +11,8 @@ import ray
 from raykafka.driver.consumer_group import ConsumerGroup
 from raykafka.wire.assignors import group_members
 
+from ..tiers import default_keeps
+
 pytestmark = [pytest.mark.broker, pytest.mark.ray]
 
 FAST = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "auto.commit.interval.ms": 300,
@@ -65,7 +67,7 @@ def committed_offsets(bootstrap, group_id, topic, partitions):
         ck.close()
 
 
-@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+@pytest.mark.parametrize("strategy", default_keeps(["range", "roundrobin"], kept=["roundrobin"]))
 def test_partitions_split_with_a_confluent_member(bootstrap, ray_session, topic_name, kit, strategy):
     from confluent_kafka import Consumer as CKConsumer
 
@@ -203,7 +205,7 @@ def test_a_failing_handler_ends_its_session_and_the_batch_is_processed_again(boo
 # static membership on tansu needs a session long enough to cover a member's restart (39 s a run):
 # under `slow`; the default tier keeps a static member's instance id in its join and sync, its
 # not leaving (tests/consumer/test_group_coordinator.py) and its fencing (test_member_faults.py)
-@pytest.mark.parametrize("membership", [pytest.param("static", marks=pytest.mark.slow), "dynamic", "cooperative"])
+@pytest.mark.parametrize("membership", default_keeps(["static", "dynamic", "cooperative"], kept=["dynamic"]))
 @pytest.mark.timeout(240)
 def test_a_dead_member_is_replaced_by_the_group_itself(bootstrap, ray_session, topic_name, kit, membership):
     """A member killed as a crash or a lost node kills it (`ray.kill(no_restart=False)`) is noticed

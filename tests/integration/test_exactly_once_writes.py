@@ -171,6 +171,7 @@ def settled(read: Callable[[], int], quiet: float = 0.2, timeout: float = 10.0) 
     raise AssertionError(f"the writer's acknowledged count did not settle with the broker held: {last}")
 
 
+@pytest.mark.slow  # 12 s; the default tier keeps a writer killed mid-block
 def test_a_writer_killed_as_its_commit_goes_through_writes_its_block_once(ray_session, bootstrap, topic_name,
                                                                           wait_for):
     """The kill lands while the block's commit is under way: it may land before the commit (the

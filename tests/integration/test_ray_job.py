@@ -177,6 +177,7 @@ def record_count(bootstrap: str, topic: str) -> int:
     return asyncio.run(count())
 
 
+@pytest.mark.slow  # 35 s; the default tier keeps a job on a running cluster joining it
 def test_readme_ray_job_example_runs_as_a_job_on_a_running_cluster(ray_cluster, bootstrap):
     example = readme_ray_job_example()
     assert README_BOOTSTRAP in example

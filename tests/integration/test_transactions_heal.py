@@ -14,6 +14,7 @@ import ray
 from raykafka.driver.admin import Admin
 from raykafka.wire.errors import TransactionAbortableError
 
+from ..tiers import default_keeps
 from .test_transactions_producer import SEND_TIMEOUT, read_ours, transactional
 from .test_transactions_wire import PARTITIONS
 
@@ -26,7 +27,9 @@ def _send(producer, topic, name, n=300):
     return values, futures
 
 
-@pytest.mark.parametrize("role", ["transaction_owner", "broker_worker", "leader_dispatcher"])
+# the default tier keeps the death of the transaction's own actor
+@pytest.mark.parametrize("role", default_keeps(["transaction_owner", "broker_worker", "leader_dispatcher"],
+                                                kept=["transaction_owner"]))
 def test_a_death_mid_transaction_aborts_it_and_the_next_commits_through_a_new_pipeline(
         ray_session, bootstrap, topic_name, live_actors, kill_actor, role):
     topic = topic_name("txn-heal")

@@ -30,6 +30,7 @@ from raykafka.wire.errors import (
     UnknownTopicError,
 )
 
+from ..tiers import default_keeps
 from .test_transactions_wire import (
     PARTITIONS,
     check_confluent_read,
@@ -167,7 +168,8 @@ def test_a_failed_message_makes_the_transaction_abortable_and_the_next_one_commi
     assert ours == [b"next"]
 
 
-@pytest.mark.parametrize(("later_partition", "refused_by"), [(0, "produce to"), (1, "AddPartitionsToTxn")],
+@pytest.mark.parametrize(("later_partition", "refused_by"),
+                         default_keeps([(0, "produce to"), (1, "AddPartitionsToTxn")], kept=[(0, "produce to")]),
                          ids=["produce-fenced", "add-partitions-fenced"])
 def test_a_second_producer_with_the_same_transactional_id_fences_the_first(ray_session, bootstrap, topic_name,
                                                                             later_partition, refused_by):

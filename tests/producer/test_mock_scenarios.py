@@ -13,6 +13,8 @@ from raykafka.mock import MockCluster
 from raykafka.wire import messages
 from raykafka.wire.errors import BY_NAME, BrokerError, BufferExhaustedError, DeliveryTimeoutError
 
+from ..tiers import default_keeps
+
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 
 NOT_LEADER = BY_NAME["NOT_LEADER_OR_FOLLOWER"].code
@@ -33,7 +35,7 @@ def assert_in_order_and_complete(cluster: MockCluster, topic: str, sent: dict[in
         assert log_of(cluster, topic, partition) == values, f"partition {partition} differs"
 
 
-@pytest.mark.parametrize("extra", [{}, {"acks": 1, "max.in.flight.requests.per.connection": 1}],
+@pytest.mark.parametrize("extra", default_keeps([{}, {"acks": 1, "max.in.flight.requests.per.connection": 1}], kept=[{}]),
                          ids=["idempotent", "acks1-one-in-flight"])
 def test_leadership_moves_mid_stream_between_two_brokers(ray_session, extra):
     """Without idempotence, one request in flight per connection is what keeps the order."""
@@ -161,7 +163,7 @@ def test_a_broker_that_drops_the_connection_loses_and_duplicates_nothing(ray_ses
         assert len(values) == len(set(values)) == 1000
 
 
-@pytest.mark.parametrize("acked_before", [True, False], ids=["after-acked-batches", "from-log-start"])
+@pytest.mark.parametrize("acked_before", default_keeps([True, False], kept=[True]), ids=["after-acked-batches", "from-log-start"])
 def test_a_duplicate_answered_without_its_offset_gets_the_offset_it_has_in_the_log(ray_session, acked_before):
     """As tansu 0.6 does, the broker answers a re-sent batch it already wrote (its first answer
     lost with a dropped connection) DUPLICATE_SEQUENCE_NUMBER with base offset -1: each message
@@ -328,7 +330,7 @@ def test_a_too_large_message_fails_alone_and_the_rest_keep_their_partitions(ray_
         assert log_of(cluster, "t", 1) == [b"a", b"c"] and log_of(cluster, "t", 0) == [b"d"]
 
 
-@pytest.mark.parametrize("extra", [{}, {"acks": 1, "retries": 0}], ids=["idempotent", "acks1-retries0"])
+@pytest.mark.parametrize("extra", default_keeps([{}, {"acks": 1, "retries": 0}], kept=[{}]), ids=["idempotent", "acks1-retries0"])
 def test_a_batch_over_the_brokers_message_max_bytes_is_cut_in_halves_until_they_fit(ray_session, extra):
     """As the Java producer: a batch of many records refused with MESSAGE_TOO_LARGE is cut in
     two and each half sent on its own (not counted as a retry: it works with retries=0), every

@@ -13,12 +13,15 @@ import ray
 from raykafka.driver.admin import Admin
 from raykafka.driver.producer import Producer
 
+from ..tiers import default_keeps
+
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(300)]
 
 ROLES = ["topic_dispatcher", "partition_dispatcher", "leader_dispatcher", "broker_worker", "retry_handler"]
 
 
-@pytest.mark.parametrize("role", ROLES)
+# the default tier keeps the death of the stage that holds messages in flight
+@pytest.mark.parametrize("role", default_keeps(ROLES, kept=["broker_worker"]))
 def test_close_with_a_dead_actor_heals_delivers_everything_and_leaves_no_actor(
         ray_session, bootstrap, topic_name, live_actors, kill_actor, role):
     topic, fresh = topic_name("deadclose"), topic_name("deadclose-new")

@@ -155,6 +155,7 @@ def test_a_wrong_token_is_refused_with_a_named_error(sasl_front):
     assert sasl_front.front.log.refusals[-1] == "OAUTHBEARER: invalid_token"
 
 
+@pytest.mark.slow  # 6 s; the default tier keeps a token refreshed mid-stream
 @pytest.mark.broker
 def test_a_connection_logs_in_again_before_its_session_ends(short_sessions):
     front = short_sessions.front

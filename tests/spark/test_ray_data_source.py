@@ -378,6 +378,7 @@ def test_a_write_keeps_ray_datas_lines_of_its_own_executions_off_the_terminal(ra
     assert "execution finished" in ray_data_terminal.getvalue()  # the caller's own execution prints as Ray Data does
 
 
+@pytest.mark.slow  # the default tier keeps the write's, through the same quiet copy
 def test_read_kafka_keeps_ray_datas_lines_of_its_execution_off_the_terminal(spark, bootstrap, filled_topic,
                                                                           ray_data_terminal):
     """`read_kafka` runs a Ray Data execution of its own to hand Spark the records: its lines

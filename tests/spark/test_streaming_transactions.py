@@ -47,6 +47,7 @@ def setup_topics(bootstrap: str, topic_name) -> tuple[str, str, list[bytes]]:
     return source, sink, produce(bootstrap, source)
 
 
+@pytest.mark.slow  # 9 s; the default tier keeps a trigger aborted and run again
 def test_a_step_failing_after_its_write_leaves_nothing_and_the_restart_writes_each_once(
         ray_for_spark, bootstrap, topic_name, read_committed):
     source, sink, values = setup_topics(bootstrap, topic_name)
