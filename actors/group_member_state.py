@@ -1,12 +1,14 @@
-"""MemberRuntime: one consumer-group member's life, without Ray: sessions, heartbeats, the
-fetch loop, commits, and the user's handler in a thread per claim.
+"""MemberRuntime: one consumer-group member's life, without Ray: sessions, heartbeats, commits,
+rebalances and the handler policy. It reads its claims through a `ClaimReader` and rejoins under
+the cooperative protocol through a `CooperativeRejoin`.
 
 Cardinality: one per group member, hosted by a `GroupMember` actor (`actors/group_member.py`) or
 run in process by `raykafka consume -g`. Called by: its host (`start`, `status`, `stop`,
 `wait_ended`) and, from the handler's threads, its `Session`s (`actors/group_session.py`).
 Calls: the group coordinator (through `wire.group_coordinator`), its `ClaimReader`
 (`actors/claim_reader.py`: the claims' offsets, their fetching, one handler thread per claim),
-and the user's handler's `setup` and `cleanup`.
+its `CooperativeRejoin` (`actors/cooperative_rejoin.py`: a cooperative session's rejoins), and
+the user's handler's `setup` and `cleanup`.
 
 A member lives through sessions, one per generation (Sarama's consumerGroupSession): join,
 read committed offsets, `handler.setup(session)`, one thread per claim running
@@ -20,17 +22,13 @@ Heartbeats run on their own task for the member's whole life, not per session, s
 while a session waits for slow handlers and while it opens.
 
 Under the cooperative protocol (`partition.assignment.strategy=cooperative-sticky`, KIP-429) a
-rebalance does not end the session: the member joins again while its claims go on being fetched
-and handled (`_rejoin_loop`), then closes only the claims the new assignment leaves out (their
-handlers return, their marks are committed) and opens only the new ones. A round that revoked
-anything is followed by another, in which the leader gives those partitions to their new
-members; its join waits `follow_up_grace()` (or until the group calls a rebalance), so that the
-members of the generation just formed have their assignment before it starts the next one.
-What is marked is committed just before each such join and not while it is under way (the
-commit would carry the generation the join replaces). A member left out of a generation (its
-heartbeat or join answered that it is unknown, or that its generation is stale) has lost its
-claims: its session ends as above; a commit refused while the member joins does not say so,
-the join does.
+rebalance does not end the session: its `CooperativeRejoin` (`actors/cooperative_rejoin.py`)
+joins again while the claims go on being fetched and handled, then closes only the claims the
+new assignment leaves out and opens only the new ones; while that join is under way
+(`_joining`) the member's own calls to rebalance go to it (`_rejoin`). A member left out of a
+generation (its heartbeat or join answered that it is unknown, or that its generation is stale)
+has lost its claims: its session ends as above; a commit refused while the member joins does
+not say so, the join does.
 
 Riding out faults, as librdkafka does: a broker that cannot be reached is asked again for as
 long as the member runs, each connection attempt paced by the cluster's reconnect backoff
@@ -77,15 +75,14 @@ from ..wire.loop import LoopThread, wait_or
 from ..wire.serde import Deserializers
 from ..wire.subscription import TopicSubscription, external_topics
 from .claim_reader import ClaimReader
+from .cooperative_rejoin import CooperativeRejoin
+from .cooperative_rejoin import follow_up_grace as follow_up_grace  # re-exported
 from .group_session import Claim, Session, as_handler
 from .metrics import ConsumerMetrics
 
 log = logging.getLogger("raykafka.actors.group_member")
 
 MAX_HANDLER_FAILURES = 3
-# how often a broker may look again at a SyncGroup that waits for the leader's assignment (tansu:
-# once a second); a Kafka coordinator answers every waiting SyncGroup the moment the leader's comes
-SYNC_POLL_S = 1.0
 COMMIT_RETRIES = 3  # a commit's retries on a coordinator that moved or did not answer
 
 
@@ -93,17 +90,6 @@ def stop_bound(config: dict[str, Any]) -> float:
     """Seconds a member's stop may take: its handlers get `rebalance.timeout.ms`, then cleanup,
     the last commit and LeaveGroup are a few requests each."""
     return config["rebalance.timeout.ms"] / 1000 + 4 * config["request.timeout.ms"] / 1000 + 10
-
-
-def follow_up_grace(config: dict[str, Any]) -> float:
-    """Seconds a cooperative member that gave up partitions waits before the join that lets them
-    be given out, unless the group calls a rebalance first. Its join changes its subscription, so
-    it starts a new generation; a member of the one just formed that has not had its SyncGroup
-    answered yet is then refused (REBALANCE_IN_PROGRESS, on tansu only after it waited 0.8 of
-    `session.timeout.ms`), holds nothing meanwhile, and joins a round late. The others heard of
-    the rebalance within a heartbeat of each other, so their joins, and then their SyncGroups, are
-    answered within `heartbeat.interval.ms` and a broker's poll of the waiting SyncGroups."""
-    return config["heartbeat.interval.ms"] / 1000 + SYNC_POLL_S
 
 
 class MemberError(NamedTuple):
@@ -138,6 +124,7 @@ class MemberRuntime:
         self.loop = LoopThread("raykafka-member")
         self.metrics = ConsumerMetrics(self.config["group.id"], self.config["group.id"])
         self.reader = ClaimReader(self)
+        self.cooperative = CooperativeRejoin(self, self.reader)
         self.session: Session | None = None
         self.generations = 0
         self.fetched_batches = 0
@@ -267,7 +254,7 @@ class MemberRuntime:
 
     def _rebalance(self, why: str, keeps_claims: bool = True, stale: bool = False, seen_here: bool = False) -> None:
         """The group wants this member to join again. Under the cooperative protocol, while its
-        generation stands, the session goes on and joins beside its claims (`_rejoin_loop`);
+        generation stands, the session goes on and joins beside its claims (`CooperativeRejoin.run`);
         otherwise the session ends, and the next one joins. An answer about a generation the
         member has left since (`stale`: a heartbeat or a commit in flight across a join) is no
         such call: acting on it would start one more rebalance, and the group's others another.
@@ -380,7 +367,7 @@ class MemberRuntime:
         loops = [self.reader.fetch_loop(claims, positions, over), self._auto_commit_loop(session, over),
                  self._partition_check()]
         if generation.cooperative:
-            loops.append(self._rejoin_loop(session, generation, claims, positions, threads, over, end))
+            loops.append(self.cooperative.run(session, generation, claims, positions, threads, over, end))
         tasks = [asyncio.ensure_future(coro) for coro in loops]
         await asyncio.wait([asyncio.ensure_future(over.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
         end("a session task ended")
@@ -438,157 +425,7 @@ class MemberRuntime:
             self._fail_member(ConsumerError(f"the handler failed {self.handler_failures} times in a row "
                                             f"(max_handler_failures={self.max_handler_failures}): {cause}"))
 
-    # -- the cooperative protocol (KIP-429) ---------------------------------------
-
-    async def _rejoin_loop(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
-                           positions: dict[tuple[str, int], PartitionFetch],
-                           threads: dict[tuple[str, int], threading.Thread], over: asyncio.Event,
-                           end: Callable[[str], None]) -> None:
-        """Each rebalance the group asks for, joined while the claims go on being fetched and
-        handled; then only the partitions the new assignment leaves out close, and only the new
-        ones open. A round that revoked any is followed by another, which gives them to their new
-        members, after `follow_up_grace()` unless the group calls one first. A member left out of
-        a generation meanwhile ends the session: what it held may be another's already."""
-        asked = asyncio.Event()
-        called = asyncio.Event()  # a request other than a follow-up: nothing to wait for
-        reasons: list[str] = []
-        after_join: list[str] = []  # what the member found while it joined: asked once the join is done
-        loop = asyncio.get_running_loop()
-        grace = follow_up_grace(self.config)
-        follow_up_at = 0.0  # loop time before which a follow-up join waits
-
-        def rejoin(why: str, seen_here: bool = False, follow_up: bool = False) -> None:
-            nonlocal follow_up_at
-            if self._joining:  # the join under way answers the group's call (a commit refused meanwhile)
-                if seen_here:
-                    after_join.append(why)
-                return
-            reasons.append(why)
-            if follow_up:
-                follow_up_at = loop.time() + grace
-            else:
-                called.set()
-            asked.set()
-
-        self._rejoin = rejoin
-        if generation.cooperative and generation.revoked:  # the session's own join left some out
-            rejoin(f"gave up {generation.revoked} at the join", follow_up=True)
-        try:
-            while not over.is_set():
-                await self._unless_stopped(asked.wait(), over)
-                if not called.is_set() and loop.time() < follow_up_at:
-                    # the others of the generation just formed may not have their assignment yet
-                    await self._unless_stopped(wait_or(called, follow_up_at - loop.time()), over)
-                if over.is_set():
-                    return
-                asked.clear()
-                called.clear()
-                member_id = self.coordinator.member_id
-                log.info("group/%s member %s joins again, keeping its claims: %s", self.coordinator.group_id,
-                         member_id, "; ".join(reasons))
-                reasons.clear()
-                self._joining = True  # from here a call to rebalance is answered by this join
-                try:
-                    await self._commit_before_join(session)
-                    if over.is_set():
-                        return
-                    await self._look_up_subscription()
-                    generation = await self._unless_stopped(self.coordinator.join(), over)
-                finally:
-                    self._joining = False
-                if generation is None:
-                    return
-                self.generations += 1
-                self.metrics.rebalanced()
-                if generation.lost or not generation.cooperative or generation.member_id != member_id:
-                    end("the group moved to the eager protocol" if not generation.cooperative
-                        else f"member {member_id} was left out of a generation; its claims are lost")
-                    return
-                revoked = await self._revoke(session, generation, claims, positions, threads, end)
-                await self._add(session, generation, claims, positions, threads, over, end)
-                if revoked or generation.revoked:
-                    rejoin(f"gave up {revoked or generation.revoked}", follow_up=True)
-                if after_join:
-                    rejoin("; ".join(after_join))
-                    after_join.clear()
-        finally:
-            self._rejoin = None
-
-    async def _commit_before_join(self, session: Session) -> None:
-        """Commit what is marked before a cooperative rejoin (as the Java consumer does before it
-        joins), while the generation the marks were made in is the group's, or the one it is
-        replacing. A refusal changes nothing here: the join tells whether the member is still in
-        the group, and if it is not its session ends. One attempt, for at most
-        `heartbeat.interval.ms`: the member does not heartbeat meanwhile, and a coordinator that
-        does not answer is the join's to ride out (its silence counts against the session)."""
-        bound = self.config["heartbeat.interval.ms"] / 1000
-        try:
-            await asyncio.wait_for(self.commit_session(session, retries=0), bound)
-        except TimeoutError:
-            log.info("group/%s commit before the rejoin not answered within %.1fs (heartbeat.interval.ms); "
-                     "joining", self.coordinator.group_id, bound)
-        except (RebalanceNeeded, KafkaError) as exc:
-            if is_fatal(exc):
-                self._fail_member(exc)
-            log.info("group/%s commit before the rejoin failed: %s", self.coordinator.group_id, exc)
-
-    async def _revoke(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
-                      positions: dict[tuple[str, int], PartitionFetch],
-                      threads: dict[tuple[str, int], threading.Thread], end: Callable[[str], None]) -> list[str]:
-        """Close the claims `generation` no longer gives this member, give their handlers until
-        `rebalance.timeout.ms` to return, commit what they marked, and forget them."""
-        assigned = {(t, p) for t, ps in generation.claims.items() for p in ps}
-        gone = sorted(set(claims) - assigned)
-        with session._lock:
-            session.generation_id = generation.generation_id
-        if not gone:
-            return []
-        for tp in gone:
-            claims[tp].close()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config["rebalance.timeout.ms"] / 1000
-        for tp in gone:
-            thread = threads[tp]  # forgotten only once joined: a session ending meanwhile still waits for it
-            await asyncio.to_thread(thread.join, max(0.0, deadline - loop.time()))
-            threads.pop(tp)
-            if thread.is_alive():
-                self._handler_failed(f"consume_claim({tp[0]}/{tp[1]})", TimeoutError(
-                    f"still running {self.config['rebalance.timeout.ms']} ms (rebalance.timeout.ms) after its "
-                    f"partition was revoked; left behind"))
-        try:
-            await self.commit_session(session)
-        except (RebalanceNeeded, KafkaError) as exc:
-            if is_fatal(exc):
-                self._fail_member(exc)
-            log.warning("group/%s commit of the revoked %s failed: %s", self.coordinator.group_id, gone, exc)
-        with session._lock:  # a mark not committed now is not committed later: another member owns it
-            for tp in gone:
-                del claims[tp]
-                positions.pop(tp, None)
-                session.marked.pop(tp, None)
-                session.committed.pop(tp, None)
-            session.claims_changed()
-        self.revoked += len(gone)
-        return [f"{t}/{p}" for t, p in gone]
-
-    async def _add(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
-                   positions: dict[tuple[str, int], PartitionFetch],
-                   threads: dict[tuple[str, int], threading.Thread], over: asyncio.Event,
-                   end: Callable[[str], None]) -> None:
-        """Open the claims `generation` gives this member anew, and start their handlers."""
-        new = {t: kept for t, ps in generation.claims.items() if (kept := [p for p in ps if (t, p) not in claims])}
-        if not new:
-            return
-        opened = await self.reader.open_claims(new, over, self._rebalance)
-        if opened is None:  # a rebalance or the session's end came first; the next join gives them again
-            return
-        with session._lock:
-            claims.update(opened)
-            session.claims_changed()
-        for tp, claim in opened.items():
-            positions[tp] = PartitionFetch(self.config, *tp, claim.initial_offset)
-            threads[tp] = self.reader.start_claim(session, claim, end)
-
+    # -- the session's other loops ----------------------------------------------
 
     async def _auto_commit_loop(self, session: Session, over: asyncio.Event) -> None:
         if not self.config["enable.auto.commit"]:
