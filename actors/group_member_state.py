@@ -1,12 +1,14 @@
-"""MemberRuntime: one consumer-group member's life, without Ray: sessions, heartbeats, the
-fetch loop, commits, and the user's handler in a thread per claim.
+"""MemberRuntime: one consumer-group member's life, without Ray: sessions, heartbeats, commits,
+rebalances and the handler policy. It reads its claims through a `ClaimReader` and rejoins under
+the cooperative protocol through a `CooperativeRejoin`.
 
 Cardinality: one per group member, hosted by a `GroupMember` actor (`actors/group_member.py`) or
 run in process by `raykafka consume -g`. Called by: its host (`start`, `status`, `stop`,
 `wait_ended`) and, from the handler's threads, its `Session`s (`actors/group_session.py`).
-Calls: the group coordinator (through `wire.group_coordinator`), the leaders of its claimed
-partitions (one Fetch round per broker for all its claims, `wire.fetch_round`), and the user's
-handler.
+Calls: the group coordinator (through `wire.group_coordinator`), its `ClaimReader`
+(`actors/claim_reader.py`: the claims' offsets, their fetching, one handler thread per claim),
+its `CooperativeRejoin` (`actors/cooperative_rejoin.py`: a cooperative session's rejoins), and
+the user's handler's `setup` and `cleanup`.
 
 A member lives through sessions, one per generation (Sarama's consumerGroupSession): join,
 read committed offsets, `handler.setup(session)`, one thread per claim running
@@ -20,17 +22,13 @@ Heartbeats run on their own task for the member's whole life, not per session, s
 while a session waits for slow handlers and while it opens.
 
 Under the cooperative protocol (`partition.assignment.strategy=cooperative-sticky`, KIP-429) a
-rebalance does not end the session: the member joins again while its claims go on being fetched
-and handled (`_rejoin_loop`), then closes only the claims the new assignment leaves out (their
-handlers return, their marks are committed) and opens only the new ones. A round that revoked
-anything is followed by another, in which the leader gives those partitions to their new
-members; its join waits `follow_up_grace()` (or until the group calls a rebalance), so that the
-members of the generation just formed have their assignment before it starts the next one.
-What is marked is committed just before each such join and not while it is under way (the
-commit would carry the generation the join replaces). A member left out of a generation (its
-heartbeat or join answered that it is unknown, or that its generation is stale) has lost its
-claims: its session ends as above; a commit refused while the member joins does not say so,
-the join does.
+rebalance does not end the session: its `CooperativeRejoin` (`actors/cooperative_rejoin.py`)
+joins again while the claims go on being fetched and handled, then closes only the claims the
+new assignment leaves out and opens only the new ones; while that join is under way
+(`_joining`) the member's own calls to rebalance go to it (`_rejoin`). A member left out of a
+generation (its heartbeat or join answered that it is unknown, or that its generation is stale)
+has lost its claims: its session ends as above; a commit refused while the member joins does
+not say so, the join does.
 
 Riding out faults, as librdkafka does: a broker that cannot be reached is asked again for as
 long as the member runs, each connection attempt paced by the cluster's reconnect backoff
@@ -47,12 +45,10 @@ session; what it marked is committed and the member rejoins, so the batches it d
 come again. After `max_handler_failures` failures in a row with no offset marked between them,
 the member stops with the last one as its fatal error.
 
-Order kept: per claim, batches reach the handler in offset order. A claim whose handler is
-slow pauses alone: it is left out of fetches while its queue is full, or while a batch has
-waited in it longer than `max.processing.time.ms`, until the handler takes a batch (as a
-`Consumer`'s broker consumer leaves out a partition that has not acked within that time).
-The member fetches its claims itself rather than through per-partition actors: claims
-change at every rebalance, and a member is already one process.
+Order kept: per claim, batches reach the handler in offset order. The claims' reading (opening
+them at their committed offsets, the fetch loop that fills their queues and pauses a slow
+handler's claim alone, the handler's thread per claim) is its `ClaimReader`'s
+(`actors/claim_reader.py`).
 
 Subscribed names that start with `^` are patterns (wire/subscription.py): before each join the
 member looks up the topics they match and subscribes to those; while a session runs it looks
@@ -67,30 +63,26 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import ConsumerError, KafkaError, is_fatal
-from ..wire.fetch import RESET_POLICIES, resolve_offsets
-from ..wire.fetch_round import FetchAnswer, back_off, fetch_round
-from ..wire.fetcher import Data, Failed, PartitionFetch, Reset, Retry, bad_data
+from ..wire.fetcher import PartitionFetch
 from ..wire.group_coordinator import Generation, GroupCoordinator, RebalanceNeeded
-from ..wire.loop import LoopThread
+from ..wire.loop import LoopThread, wait_or
 from ..wire.serde import Deserializers
 from ..wire.subscription import TopicSubscription, external_topics
+from .claim_reader import ClaimReader
+from .cooperative_rejoin import CooperativeRejoin
+from .cooperative_rejoin import follow_up_grace as follow_up_grace  # re-exported
 from .group_session import Claim, Session, as_handler
 from .metrics import ConsumerMetrics
 
 log = logging.getLogger("raykafka.actors.group_member")
 
-IDLE_CHECK_S = 0.02  # with every claim paused or done, how often the fetch loop looks again
 MAX_HANDLER_FAILURES = 3
-# how often a broker may look again at a SyncGroup that waits for the leader's assignment (tansu:
-# once a second); a Kafka coordinator answers every waiting SyncGroup the moment the leader's comes
-SYNC_POLL_S = 1.0
 COMMIT_RETRIES = 3  # a commit's retries on a coordinator that moved or did not answer
 
 
@@ -98,17 +90,6 @@ def stop_bound(config: dict[str, Any]) -> float:
     """Seconds a member's stop may take: its handlers get `rebalance.timeout.ms`, then cleanup,
     the last commit and LeaveGroup are a few requests each."""
     return config["rebalance.timeout.ms"] / 1000 + 4 * config["request.timeout.ms"] / 1000 + 10
-
-
-def follow_up_grace(config: dict[str, Any]) -> float:
-    """Seconds a cooperative member that gave up partitions waits before the join that lets them
-    be given out, unless the group calls a rebalance first. Its join changes its subscription, so
-    it starts a new generation; a member of the one just formed that has not had its SyncGroup
-    answered yet is then refused (REBALANCE_IN_PROGRESS, on tansu only after it waited 0.8 of
-    `session.timeout.ms`), holds nothing meanwhile, and joins a round late. The others heard of
-    the rebalance within a heartbeat of each other, so their joins, and then their SyncGroups, are
-    answered within `heartbeat.interval.ms` and a broker's poll of the waiting SyncGroups."""
-    return config["heartbeat.interval.ms"] / 1000 + SYNC_POLL_S
 
 
 class MemberError(NamedTuple):
@@ -142,6 +123,8 @@ class MemberRuntime:
         self.coordinator = GroupCoordinator(self.cluster, self.config, self.topics)
         self.loop = LoopThread("raykafka-member")
         self.metrics = ConsumerMetrics(self.config["group.id"], self.config["group.id"])
+        self.reader = ClaimReader(self)
+        self.cooperative = CooperativeRejoin(self, self.reader)
         self.session: Session | None = None
         self.generations = 0
         self.fetched_batches = 0
@@ -271,7 +254,7 @@ class MemberRuntime:
 
     def _rebalance(self, why: str, keeps_claims: bool = True, stale: bool = False, seen_here: bool = False) -> None:
         """The group wants this member to join again. Under the cooperative protocol, while its
-        generation stands, the session goes on and joins beside its claims (`_rejoin_loop`);
+        generation stands, the session goes on and joins beside its claims (`CooperativeRejoin.run`);
         otherwise the session ends, and the next one joins. An answer about a generation the
         member has left since (`stale`: a heartbeat or a commit in flight across a join) is no
         such call: acting on it would start one more rebalance, and the group's others another.
@@ -300,7 +283,7 @@ class MemberRuntime:
         session_timeout = self.config["session.timeout.ms"] / 1000
         last_ok = time.monotonic()
         while True:
-            await _wait_or(leaving, interval)
+            await wait_or(leaving, interval)
             if leaving.is_set():
                 return
             end = self._end
@@ -355,14 +338,14 @@ class MemberRuntime:
 
     async def _run_session(self, generation: Generation, over: asyncio.Event, end: Callable[[str], None]) -> None:
         """Open the claims, run the handler on them until the session ends, commit what it marked."""
-        claims = await self._open_claims(generation.claims, over, end)
+        claims = await self.reader.open_claims(generation.claims, over, end)
         session = self.session = Session(self, generation, {} if claims is None else claims)  # the same dict
         if claims is None:  # the session ended while it opened
             return
         bound = self.config["rebalance.timeout.ms"] / 1000  # for the handler's setup, and again to wind down
         if await self._call_handler("setup", self.handler.setup, session, over, end, bound):
             loop = asyncio.get_running_loop()
-            threads = {tp: self._start_claim(session, c, end) for tp, c in claims.items()}
+            threads = {tp: self.reader.start_claim(session, c, end) for tp, c in claims.items()}
             await self._consume(session, generation, claims, threads, over, end)
             await self._wind_down(session, claims, list(threads.values()), loop.time() + bound, end)
         try:
@@ -375,23 +358,16 @@ class MemberRuntime:
             with session._lock:
                 session.ended = True
 
-    def _start_claim(self, session: Session, claim: Claim, end: Callable[[str], None]) -> threading.Thread:
-        """The handler's `consume_claim` of `claim`, in a thread of its own, started."""
-        thread = threading.Thread(target=self._consume_claim, args=(session, claim, asyncio.get_running_loop(), end),
-                                  daemon=True, name=f"claim-{claim.topic}-{claim.partition}")
-        thread.start()
-        return thread
-
     async def _consume(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
                        threads: dict[tuple[str, int], threading.Thread], over: asyncio.Event,
                        end: Callable[[str], None]) -> None:
         """The session's loops (fetching, auto-commit, the partition-count check, and under the
         cooperative protocol the rejoins) until it ends."""
         positions = {tp: PartitionFetch(self.config, *tp, c.initial_offset) for tp, c in claims.items()}
-        loops = [self._fetch_loop(claims, positions, over), self._auto_commit_loop(session, over),
+        loops = [self.reader.fetch_loop(claims, positions, over), self._auto_commit_loop(session, over),
                  self._partition_check()]
         if generation.cooperative:
-            loops.append(self._rejoin_loop(session, generation, claims, positions, threads, over, end))
+            loops.append(self.cooperative.run(session, generation, claims, positions, threads, over, end))
         tasks = [asyncio.ensure_future(coro) for coro in loops]
         await asyncio.wait([asyncio.ensure_future(over.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
         end("a session task ended")
@@ -449,333 +425,6 @@ class MemberRuntime:
             self._fail_member(ConsumerError(f"the handler failed {self.handler_failures} times in a row "
                                             f"(max_handler_failures={self.max_handler_failures}): {cause}"))
 
-    async def _retrying(self, call: Callable[[], Awaitable[Any]], what: str, over: asyncio.Event,
-                        end: Callable[[str], None]) -> Any:
-        """`call()`'s result, retried on retriable failures until the session ends (then None)."""
-        failures = 0
-        while not over.is_set():
-            try:
-                return await call()
-            except RebalanceNeeded as exc:
-                end(f"rebalance ({exc})")
-                return None
-            except KafkaError as exc:
-                if is_fatal(exc):
-                    raise
-                failures += 1
-                log.log(logging.WARNING if failures == 1 else logging.INFO, "group/%s %s failed (%d): %s",
-                        self.coordinator.group_id, what, failures, exc)
-            await back_off(self.config, over)
-        return None
-
-    async def _open_claims(self, wanted: dict[str, list[int]], over: asyncio.Event,
-                           end: Callable[[str], None]) -> dict[tuple[str, int], Claim] | None:
-        """A claim per partition `wanted`, at its committed offset, else where `auto.offset.reset`
-        says; a partition with neither fails alone. None if the session ended first (or, for a
-        cooperative session's new partitions, a rebalance came first: `end` was told)."""
-        try:
-            committed = await self._retrying(lambda: self.coordinator.fetch_offsets(wanted), "offset fetch", over, end)
-            if committed is None:
-                return None
-            policy = self.config["auto.offset.reset"]
-            claims = {}
-            for topic, ps in wanted.items():
-                missing = [p for p in ps if committed.get((topic, p), -1) < 0]
-                reset: dict[int, int] = {}
-                if missing and policy in RESET_POLICIES:
-                    reset = await self._retrying(lambda t=topic, m=missing: resolve_offsets(self.cluster, t, m, policy),
-                                                 f"{topic} offset reset", over, end)
-                    if reset is None:
-                        return None
-                for p in ps:
-                    start = reset.get(p, committed.get((topic, p), -1))
-                    claim = claims[(topic, p)] = Claim(topic, p, start, None if self.deserialize.raw else self.deserialize)
-                    if start < 0:
-                        self._partition_failed(claim, f"no committed offset and auto.offset.reset={policy}")
-            return claims
-        except KafkaError as exc:  # fatal (the retries took the rest)
-            self._fail_member(exc)
-            return None
-
-    def _partition_failed(self, claim: Claim, cause: str) -> None:
-        where = f"{claim.topic}/{claim.partition}"
-        error = ConsumerError(f"{where}: {cause}")
-        log.error("group/%s %s failed: %s", self.coordinator.group_id, where, cause)
-        claim.fail(error)
-        self._record("partition", where, str(error))
-
-    def _consume_claim(self, session: Session, claim: Claim, loop: asyncio.AbstractEventLoop,
-                       end: Callable[[str], None]) -> None:
-        """Run the handler on one claim; as in Sarama, the first claim to stop ends the session
-        (not one that stopped because its partition failed)."""
-        why = f"consume_claim({claim.topic}/{claim.partition}) returned"
-        try:
-            self.handler.consume_claim(session, claim)
-        except Exception as exc:  # noqa: BLE001 - the handler's error: recorded, the policy decides
-            _call_soon(loop, self._handler_failed, f"consume_claim({claim.topic}/{claim.partition})", exc)
-            why = f"consume_claim({claim.topic}/{claim.partition}) raised {type(exc).__name__}: {exc}"
-        else:
-            if claim.error is not None:
-                return
-        if not claim._closed.is_set():
-            _call_soon(loop, end, why)
-
-    # -- the cooperative protocol (KIP-429) ---------------------------------------
-
-    async def _rejoin_loop(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
-                           positions: dict[tuple[str, int], PartitionFetch],
-                           threads: dict[tuple[str, int], threading.Thread], over: asyncio.Event,
-                           end: Callable[[str], None]) -> None:
-        """Each rebalance the group asks for, joined while the claims go on being fetched and
-        handled; then only the partitions the new assignment leaves out close, and only the new
-        ones open. A round that revoked any is followed by another, which gives them to their new
-        members, after `follow_up_grace()` unless the group calls one first. A member left out of
-        a generation meanwhile ends the session: what it held may be another's already."""
-        asked = asyncio.Event()
-        called = asyncio.Event()  # a request other than a follow-up: nothing to wait for
-        reasons: list[str] = []
-        after_join: list[str] = []  # what the member found while it joined: asked once the join is done
-        loop = asyncio.get_running_loop()
-        grace = follow_up_grace(self.config)
-        follow_up_at = 0.0  # loop time before which a follow-up join waits
-
-        def rejoin(why: str, seen_here: bool = False, follow_up: bool = False) -> None:
-            nonlocal follow_up_at
-            if self._joining:  # the join under way answers the group's call (a commit refused meanwhile)
-                if seen_here:
-                    after_join.append(why)
-                return
-            reasons.append(why)
-            if follow_up:
-                follow_up_at = loop.time() + grace
-            else:
-                called.set()
-            asked.set()
-
-        self._rejoin = rejoin
-        if generation.cooperative and generation.revoked:  # the session's own join left some out
-            rejoin(f"gave up {generation.revoked} at the join", follow_up=True)
-        try:
-            while not over.is_set():
-                await self._unless_stopped(asked.wait(), over)
-                if not called.is_set() and loop.time() < follow_up_at:
-                    # the others of the generation just formed may not have their assignment yet
-                    await self._unless_stopped(_wait_or(called, follow_up_at - loop.time()), over)
-                if over.is_set():
-                    return
-                asked.clear()
-                called.clear()
-                member_id = self.coordinator.member_id
-                log.info("group/%s member %s joins again, keeping its claims: %s", self.coordinator.group_id,
-                         member_id, "; ".join(reasons))
-                reasons.clear()
-                self._joining = True  # from here a call to rebalance is answered by this join
-                try:
-                    await self._commit_before_join(session)
-                    if over.is_set():
-                        return
-                    await self._look_up_subscription()
-                    generation = await self._unless_stopped(self.coordinator.join(), over)
-                finally:
-                    self._joining = False
-                if generation is None:
-                    return
-                self.generations += 1
-                self.metrics.rebalanced()
-                if generation.lost or not generation.cooperative or generation.member_id != member_id:
-                    end("the group moved to the eager protocol" if not generation.cooperative
-                        else f"member {member_id} was left out of a generation; its claims are lost")
-                    return
-                revoked = await self._revoke(session, generation, claims, positions, threads, end)
-                await self._add(session, generation, claims, positions, threads, over, end)
-                if revoked or generation.revoked:
-                    rejoin(f"gave up {revoked or generation.revoked}", follow_up=True)
-                if after_join:
-                    rejoin("; ".join(after_join))
-                    after_join.clear()
-        finally:
-            self._rejoin = None
-
-    async def _commit_before_join(self, session: Session) -> None:
-        """Commit what is marked before a cooperative rejoin (as the Java consumer does before it
-        joins), while the generation the marks were made in is the group's, or the one it is
-        replacing. A refusal changes nothing here: the join tells whether the member is still in
-        the group, and if it is not its session ends. One attempt, for at most
-        `heartbeat.interval.ms`: the member does not heartbeat meanwhile, and a coordinator that
-        does not answer is the join's to ride out (its silence counts against the session)."""
-        bound = self.config["heartbeat.interval.ms"] / 1000
-        try:
-            await asyncio.wait_for(self.commit_session(session, retries=0), bound)
-        except TimeoutError:
-            log.info("group/%s commit before the rejoin not answered within %.1fs (heartbeat.interval.ms); "
-                     "joining", self.coordinator.group_id, bound)
-        except (RebalanceNeeded, KafkaError) as exc:
-            if is_fatal(exc):
-                self._fail_member(exc)
-            log.info("group/%s commit before the rejoin failed: %s", self.coordinator.group_id, exc)
-
-    async def _revoke(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
-                      positions: dict[tuple[str, int], PartitionFetch],
-                      threads: dict[tuple[str, int], threading.Thread], end: Callable[[str], None]) -> list[str]:
-        """Close the claims `generation` no longer gives this member, give their handlers until
-        `rebalance.timeout.ms` to return, commit what they marked, and forget them."""
-        assigned = {(t, p) for t, ps in generation.claims.items() for p in ps}
-        gone = sorted(set(claims) - assigned)
-        with session._lock:
-            session.generation_id = generation.generation_id
-        if not gone:
-            return []
-        for tp in gone:
-            claims[tp].close()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config["rebalance.timeout.ms"] / 1000
-        for tp in gone:
-            thread = threads[tp]  # forgotten only once joined: a session ending meanwhile still waits for it
-            await asyncio.to_thread(thread.join, max(0.0, deadline - loop.time()))
-            threads.pop(tp)
-            if thread.is_alive():
-                self._handler_failed(f"consume_claim({tp[0]}/{tp[1]})", TimeoutError(
-                    f"still running {self.config['rebalance.timeout.ms']} ms (rebalance.timeout.ms) after its "
-                    f"partition was revoked; left behind"))
-        try:
-            await self.commit_session(session)
-        except (RebalanceNeeded, KafkaError) as exc:
-            if is_fatal(exc):
-                self._fail_member(exc)
-            log.warning("group/%s commit of the revoked %s failed: %s", self.coordinator.group_id, gone, exc)
-        with session._lock:  # a mark not committed now is not committed later: another member owns it
-            for tp in gone:
-                del claims[tp]
-                positions.pop(tp, None)
-                session.marked.pop(tp, None)
-                session.committed.pop(tp, None)
-            session.claims_changed()
-        self.revoked += len(gone)
-        return [f"{t}/{p}" for t, p in gone]
-
-    async def _add(self, session: Session, generation: Generation, claims: dict[tuple[str, int], Claim],
-                   positions: dict[tuple[str, int], PartitionFetch],
-                   threads: dict[tuple[str, int], threading.Thread], over: asyncio.Event,
-                   end: Callable[[str], None]) -> None:
-        """Open the claims `generation` gives this member anew, and start their handlers."""
-        new = {t: kept for t, ps in generation.claims.items() if (kept := [p for p in ps if (t, p) not in claims])}
-        if not new:
-            return
-        opened = await self._open_claims(new, over, self._rebalance)
-        if opened is None:  # a rebalance or the session's end came first; the next join gives them again
-            return
-        with session._lock:
-            claims.update(opened)
-            session.claims_changed()
-        for tp, claim in opened.items():
-            positions[tp] = PartitionFetch(self.config, *tp, claim.initial_offset)
-            threads[tp] = self._start_claim(session, claim, end)
-
-    # -- fetching --------------------------------------------------------------
-
-    async def _fetch_loop(self, claims: dict[tuple[str, int], Claim], positions: dict[tuple[str, int], PartitionFetch],
-                          over: asyncio.Event) -> None:
-        """Fetch every claim that is neither done, full nor behind (a batch left untaken past
-        `max.processing.time.ms`), one request per leader. A failure
-        that is not the partition's own (a broker down, a leader moved) is retried after
-        `retry.backoff.ms` with fresh metadata; reconnecting waits the reconnect backoff."""
-        stale = True
-        failures = 0
-        max_processing = self.config["max.processing.time.ms"] / 1000
-        while not over.is_set():
-            now = time.monotonic()
-            wanted = [tp for tp, claim in claims.items()
-                      if not claim.done and not claim.full and not claim.behind(now, max_processing)]
-            if not wanted:
-                await _wait_or(over, IDLE_CHECK_S)  # every claim is done or paused: their handlers are behind
-                continue
-            problems: list[Any] = []
-            try:
-                if stale:
-                    await self.cluster.refresh_metadata(self.topics)
-                    stale = False
-                by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
-                for tp in wanted:
-                    by_leader[self.cluster.metadata.leader(*tp)].append(tp)
-                results = await asyncio.gather(*(self._fetch_from(leader, tps, claims, positions)
-                                                 for leader, tps in by_leader.items()), return_exceptions=True)
-                problems = [r for r in results if r is not None]
-            except KafkaError as exc:
-                problems = [exc]
-            for problem in problems:
-                if isinstance(problem, BaseException) and (is_fatal(problem) or not isinstance(problem, KafkaError)):
-                    raise problem
-            if problems:
-                failures += 1
-                stale = True
-                log.log(logging.WARNING if failures in (1, 10, 100) else logging.INFO,
-                        "group/%s fetch failed %d time(s) in a row, retrying with fresh metadata: %s",
-                        self.coordinator.group_id, failures, "; ".join(map(str, problems)))
-                await back_off(self.config, over)
-            else:
-                failures = 0
-
-    async def _fetch_from(self, leader: int, tps: list[tuple[str, int]], claims: dict[tuple[str, int], Claim],
-                          positions: dict[tuple[str, int], PartitionFetch]) -> Any:
-        """One Fetch from `leader`; None if it went well, else what went wrong (to retry).
-        A partition whose own data is bad fails its claim here and is not retried."""
-        if leader < 0:
-            return f"no leader for {tps}"
-        conn = await self.cluster.connection(leader)
-        asked = {tp: positions[tp] for tp in tps if tp in positions}  # a cooperative rejoin may have revoked some
-        if not asked:
-            return None
-        answer = await fetch_round(conn, self.config, asked,
-                                   timed=lambda request: self.metrics.fetch_timed(leader, request),
-                                   where=f"broker {leader}")
-        problem = None
-        for tp, fetch, outcome in answer.parts:
-            claim = claims.get(tp)
-            if claim is None or claim.done:
-                continue
-            claim.high_watermark = fetch.high_watermark
-            if isinstance(outcome, Data):
-                self._take(claim, fetch, outcome, answer)
-            elif isinstance(outcome, Reset):
-                problem = await self._offset_out_of_range(claim, fetch, outcome) or problem
-            elif isinstance(outcome, Retry):
-                problem = str(outcome.error)
-            elif isinstance(outcome, Failed):
-                self._partition_failed(claim, str(outcome.error))
-            # Refetch: the next round asks again, for the whole batch
-            claim.fetched_to = fetch.offset  # for the lag the member reports
-        return problem
-
-    def _take(self, claim: Claim, fetch: PartitionFetch, data: Data, answer: FetchAnswer) -> None:
-        """A partition's fetched records into its claim's queue, or its claim failed if they cannot
-        be read; they may inflate to what is left of the `answer`'s budget, which every partition
-        of the answer draws on."""
-        if not data.records:
-            return
-        try:  # a corrupt batch ends the records handed out: those before it are, then the partition fails
-            batch, after, bad = answer.decode(fetch, data)
-        except Exception as exc:  # noqa: BLE001 - undecodable: this partition fails, visibly, alone
-            self._partition_failed(claim, bad_data(data.fetched_at, exc))
-            return
-        if batch.num_rows:
-            claim.put(batch)
-            self.fetched_batches += 1
-            self.metrics.fetched(claim.topic, claim.partition, batch.num_rows, len(data.records),
-                                 data.high_watermark - data.next_offset)
-        if bad is not None:
-            self._partition_failed(claim, bad_data(after, bad))
-
-    async def _offset_out_of_range(self, claim: Claim, fetch: PartitionFetch, reset: Reset) -> str | None:
-        """Move the position as `auto.offset.reset` says (the fetcher failed the partition if it says none)."""
-        try:
-            found = await resolve_offsets(self.cluster, claim.topic, [claim.partition], reset.policy)
-        except KafkaError as exc:
-            return f"{fetch.where}: offset reset failed: {exc}"
-        log.warning("group/%s %s offset %d out of range: reset to %s (%d)", self.coordinator.group_id, fetch.where,
-                    reset.offset, reset.policy, found[claim.partition])
-        fetch.moved_to(found[claim.partition])
-        return None
-
     # -- the session's other loops ----------------------------------------------
 
     async def _auto_commit_loop(self, session: Session, over: asyncio.Event) -> None:
@@ -784,7 +433,7 @@ class MemberRuntime:
             return
         interval = self.config["auto.commit.interval.ms"] / 1000
         while not over.is_set():
-            await _wait_or(over, interval)
+            await wait_or(over, interval)
             if self._joining:
                 # the rejoin committed just before it joined; a commit now would wait behind the
                 # JoinGroup (a broker answers a connection's requests in order) and carry a
@@ -858,19 +507,3 @@ class MemberRuntime:
         self.metrics.committed()
         with session._lock:
             session.committed.update(offsets)
-
-
-def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
-    """`fn(*args)` on the member's loop, from a handler thread (one left behind may outlive it)."""
-    try:
-        loop.call_soon_threadsafe(fn, *args)
-    except RuntimeError:  # the loop is closed: the member has stopped
-        log.warning("a handler thread ended after its member stopped: %s%r not run", fn.__name__, args)
-
-
-async def _wait_or(event: asyncio.Event, seconds: float) -> None:
-    """Sleep `seconds`, or less if `event` is set meanwhile."""
-    try:
-        await asyncio.wait_for(event.wait(), seconds)
-    except TimeoutError:
-        pass

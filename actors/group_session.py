@@ -2,9 +2,10 @@
 
 Cardinality: one `Session` per generation a member takes part in (under the cooperative
 protocol, one across the generations it rejoins in), one `Claim` per partition it is given,
-made by the member's `MemberRuntime` (`actors/group_member_state.py`). Called by: the user's handler, each claim's in its own thread (`Claim.batches`, `Session.mark`,
-`Session.commit`, `Session.group_metadata`), and the runtime's fetch loop (`Claim.put`, `fail`,
-`close`). Calls: the runtime, through `SessionOwner`, to commit. No Ray here.
+made for the member's `MemberRuntime` (`actors/group_member_state.py`), the claims by its
+`ClaimReader` (`actors/claim_reader.py`). Called by: the user's handler, each claim's in its own
+thread (`Claim.batches`, `Session.mark`, `Session.commit`, `Session.group_metadata`), and the
+reader's fetch loop (`Claim.put`, `fail`, `close`). Calls: the runtime, through `SessionOwner`, to commit. No Ray here.
 
 Order kept: per claim, batches reach the handler in offset order; a claim's queue holds at most
 `CLAIM_QUEUE` of them (the fetch loop leaves a full claim out of its fetches). A plain function

@@ -2,6 +2,7 @@
 
 The wire layer is asyncio throughout; a driver program (and `Admin`) is usually plain
 synchronous Python. `LoopThread.run` hands a coroutine to the loop and waits for it.
+`wait_or` is the pause a loop on it takes that ends early when told to.
 """
 
 from __future__ import annotations
@@ -37,3 +38,11 @@ class LoopThread:
             self._thread.join(5)
         if not self.loop.is_running() and not self.loop.is_closed():
             self.loop.close()
+
+
+async def wait_or(event: asyncio.Event, seconds: float) -> None:
+    """Sleep `seconds`, or less if `event` is set meanwhile."""
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except TimeoutError:
+        pass
