@@ -12,7 +12,7 @@ from .budget import WARM_PATH_CALLS
 
 HEADING = "## Targets missed: what explains them, what would close them"
 
-# what `python -m raykafka.app.bench.scaling <command> --out FILE` wrote, at the package's root
+# what `python -m raykafka.benchmarks.scaling <command> --out FILE` wrote, at the package's root
 ROOT = Path(__file__).resolve().parents[2]
 HOPS_FIGURES = ROOT / "SCALING.hops.json"  # hops
 READS_FIGURES = ROOT / "SCALING.reads.json"  # reads
@@ -95,7 +95,7 @@ def latency(path: Path = HOPS_FIGURES) -> str:
         ours_p50=f["raykafka send()->ack, idle, linger.ms=0: p50"],
         ours_p99=f["raykafka send()->ack, idle, linger.ms=0: p99"],
         plain_idle=f[PLAIN_IDLE], compiled_idle=f[COMPILED_IDLE]),
-        "What one actor hop costs here: `python -m raykafka.app.bench.scaling hops --out SCALING.hops.json`. ",
+        "What one actor hop costs here: `python -m raykafka.benchmarks.scaling hops --out SCALING.hops.json`. ",
         units={PLAIN_IDLE: "cores", COMPILED_IDLE: "cores"})
     return LATENCY_PATH.format(calls=WARM_PATH_CALLS) + hops + LATENCY_CLOSE
 
@@ -128,7 +128,7 @@ def reads(path: Path = READS_FIGURES) -> str:
         command=command, taken=day, one_wall=f[one + "wall"], one_broker=f[one + "broker's CPU"],
         one_cpu=f[one + "readers' CPU"], two_wall=f[two + "wall"], two_broker=f[two + "broker's CPU"],
         big_one=f[big_one + "wall"], big_two=f[big_two + "wall"]),
-        "What each reader and the broker spend: `python -m raykafka.app.bench.scaling reads --out SCALING.reads.json`. ")
+        "What each reader and the broker spend: `python -m raykafka.benchmarks.scaling reads --out SCALING.reads.json`. ")
     return READS_TOPIC + figures + READS_CLOSE
 
 
@@ -188,7 +188,7 @@ def batch_produce(paths: dict[str, Path] = SENDS_FIGURES) -> str:
             k_flusher=_encoder_cpu(k.figures, "send_batch, keyed"),
             k_pd=k.figures["send_batch, keyed: partition_dispatcher CPU per msg"])
     except KeyError:  # a file missing, or without a figure asked for
-        figures = ("Where each message's CPU goes: `python -m raykafka.app.bench.scaling sends --batch --rows 1000000 "
+        figures = ("Where each message's CPU goes: `python -m raykafka.benchmarks.scaling sends --batch --rows 1000000 "
                    "--out SCALING.sends-batch.json`, the same with `--keyed` (`SCALING.sends-batch-keyed.json`) "
                    "and with `--confluent` (`SCALING.sends-confluent.json`). ")
     return BATCH_TOPIC + figures + BATCH_CLOSE
@@ -290,7 +290,7 @@ def demo_write(path: Path = DEMO_WRITE_FIGURES) -> str:
     figures = _quoted(path, "s", lambda command, day, f: DEMO_WRITE_FIGURES_TEXT.format(
         command=command, taken=day, spark=f["demo write: spark_to_ray_s"], first=f["demo write: first_write_s"],
         again=f["demo write: write_alone_s"], alone=f["demo write: spark_alone_s"]),
-        "Step by step: `python -m raykafka.app.bench.scaling demo-write --rows 1000000 --runs 3 --out "
+        "Step by step: `python -m raykafka.benchmarks.scaling demo-write --rows 1000000 --runs 3 --out "
         "SCALING.demo-write.json`. ")
     return DEMO_WRITE + figures + DEMO_WRITE_CLOSE
 
@@ -313,7 +313,7 @@ PROFILES: dict[str, Callable[[Any], str]] = {  # each given the run's report (No
     "per-message send with keys ≥ 1.0× aiokafka with keys": lambda report: (
         "**Per-message `send` with keys at 1.0× aiokafka.** The ratio moves with the machine's load:\n"
         "0.98× in a full run of 2026-11-24, 1.17× and 1.22× in runs of only the send rows and 1.10× in\n"
-        "a full run on 2026-11-25. `python -m raykafka.app.bench.scaling sends\n"
+        "a full run on 2026-11-25. `python -m raykafka.benchmarks.scaling sends\n"
         "--keyed` (3 runs of 500,000): 14.56 µs of CPU a message (14.42–16.10), **10.0 of them in the\n"
         "driver** (9.8–11.2): a future, a ledger entry and a queued row per message on the caller's\n"
         "side, then each message's outcome settled and its future set, in one Python process. At about\n"

@@ -126,16 +126,16 @@ def test_the_latency_profile_quotes_the_hops_run_it_is_given_and_only_names_the_
                for i, label in enumerate(labels) for p in ("p50", "p99")}
     figures.update({missed_targets.PLAIN_IDLE: {"median": 0.03, "min": 0.02, "max": 0.05, "n": 3},
                     missed_targets.COMPILED_IDLE: 1.75})
-    path = _figures_file(tmp_path / "hops.json", "python -m raykafka.app.bench.scaling hops --runs 3", figures)
+    path = _figures_file(tmp_path / "hops.json", "python -m raykafka.benchmarks.scaling hops --runs 3", figures)
     text = missed_targets.latency(path)
-    assert "`python -m raykafka.app.bench.scaling hops --runs 3` (2026-01-02;" in text
+    assert "`python -m raykafka.benchmarks.scaling hops --runs 3` (2026-01-02;" in text
     assert "plain Ray calls take 1.50 ms (1.25–2.00)\nat p50" in text
     assert "graph take 2.50 ms (2.25–3.00)" in text and "is 3.50 ms (3.25–4.00) at p50" in text
     assert "keep 1.75 cores (1.50–2.25) busy" in text and "plain actors keep\n0.03 cores (0.02–0.05)" in text
     missing = missed_targets.latency(tmp_path / "none.json")
     assert "Ray calls take" not in missing and "scaling hops --out SCALING.hops.json" in missing
     without_idle = {label: f for label, f in figures.items() if "idle" not in label}  # a file of the older command
-    older = _figures_file(tmp_path / "older.json", "python -m raykafka.app.bench.scaling hops --runs 3", without_idle)
+    older = _figures_file(tmp_path / "older.json", "python -m raykafka.benchmarks.scaling hops --runs 3", without_idle)
     assert "Ray calls take" not in missed_targets.latency(older)
 
 
@@ -235,9 +235,9 @@ def test_the_reads_profile_quotes_the_reads_run_it_is_given_and_only_names_the_c
                                                   "n": 3}
                for i, kind in enumerate(("single-record batches", "10,000-record batches")) for n in (1, 2)
                for j, what in enumerate(("wall", "readers' CPU", "broker's CPU"))}
-    path = _figures_file(tmp_path / "reads.json", "python -m raykafka.app.bench.scaling reads --runs 3", figures)
+    path = _figures_file(tmp_path / "reads.json", "python -m raykafka.benchmarks.scaling reads --runs 3", figures)
     text = missed_targets.reads(path)
-    assert "`python -m raykafka.app.bench.scaling reads --runs 3` (2026-01-02;" in text
+    assert "`python -m raykafka.benchmarks.scaling reads --runs 3` (2026-01-02;" in text
     assert "took 1.00 s (1.00–1.50) of wall time, tansu\nspending 1.20 s (1.00–1.50) of CPU and the reader 1.10 s" in text
     assert "are, 2.00 s (2.00–2.50), tansu spending 2.20 s" in text
     assert "faster: 12.00 s (12.00–12.50)\nagainst 11.00 s (11.00–11.50) for one" in text
@@ -262,18 +262,18 @@ def test_the_batch_produce_profile_quotes_the_three_sends_runs_and_only_names_th
 
     roles = ("all", "flusher", "driver", "broker", "partition_dispatcher")
     paths = {
-        "batch": _figures_file(tmp_path / "b.json", "python -m raykafka.app.bench.scaling sends --batch",
+        "batch": _figures_file(tmp_path / "b.json", "python -m raykafka.benchmarks.scaling sends --batch",
                                {"send_batch: msg/s": 1_400_000, **{f"send_batch: {r} CPU per msg": 1 + i / 10
                                                                    for i, r in enumerate(roles)}}),
-        "batch-keyed": _figures_file(tmp_path / "k.json", "python -m raykafka.app.bench.scaling sends --batch --keyed",
+        "batch-keyed": _figures_file(tmp_path / "k.json", "python -m raykafka.benchmarks.scaling sends --batch --keyed",
                                      {"send_batch, keyed: msg/s": 800_000,
                                       **{f"send_batch, keyed: {r} CPU per msg": 2 + i / 10 for i, r in enumerate(roles)}}),
-        "confluent": _figures_file(tmp_path / "c.json", "python -m raykafka.app.bench.scaling sends --confluent",
+        "confluent": _figures_file(tmp_path / "c.json", "python -m raykafka.benchmarks.scaling sends --confluent",
                                    {"confluent-kafka produce(): msg/s": 1_000_000,
                                     **{f"confluent-kafka produce(): {r} CPU per msg": 3 + i / 10
                                        for i, r in enumerate(roles)}})}
     text = missed_targets.batch_produce(paths)
-    assert "`python -m raykafka.app.bench.scaling sends --batch` and `python -m raykafka.app.bench.scaling sends " \
+    assert "`python -m raykafka.benchmarks.scaling sends --batch` and `python -m raykafka.benchmarks.scaling sends " \
            "--confluent`" in text
     assert "spent 1.00 (0.75–1.50) at 1,400k (1,400k–1,400k) msg/s: the BrokerWorker\n1.10 (0.85–1.60)" in text
     assert "(1.40× for `send_batch`" in text and "in 1.33 µs" in text  # two cores at 1.5 × 1,000,000 msg/s
@@ -287,7 +287,7 @@ def test_the_demo_write_profile_quotes_the_demo_write_run_and_is_printed_with_an
     from raykafka.app.bench import missed_targets
     from raykafka.app.bench.report import MEMORY_TARGET
 
-    path = _figures_file(tmp_path / "d.json", "python -m raykafka.app.bench.scaling demo-write --runs 3",
+    path = _figures_file(tmp_path / "d.json", "python -m raykafka.benchmarks.scaling demo-write --runs 3",
                          {"demo write: spark_to_ray_s": 7.0, "demo write: first_write_s": 4.0,
                           "demo write: write_alone_s": 2.0, "demo write: spark_alone_s": 6.0})
     text = missed_targets.demo_write(path)

@@ -4,6 +4,7 @@ virtualenv, with the checkout nowhere on its path."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -15,7 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-NOT_PACKAGED = ("tests/", ".ci/")  # what the repository holds beside the package
+# what the repository holds beside the package: the tests, CI, and the experiments run from a clone
+NOT_PACKAGED = ("tests/", ".ci/", "benchmarks/")
 
 
 def modules() -> list[str]:
@@ -39,6 +41,31 @@ def test_every_folder_of_modules_is_a_listed_package():
     packages = {"raykafka" if folder == "." else "raykafka." + folder.replace("/", ".") for folder in folders}
     assert packages - set(setuptools["packages"]) == set()
     assert all((ROOT / folder / "__init__.py").is_file() for folder in folders)
+
+
+def test_the_experiments_stay_out_of_the_wheel_and_out_of_the_package():
+    """`benchmarks/` is run from a clone: no listed package holds it, and no packaged module
+    imports it (an install would then fail where the checkout works)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert not [p for p in setuptools["packages"] if p.startswith("raykafka.benchmarks")]
+    experiments = [name for name in tracked() if name.startswith("benchmarks/") and name.endswith(".py")]
+    assert "benchmarks/scaling.py" in experiments
+    importing = [name for name in modules() if any(imported.startswith("raykafka.benchmarks")
+                                                   for imported in imported_modules(ROOT / name))]
+    assert not importing, f"packaged modules that import the experiments: {importing}"
+
+
+def imported_modules(path: Path) -> list[str]:
+    """The absolute names a module imports (its relative imports resolved from its own path)."""
+    package = ["raykafka", *path.relative_to(ROOT).parent.parts]
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            names.append(".".join([*base, *(node.module or "").split(".")]).rstrip("."))
+    return names
 
 
 def build_wheel(out: Path) -> Path:

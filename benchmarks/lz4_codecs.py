@@ -1,6 +1,6 @@
 """LZ4 on our record batches: the `lz4` package's frame codec beside cramjam's, both ways.
 
-    python -m raykafka.app.bench.lz4_codecs [--messages 1000000] [--per-batch 1000] [--runs 7]
+    python -m raykafka.benchmarks.lz4_codecs [--messages 1000000] [--per-batch 1000] [--runs 7]
 
 The input is the records section of v2 record batches as the producer encodes them (100-byte
 values, half random and half repeated, as in `record_batches.py`), `--per-batch` records to a

@@ -1,13 +1,13 @@
 """Figures for SCALING.md: driver CPU per row, CPU-seconds per message of each stage, pipelines
 and nodes on this machine.
 
-    python -m raykafka.app.bench.scaling driver   [--rows 2000000] [--runs 5]   # driver CPU/row, stage CPU, both paths
-    python -m raykafka.app.bench.scaling pipelines [--rows 2000000] [--runs 3]  # 1, 2, 3 pipelines on one node
-    python -m raykafka.app.bench.scaling nodes    [--rows 1000000] [--runs 3]   # 1, 2, 3 simulated nodes of 1 CPU
-    python -m raykafka.app.bench.scaling sends    [--rows 500000] [--runs 3] [--keyed | --batch | --confluent]
-    python -m raykafka.app.bench.scaling reads    [--rows 200000] [--runs 3]   # 1 reader, 2: single-record and 10,000-record batches
-    python -m raykafka.app.bench.scaling demo-write [--rows 1000000] [--runs 3]  # the demo's write, step by step, and Spark alone
-    python -m raykafka.app.bench.scaling hops     [--rows 500] [--runs 3]      # what one actor hop costs here
+    python -m raykafka.benchmarks.scaling driver   [--rows 2000000] [--runs 5]   # driver CPU/row, stage CPU, both paths
+    python -m raykafka.benchmarks.scaling pipelines [--rows 2000000] [--runs 3]  # 1, 2, 3 pipelines on one node
+    python -m raykafka.benchmarks.scaling nodes    [--rows 1000000] [--runs 3]   # 1, 2, 3 simulated nodes of 1 CPU
+    python -m raykafka.benchmarks.scaling sends    [--rows 500000] [--runs 3] [--keyed | --batch | --confluent]
+    python -m raykafka.benchmarks.scaling reads    [--rows 200000] [--runs 3]   # 1 reader, 2: single-record and 10,000-record batches
+    python -m raykafka.benchmarks.scaling demo-write [--rows 1000000] [--runs 3]  # the demo's write, step by step, and Spark alone
+    python -m raykafka.benchmarks.scaling hops     [--rows 500] [--runs 3]      # what one actor hop costs here
 
 `sends --batch --keyed`: the table has a key column too (the 100 keys in turn).
 
@@ -159,7 +159,7 @@ def write_figures(path: str, argv: list[str]) -> None:
     import datetime
 
     with open(path, "w") as out:
-        json.dump({"command": "python -m raykafka.app.bench.scaling " + " ".join(argv),
+        json.dump({"command": "python -m raykafka.benchmarks.scaling " + " ".join(argv),
                    "taken": datetime.date.today().isoformat(), "figures": FIGURES}, out, indent=1)
         out.write("\n")
 
@@ -308,7 +308,7 @@ def run_demo_write(args: argparse.Namespace, config: dict[str, Any]) -> int:
     import subprocess
 
     def once(*extra: str) -> dict[str, Any]:
-        done = subprocess.run([sys.executable, "-m", "raykafka.app.bench.scaling", "demo-write-once", "--rows",
+        done = subprocess.run([sys.executable, "-m", "raykafka.benchmarks.scaling", "demo-write-once", "--rows",
                                str(args.rows), "--bootstrap", config["bootstrap.servers"], *extra],
                               capture_output=True, text=True, check=True)
         taken = json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,6 +1,6 @@
 """Where the producer spends its time: py-spy on the driver and every actor process while it writes.
 
-    python -m raykafka.app.bench.profile_producer [--mode batch|send|keyed|consume] [--messages 300000] [--size 100]
+    python -m raykafka.benchmarks.profile_producer [--mode batch|send|keyed|consume] [--messages 300000] [--size 100]
         [--compression none] [--out /tmp/prof]
 
 Writes one collapsed-stack file per process (`py-spy record --format raw`) and prints, for each
