@@ -92,9 +92,10 @@ from .producer_input import (
     too_large_error,
     topic_column,
 )
-from .producer_ledger import BatchResult, BatchState, Ledger, RecordMetadata, Settled
+from .producer_ledger import BatchResult, BatchState, RecordMetadata, Settled
 from .producer_pipeline import ProducerPipeline, left
 from .producer_reports import Polled, intended_exit
+from .producer_state import ProducerState
 from .producer_transactions import ProducerTransactions
 from .producer_watchdog import ProducerWatchdog
 from .ray_runtime import RaySession, ensure_ray
@@ -154,23 +155,14 @@ class Producer:
         self.buffer_memory = self.config["buffer.memory"]
         self.max_block = self.config["max.block.ms"] / 1000
 
-        self._lock = threading.Lock()
-        self._futures_condition = threading.Condition()
-        self._cond = threading.Condition(self._lock)
+        self._state = ProducerState()  # the lock, conditions and flags the threads below share
         self._bytes_values = self.config["value.serializer"] == "bytes"
         self._bytes_keys = self.config["key.serializer"] == "bytes"
         # Arrow binary/string columns can be sliced to bytes directly when the serializer would
         # only have encoded them to utf-8 anyway
         self._raw_arrow = (self.config["value.serializer"] in ("bytes", "str"),
                            self.config["key.serializer"] in ("bytes", "str"))
-        self._ledger = Ledger()  # every message accepted and not yet ended; buffer.memory
-        self._acc = Accumulator()  # what send gathered, and the batches ready to hand on
-        self._flush_now = False
-        self._expired_gathered = False  # the watchdog ended messages still gathered: cut them out before handing on
-        self._settling = 0
-        self._closed = False  # no new sends
-        self._stopping = False  # the pipeline is being shut down on purpose
-        self._results_stopped = False  # close takes the last reports itself
+        self._acc = Accumulator()  # what send gathered, and the batches ready to hand on (the state's lock guards it)
         # healing: without transactional.id a pipeline an actor died in is rebuilt, and what it
         # held sent again (see `_heal`); the batches handed on are kept until their messages end
         self.heals_on_death = self.config["transactional.id"] is None  # a transactional one aborts instead
@@ -180,9 +172,6 @@ class Producer:
         self._kept = KeptBatches()
         self._book = SequenceBook()  # which message each numbered record is, until it ends
         self._acked_ends: dict[tuple[str, int], int] = {}  # (topic, partition) -> after the last acked offset
-        self._healing = False  # the sender and the results thread wait while it is set
-        self._sender_busy = False  # the sender is handing batches on, outside the lock
-        self._polling = False  # the results thread is taking or settling reports, outside the lock
         self._healer: threading.Thread | None = None
         self._generation = 0  # pipelines started after the first
 
@@ -199,18 +188,19 @@ class Producer:
         self.metrics.start()
 
     def _start_pipeline(self, pipeline: ProducerPipeline) -> None:
-        self._pipeline = pipeline
-        self._torn_down = False  # a heal kills the old pipeline's actors before it starts the next
+        """Make `pipeline` the one in use (under the state's lock, but for the first)."""
+        self._state.pipeline = pipeline
+        self._state.torn_down = False  # a heal kills the old pipeline's actors before it starts the next
         self.ctx = pipeline.ctx
         self._topic_dispatcher = pipeline.topic_dispatcher
         self.producer_id, self.producer_epoch = pipeline.producer_id, pipeline.producer_epoch
-        self._routes = TopicRoutes(self._topic_dispatcher, self.ctx.window, self._wake_sender)
+        self._state.routes = TopicRoutes(self._topic_dispatcher, self.ctx.window, self._state.wake)
 
     @property
     def pipeline_prefix(self) -> str:
         """The name prefix of the actors of the pipeline in use (`name/` at first, `name~N/` after
         the N-th heal)."""
-        return self._pipeline.name + "/"
+        return self._state.pipeline.name + "/"
 
     # -- sending -------------------------------------------------------------------
 
@@ -236,22 +226,23 @@ class Producer:
         if type(topic) is not str or not topic:
             raise TypeError(f"topic must be a non-empty str, not {topic!r}")
         ts = int(time.time() * 1000) if timestamp is None else timestamp_ms(timestamp)
-        future = MessageFuture(self._futures_condition)
+        state = self._state
+        future = MessageFuture(state.futures_condition)
         if size > self.max_request_size:
             future.set_exception(MessageTooLargeError(
                 f"message of {size} bytes is larger than max.request.size={self.max_request_size}"))
             if self._transactions is not None:  # as Java: the transaction cannot commit without it
                 self._transactions.note_failure(future.exception())
             return future
-        ledger = self._ledger
-        with self._lock:
-            if self._closed or ledger.unresolved_bytes + size > self.buffer_memory:
+        ledger = state.ledger
+        with state.lock:
+            if state.closed or ledger.unresolved_bytes + size > self.buffer_memory:
                 self._reserve(size, 1)  # waits for room, or raises
             else:
                 ledger.reserve(size)
             mid = ledger.add(future, topic, ts, size)
             if self._acc.add(topic, (mid, v, k, ts, headers, partition), size):
-                self._cond.notify_all()
+                state.cond.notify_all()
         return future
 
     def send_batch(self, topic: str | None, values: Any = None, keys: Any = None, headers: Any = None,
@@ -293,25 +284,25 @@ class Producer:
         state: BatchState | None = None
         bounds = slice_bounds(sizes, max(1, self.buffer_memory // SLICES_IN_BUFFER))
         for lo, hi in bounds:
-            with self._cond:
+            with self._state.cond:
                 try:
                     self._reserve(int(sizes[lo:hi].sum()), hi - lo)
                 except (BufferExhaustedError, ProducerClosedError) as exc:
                     if state is None:  # nothing accepted: the caller's mistake or a full buffer, said at once
                         raise
-                    self._ledger.fail_in_batch(state, np.arange(lo, n), exc, sizes, reserved=False)
+                    self._state.ledger.fail_in_batch(state, np.arange(lo, n), exc, sizes, reserved=False)
                     if self._transactions is not None:  # as Java: the transaction cannot commit without them
                         self._transactions.note_failure(exc)
                     break
                 if state is None:
-                    state = self._ledger.add_batch(n, future, total)
+                    state = self._state.ledger.add_batch(n, future, total)
                     start = state.start
                     whole = MessageBatch(topic=topic or "", ids=range(start, start + n), values=values, keys=keys,
                                          timestamps=ts, headers=headers, partitions=explicit, created_ms=now_ms,
                                          nbytes=total)
                 self._acc.seal()  # what send gathered before goes first
                 self._acc.ready.extend(self._slice(whole, lo, hi, too_large, topic_arr, state, sizes))
-                self._cond.notify_all()
+                self._state.cond.notify_all()
         self._complete_finished()
         return future
 
@@ -324,7 +315,7 @@ class Producer:
         bad = np.flatnonzero(too_large[lo:hi])
         if len(bad):
             error = too_large_error(self.max_request_size)
-            self._ledger.fail_in_batch(state, lo + bad, error, sizes)
+            self._state.ledger.fail_in_batch(state, lo + bad, error, sizes)
             if self._transactions is not None:  # as Java: the transaction cannot commit without them
                 self._transactions.note_failure(error)
             keep = np.flatnonzero(~too_large[lo:hi])
@@ -344,30 +335,26 @@ class Producer:
 
     def _reserve(self, size: int, count: int) -> None:
         """Wait (lock held) for `size` bytes of buffer.memory, up to max.block.ms."""
-        if self._closed:
+        if self._state.closed:
             raise ProducerClosedError("send on a closed producer")
         if size > self.buffer_memory:
             raise BufferExhaustedError(f"{count} message(s) of {size} bytes cannot fit in buffer.memory={self.buffer_memory}")
         deadline = time.monotonic() + self.max_block
-        ledger = self._ledger
+        ledger = self._state.ledger
         while ledger.unresolved_bytes + size > self.buffer_memory:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise BufferExhaustedError(
                     f"waited max.block.ms={int(self.max_block * 1000)} for {size} bytes of buffer.memory="
                     f"{self.buffer_memory} ({ledger.unresolved_bytes} bytes sent and not yet acknowledged)")
-            if not self._flush_now:  # hand over what is gathered; a sender already told needs no new wake-up
-                self._flush_now = True  # (waking every waiter each time round would have two blocked
-                self._cond.notify_all()  # send_batch calls wake each other in turn, a core's worth)
-            self._cond.wait(left)
+            if not self._state.flush_now:  # hand over what is gathered; a sender already told needs no new wake-up
+                self._state.flush_now = True  # (waking every waiter each time round would have two blocked
+                self._state.cond.notify_all()  # send_batch calls wake each other in turn, a core's worth)
+            self._state.cond.wait(left)
             self.metrics.blocked(left - (deadline - time.monotonic()))  # how long that wait took
-            if self._closed:
+            if self._state.closed:
                 raise ProducerClosedError("send on a closed producer")
         ledger.reserve(size)
-
-    def _wake_sender(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
 
     def _nagle(self) -> None:
         """Nagle's rule for a lingered hand-over: while messages handed over before are still
@@ -375,51 +362,51 @@ class Producer:
         pipeline gets one call per round trip rather than one per message."""
         deadline = time.monotonic() + NAGLE_WAIT
         acc = self._acc
-        with self._cond:
-            while (len(self._ledger.singles) > acc.count and not (acc.ready or self._flush_now or self._stopping)
+        with self._state.cond:
+            while (len(self._state.ledger.singles) > acc.count and not (acc.ready or self._state.flush_now or self._state.stopping)
                    and not acc.full):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
-                self._cond.wait(left)
+                self._state.cond.wait(left)
 
     def _send_loop(self) -> None:
         """Hand gathered messages on (`TopicRoutes`), a bounded number of calls in flight."""
         acc = self._acc
         while True:
-            with self._cond:
+            with self._state.cond:
                 while True:
-                    if self._healing:  # the pipeline is being rebuilt: what gathers goes after
-                        self._cond.wait(1.0)
+                    if self._state.healing:  # the pipeline is being rebuilt: what gathers goes after
+                        self._state.cond.wait(1.0)
                         continue
-                    if acc.ready or (acc.open and (self._flush_now or self._stopping)):
+                    if acc.ready or (acc.open and (self._state.flush_now or self._state.stopping)):
                         break
-                    if self._routes.has_answers():  # a topic's held batches can go now
+                    if self._state.routes.has_answers():  # a topic's held batches can go now
                         break
                     if acc.open:
                         left = acc.linger_left(self.linger)
                         if left <= 0 or acc.full:
                             break
-                        self._cond.wait(left)
-                    elif self._stopping:
+                        self._state.cond.wait(left)
+                    elif self._state.stopping:
                         return
                     else:
-                        self._cond.wait(1.0)
-                lingered = bool(acc.open) and not (acc.ready or self._flush_now or self._stopping or acc.full
-                                                   or self._routes.has_answers())
+                        self._state.cond.wait(1.0)
+                lingered = bool(acc.open) and not (acc.ready or self._state.flush_now or self._state.stopping or acc.full
+                                                   or self._state.routes.has_answers())
             if lingered:
                 self._nagle()
-            with self._cond:
-                while self._healing:
-                    self._cond.wait(1.0)
+            with self._state.cond:
+                while self._state.healing:
+                    self._state.cond.wait(1.0)
                 batches = acc.take()
-                if self._expired_gathered:  # the watchdog ended some before they were handed on
-                    batches, self._expired_gathered = still_open(batches, self._ledger), False
-                self._flush_now = False
-                torn_down = self._torn_down  # close ended a heal before it started a new pipeline
+                if self._state.expired_gathered:  # the watchdog ended some before they were handed on
+                    batches, self._state.expired_gathered = still_open(batches, self._state.ledger), False
+                self._state.flush_now = False
+                torn_down = self._state.torn_down  # close ended a heal before it started a new pipeline
                 if self.heals_on_death and not torn_down:
-                    self._kept.keep(batches, self._ledger)
-                pipeline, routes, self._sender_busy = self._pipeline, self._routes, not torn_down
+                    self._kept.keep(batches, self._state.ledger)
+                pipeline, routes, self._state.sender_busy = self._state.pipeline, self._state.routes, not torn_down
             if torn_down:  # its actors are gone: what was gathered ends with the close
                 unhealed = ProducerClosedError(f"producer closed before its pipeline healed ({self._heal_cause})")
                 self._resolve([Outcome.failed(b.ids, unhealed, b.topic) for b in batches])
@@ -428,9 +415,9 @@ class Producer:
                 self.metrics.handed(batches)
                 failed = routes.send(batches)
             finally:
-                with self._cond:
-                    self._sender_busy = False
-                    self._cond.notify_all()
+                with self._state.cond:
+                    self._state.sender_busy = False
+                    self._state.cond.notify_all()
             if failed and self.ray_session.gone():  # shut down under us: the watchdog fails what is left
                 return
             self._fail_handed_on(failed, pipeline)
@@ -451,25 +438,25 @@ class Producer:
 
     def _heals_from(self, error: Exception | None) -> bool:
         """Whether `error` is an actor's death (or failure) this producer heals from."""
-        return self.heals_on_death and isinstance(error, PipelineError) and not self._stopping
+        return self.heals_on_death and isinstance(error, PipelineError) and not self._state.stopping
 
     def request_heal(self, cause: Any, seen_in: ProducerPipeline | None = None) -> None:
         """An actor of the pipeline died (seen by the watchdog, a failed call or a report, in
         pipeline `seen_in`): rebuild the pipeline on the healer thread, once for however many see
         it; nothing if `seen_in` was healed already."""
         if not self.heals_on_death:  # transactional: the transaction cannot commit; abort_transaction renews
-            if not self._stopping:
+            if not self._state.stopping:
                 self._fail_unresolved(PipelineError(f"the transaction's pipeline broke: {cause}"))
             return
-        with self._cond:
-            if self._stopping or self._healer is not None or (seen_in is not None and seen_in is not self._pipeline):
+        with self._state.cond:
+            if self._state.stopping or self._healer is not None or (seen_in is not None and seen_in is not self._state.pipeline):
                 return
             log.warning("%s: healing the pipeline: %s", self.name, cause)
-            self._healing = True
+            self._state.healing = True
             self._heal_cause = str(cause)
             self._healer = threading.Thread(target=self._heal_loop, name=f"{self.name}-healer", daemon=True)
             self._healer.start()
-            self._cond.notify_all()
+            self._state.cond.notify_all()
 
     def _heal_loop(self) -> None:
         try:
@@ -480,15 +467,15 @@ class Producer:
                 except Exception as exc:  # e.g. no broker reachable: the watchdog bounds the messages meanwhile
                     self.heal_failures += 1
                     log.warning("%s: healing failed, trying again in %gs: %s", self.name, HEAL_RETRY, exc)
-                with self._cond:
-                    if self._stopping:
+                with self._state.cond:
+                    if self._state.stopping:
                         return
-                    self._cond.wait(HEAL_RETRY)
+                    self._state.cond.wait(HEAL_RETRY)
         finally:
-            with self._cond:
-                self._healing = False
+            with self._state.cond:
+                self._state.healing = False
                 self._healer = None
-                self._cond.notify_all()
+                self._state.cond.notify_all()
 
     def _heal(self) -> None:
         """Rebuild the pipeline and send again what the old one left unanswered, in id order.
@@ -501,17 +488,17 @@ class Producer:
            producer id after each partition's last acknowledged offset, ends as delivered
            (`producer_heal`).
         3. A new pipeline (a new producer id) takes the rest, before anything sent meanwhile."""
-        old = self._pipeline
+        old = self._state.pipeline
         t0 = time.monotonic()
         self._take_reports(old.last_results(LAST_POLL_WAIT))
         old.kill_all(CLOSE_MIN)
-        with self._cond:
-            self._torn_down = True
-            while self._sender_busy or self._polling:  # calls to the dead pipeline fail at once
-                self._cond.wait(1.0)
-            batches = self._kept.unresolved(self._ledger)
+        with self._state.cond:
+            self._state.torn_down = True
+            while self._state.sender_busy or self._state.polling:  # calls to the dead pipeline fail at once
+                self._state.cond.wait(1.0)
+            batches = self._kept.unresolved(self._state.ledger)
             ends = dict(self._acked_ends)
-            plan = self._book.scan_plan(self._ledger.open_positions)
+            plan = self._book.scan_plan(self._state.ledger.open_positions)
         found: list[Outcome] = []
         read = LogRead({}, None)
         if batches and old.producer_id >= 0:
@@ -519,23 +506,23 @@ class Producer:
             read = read_log(self.config, plan, ends, bump=(old.producer_id, old.producer_epoch))
             found = written_outcomes(batches, read.records, self._book)
             self._resolve(found)
-            with self._cond:
-                batches = self._kept.unresolved(self._ledger)
-        with self._cond:
-            if self._stopping:
+            with self._state.cond:
+                batches = self._kept.unresolved(self._state.ledger)
+        with self._state.cond:
+            if self._state.stopping:
                 return
         self._generation += 1  # each attempt's actors have names of their own
         pipeline = ProducerPipeline(self.config, f"{self.name}~{self._generation}", producer_id=read.bumped)
-        with self._cond:
-            if self._results_stopped:  # close gave up waiting for this heal: nothing may outlive it
+        with self._state.cond:
+            if self._state.results_stopped:  # close gave up waiting for this heal: nothing may outlive it
                 pipeline.kill_all(CLOSE_MIN)
                 return
             self._start_pipeline(pipeline)
-            batches = self._kept.unresolved(self._ledger)  # the watchdog may have ended some meanwhile
-            self._cond.notify_all()
+            batches = self._kept.unresolved(self._state.ledger)  # the watchdog may have ended some meanwhile
+            self._state.cond.notify_all()
         self.healed += 1
         self._watchdog.healed()
-        failed = self._routes.send(batches)
+        failed = self._state.routes.send(batches)
         if any(self._heals_from(error) for _, error in failed):
             raise PipelineError(f"the healed pipeline failed at once: {failed[0][1]}")
         heal = Heal(self._heal_cause, time.monotonic() - t0, len(found), sum(len(b) for b in batches),
@@ -555,11 +542,11 @@ class Producer:
             if not ray.is_initialized():  # shut down under us: a call now would start a new Ray (its auto-init)
                 self.ray_gone()
                 return
-            with self._cond:
-                stop = self._results_stopped or (self._stopping and not self._ledger)
-                pause = stop or self._healing
-                pipeline = self._pipeline
-                self._polling = True
+            with self._state.cond:
+                stop = self._state.results_stopped or (self._state.stopping and not self._state.ledger)
+                pause = stop or self._state.healing
+                pipeline = self._state.pipeline
+                self._state.polling = True
             try:
                 polled = pipeline.reports.settle(LAST_POLL_WAIT) if pause else pipeline.reports.round(POLL_WAIT)
             except Exception as exc:
@@ -576,9 +563,9 @@ class Producer:
             finally:
                 self._done_polling()
             if pause:
-                with self._cond:
-                    while self._healing and not self._results_stopped:  # the healer takes the last reports
-                        self._cond.wait(1.0)
+                with self._state.cond:
+                    while self._state.healing and not self._state.results_stopped:  # the healer takes the last reports
+                        self._state.cond.wait(1.0)
                     if stop:
                         return
 
@@ -595,8 +582,8 @@ class Producer:
             if intended_exit(exc):
                 log.warning("%s: %s exited with outcomes nobody polled", self.name, who)
                 continue
-            with self._cond:
-                if self._stopping:
+            with self._state.cond:
+                if self._state.stopping:
                     continue
             error = pipeline_error(exc)
             if self._heals_from(error):
@@ -610,40 +597,40 @@ class Producer:
         if reports is None:
             return
         if reports.numbered and self.heals_on_death:
-            with self._cond:
-                self._book.add(reports.numbered, self._ledger)
+            with self._state.cond:
+                self._book.add(reports.numbered, self._state.ledger)
         if reports.outcomes:
             self._resolve(reports.outcomes, pipeline)
 
     def _done_polling(self) -> None:
-        with self._cond:
-            self._polling = False
-            self._cond.notify_all()
+        with self._state.cond:
+            self._state.polling = False
+            self._state.cond.notify_all()
 
     def _resolve(self, entries: list[Outcome], pipeline: ProducerPipeline | None = None) -> None:
         """End the messages these outcomes name (the ledger), then set their futures and report
         them, outside the lock. An outcome of `pipeline` failed by an actor's death does not end
         its messages when the producer heals: they go again, through the healed pipeline."""
-        if self.heals_on_death and not self._stopping and any(isinstance(e.error, PipelineError) for e in entries):
+        if self.heals_on_death and not self._state.stopping and any(isinstance(e.error, PipelineError) for e in entries):
             self.request_heal(next(e.error for e in entries if isinstance(e.error, PipelineError)), pipeline)
             entries = [e for e in entries if not isinstance(e.error, PipelineError)]
-        with self._cond:
+        with self._state.cond:
             if self.heals_on_death:
                 acked_ends(self._acked_ends, entries)
-            settled = self._ledger.settle(entries, self.metrics.resolved)
-            self._settling += 1  # flush() waits until these futures are set too
+            settled = self._state.ledger.settle(entries, self.metrics.resolved)
+            self._state.settling += 1  # flush() waits until these futures are set too
         try:
             if self._transactions is not None:  # a failed message keeps its transaction from committing
                 self._transactions.note_outcomes(entries)
             self._complete_finished()
-            for future, meta, error in settle_futures(self._futures_condition, settled):
+            for future, meta, error in settle_futures(self._state.futures_condition, settled):
                 set_future(future, meta, error)
             if self._successes is not None or self._errors is not None or self.on_delivery is not None:
                 self._report(settled)
         finally:
-            with self._cond:
-                self._settling -= 1
-                self._cond.notify_all()
+            with self._state.cond:
+                self._state.settling -= 1
+                self._state.cond.notify_all()
 
     def _report(self, settled: list[Settled]) -> None:
         """Each outcome to `successes()` / `errors()` and `on_delivery`, whatever its future's
@@ -679,8 +666,8 @@ class Producer:
         return threading.get_ident() in self._callback_threads
 
     def _complete_finished(self) -> None:
-        with self._lock:
-            finished = self._ledger.take_finished()
+        with self._state.lock:
+            finished = self._state.ledger.take_finished()
         for state in finished:
             set_future(state.future, state.result(), None)
 
@@ -701,7 +688,7 @@ class Producer:
             try:
                 yield q.get(timeout=timeout if timeout is not None else 0.1)
             except queue.Empty:
-                if timeout is not None or self._closed:
+                if timeout is not None or self._state.closed:
                     return
 
     # -- transactions (with transactional.id; driver/producer_transactions.py) -------------
@@ -745,16 +732,16 @@ class Producer:
 
     def _renew_transactional(self, cause: Exception, timeout: float | None) -> None:
         """A new pipeline for a transactional producer whose old one broke (after its messages ended)."""
-        old, t0 = self._pipeline, time.monotonic()
+        old, t0 = self._state.pipeline, time.monotonic()
         log.warning("%s: replacing the transactional pipeline: %s", self.name, cause)
         old.kill_all(CLOSE_MIN)
         self._generation += 1
         pipeline = ProducerPipeline(self.config, f"{self.name}~{self._generation}")
-        with self._cond:
+        with self._state.cond:
             self._start_pipeline(pipeline)
             self._transactions = ProducerTransactions(self.config, self.ctx.transactions, self._topic_dispatcher,
                                                       self.flush)
-            self._cond.notify_all()
+            self._state.cond.notify_all()
         self._watchdog.healed()
         self.producer_id, self.producer_epoch = self._transactions.init_transactions(timeout)
         self.healed += 1
@@ -769,8 +756,8 @@ class Producer:
 
     def pending(self) -> int:
         """Messages sent and not yet resolved."""
-        with self._cond:
-            return len(self._ledger)
+        with self._state.cond:
+            return len(self._state.ledger)
 
     def flush(self, timeout: float | None = None) -> int:
         """Send everything gathered and wait until every message sent so far has ended.
@@ -785,18 +772,18 @@ class Producer:
     def _wait_resolved(self, deadline: float | None, give_up: Callable[[], bool] = lambda: False) -> int:
         """Hand over what is gathered and wait until nothing is unresolved, `deadline` passes or
         `give_up()` says so; how many are left."""
-        with self._cond:
-            self._flush_now = True
-            self._cond.notify_all()
-            while (self._ledger or self._settling) and not give_up():
+        with self._state.cond:
+            self._state.flush_now = True
+            self._state.cond.notify_all()
+            while (self._state.ledger or self._state.settling) and not give_up():
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     break
-                self._cond.wait(0.5 if left is None else min(left, 0.5))
+                self._state.cond.wait(0.5 if left is None else min(left, 0.5))
                 if self._acc.open:
-                    self._flush_now = True
-                    self._cond.notify_all()
-            return len(self._ledger)
+                    self._state.flush_now = True
+                    self._state.cond.notify_all()
+            return len(self._state.ledger)
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver everything already accepted, then stop every actor of this producer.
@@ -808,7 +795,7 @@ class Producer:
         order and deliver what they have, and the rest fails with a `ProducerClosedError` naming
         the dead actor. It does not raise for a dead actor; no actor of this producer is left.
         From an `on_delivery` callback it is `close(0)` (`_close_from_callback`)."""
-        if self._closed:
+        if self._state.closed:
             return
         dog = self._watchdog
         if self.ray_session.gone():  # shut down under us: its actors went with it
@@ -820,15 +807,15 @@ class Producer:
             self._close_from_callback()
             return
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            self._closed = True  # no new sends; what is queued still goes
+        with self._state.cond:
+            self._state.closed = True  # no new sends; what is queued still goes
         try:
             if self._wait_resolved(deadline, give_up=lambda: bool(dog.dead) and not self.heals_on_death):
                 dog.scan_now()  # before the shutdown kills actors on purpose: who died, if anyone
             self.metrics.close()  # the last report, while the BrokerWorkers can still be asked
-            with self._cond:
-                self._stopping = True  # the sender hands over what is left, then ends
-                self._cond.notify_all()
+            with self._state.cond:
+                self._state.stopping = True  # the sender hands over what is left, then ends
+                self._state.cond.notify_all()
                 healer = self._healer
             now = time.monotonic()
             stop_by = now + CLOSE_GRACE if deadline is None else max(deadline, now + CLOSE_MIN)
@@ -836,13 +823,13 @@ class Producer:
                 healer.join(left(stop_by))
             self._sender.join(left(stop_by))
             if not self._sender.is_alive():  # else stuck handing over: what it holds fails below
-                self._fail_handed_on(self._routes.drain(left(stop_by)))
-            self._pipeline.shut_down(stop_by, self.pending, self._watchdog.dead_count("broker_worker"))
+                self._fail_handed_on(self._state.routes.drain(left(stop_by)))
+            self._state.pipeline.shut_down(stop_by, self.pending, self._watchdog.dead_count("broker_worker"))
         finally:
             self._take_last_results()
             self._fail_unresolved(self._close_error(timeout, deadline))
             dog.stop()
-            self._pipeline.kill_all(CLOSE_MIN)
+            self._state.pipeline.kill_all(CLOSE_MIN)
 
     def _close_from_callback(self) -> None:
         """close() from an `on_delivery` callback, whose thread delivers the reports that close
@@ -850,25 +837,25 @@ class Producer:
         the mailboxes (the results thread ends after this report), every unresolved message
         ends with a `ProducerClosedError` saying so, and every actor of the pipeline is killed
         (Ray lists none within CLOSE_MIN s) before it returns."""
-        with self._cond:
-            self._closed = self._stopping = self._results_stopped = True
+        with self._state.cond:
+            self._state.closed = self._state.stopping = self._state.results_stopped = True
             self._acc.clear()  # gathered, never handed on: failed just below
-            self._cond.notify_all()
+            self._state.cond.notify_all()
         self._fail_unresolved(ProducerClosedError("producer closed by its on_delivery callback (close(0)) "
                                                   "before the message was delivered"))
         self._watchdog.stop()
         self.metrics.close()
-        self._pipeline.kill_all(CLOSE_MIN)
+        self._state.pipeline.kill_all(CLOSE_MIN)
 
     def _take_last_results(self) -> None:
         """Stop the results thread, then take what the pipeline reported last, so that a message
         delivered during the shutdown is not failed below."""
-        with self._cond:
-            self._results_stopped = True
+        with self._state.cond:
+            self._state.results_stopped = True
         self._poller.join(5)
         if self._poller.is_alive() or self.ray_session.gone():
             return
-        self._take_reports(self._pipeline.last_results(LAST_POLL_WAIT))
+        self._take_reports(self._state.pipeline.last_results(LAST_POLL_WAIT))
 
     def _close_error(self, timeout: float | None, deadline: float | None) -> ProducerClosedError:
         dead = self._watchdog.dead_actors()
@@ -886,42 +873,47 @@ class Producer:
     @property
     def buffer_in_use(self) -> int:
         """Bytes of the messages accepted and not yet ended: what buffer.memory bounds."""
-        return self._ledger.unresolved_bytes
+        return self._state.ledger.unresolved_bytes
+
+    @property
+    def _closed(self) -> bool:
+        """No new sends are taken (read by spark_bridge's producer cache)."""
+        return self._state.closed
 
     @property
     def stopping(self) -> bool:
         """close() is shutting the pipeline down (on purpose: its actors end now)."""
-        return self._stopping
+        return self._state.stopping
 
     def watch_mark(self) -> int | None:
         """The id the next message will get (every message sent so far has a smaller one), or
         None once the producer is stopping with nothing unresolved: nothing left to watch."""
-        with self._cond:
-            if self._stopping and not self._ledger:
+        with self._state.cond:
+            if self._state.stopping and not self._state.ledger:
                 return None
-            return self._ledger.next_id
+            return self._state.ledger.next_id
 
     def unresolved_before(self, cutoff: int | None) -> list[list[int]]:
         """The ids of the messages still unresolved, below `cutoff` (None: all), in groups."""
-        with self._cond:
-            return self._ledger.unresolved_before(cutoff)
+        with self._state.cond:
+            return self._state.ledger.unresolved_before(cutoff)
 
     def expire(self, groups: list[list[int]], error: Exception) -> None:
         """End these messages (unresolved ones; the others are skipped) with `error`; those still
         gathered here are then never handed on."""
-        with self._cond:
-            self._expired_gathered = bool(self._acc.open or self._acc.ready)
+        with self._state.cond:
+            self._state.expired_gathered = bool(self._acc.open or self._acc.ready)
         self._resolve([Outcome.failed(ids, error) for ids in groups])
 
     def ray_gone(self) -> None:
         """Ray was shut down under this producer, and its actors with it: fail what is still
         pending, say no more sends, and let the background threads end."""
-        with self._cond:
-            if self._stopping:
+        with self._state.cond:
+            if self._state.stopping:
                 return
-            self._closed = self._stopping = True
+            self._state.closed = self._state.stopping = True
             self._acc.clear()  # nothing to hand them to; failed just below
-            self._cond.notify_all()
+            self._state.cond.notify_all()
         self._fail_unresolved(ProducerClosedError("Ray was shut down before the message was delivered"))
 
     def __enter__(self) -> Producer:

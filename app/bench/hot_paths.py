@@ -31,17 +31,21 @@ def _fake_producer(module: Any) -> Any:
     from raykafka.wire.serde import get_serializer
 
     p = module.Producer.__new__(module.Producer)
-    p._lock = threading.Lock()
-    p._cond = threading.Condition(p._lock)
-    p._futures_condition = threading.Condition()
-    if hasattr(module, "Ledger"):  # the ledger and the accumulator in modules of their own
-        p._ledger, p._acc = module.Ledger(), module.Accumulator()
+    if hasattr(module, "ProducerState"):  # the lock, conditions, flags and ledger in one object of their own
+        p._state, p._acc = module.ProducerState(), module.Accumulator()
     else:
-        p._pending, p._batches, p._batch_starts, p._finished = {}, {}, [], []
-        p._unresolved_bytes = p._open_count = p._open_bytes = p._next_id = 0
-        p._open = {}
-    p._settling, p._closed, p._transactions = 0, False, None
-    p.heals_on_death, p._stopping, p._acked_ends = True, False, {}  # what settling a report costs a producer that heals
+        p._lock = threading.Lock()
+        p._cond = threading.Condition(p._lock)
+        p._futures_condition = threading.Condition()
+        p._settling, p._closed, p._stopping = 0, False, False
+        if hasattr(module, "Ledger"):  # the ledger and the accumulator in modules of their own
+            p._ledger, p._acc = module.Ledger(), module.Accumulator()
+        else:
+            p._pending, p._batches, p._batch_starts, p._finished = {}, {}, [], []
+            p._unresolved_bytes = p._open_count = p._open_bytes = p._next_id = 0
+            p._open = {}
+    p._transactions = None
+    p.heals_on_death, p._acked_ends = True, {}  # what settling a report costs a producer that heals
     p._bytes_values = p._bytes_keys = True
     p.value_serializer = p.key_serializer = get_serializer("bytes")
     p.max_request_size, p.buffer_memory = 1 << 20, 1 << 40
@@ -68,8 +72,12 @@ def _send(module: Any) -> float:
 def _resolve(module: Any) -> float:
     p = _fake_producer(module)
     make = getattr(module, "MessageFuture", None) or module._MessageFuture  # its name before driver/message_futures.py
-    futures = [make(p._futures_condition) for _ in range(N)]
-    pending = p._ledger.singles if hasattr(module, "Ledger") else p._pending
+    state = getattr(p, "_state", None)  # None: a revision before driver/producer_state.py
+    futures = [make(p._futures_condition if state is None else state.futures_condition) for _ in range(N)]
+    if state is not None:
+        pending = state.ledger.singles
+    else:
+        pending = p._ledger.singles if hasattr(module, "Ledger") else p._pending
     for i, f in enumerate(futures):
         pending[i] = (f, "t", 123, 121)
     from raykafka.actors.producer_results import Outcome  # a NamedTuple: read by field now, by place before

@@ -165,7 +165,7 @@ def test_a_topic_switches_to_its_partition_dispatcher_without_reordering(ray_ses
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 0}) as producer:
         futures = [producer.send(topic, b"%d" % i) for i in range(3000)]
         offsets = [f.result(60).offset for f in futures]
-        assert topic in producer._routes.direct  # the later ones went straight to the dispatcher
+        assert topic in producer._state.routes.direct  # the later ones went straight to the dispatcher
         later = [producer.send(topic, b"%d" % i) for i in range(3000, 4000)]
         offsets += [f.result(60).offset for f in later]
         missing = topic_name("nowhere")
@@ -173,7 +173,7 @@ def test_a_topic_switches_to_its_partition_dispatcher_without_reordering(ray_ses
             producer.send(missing, b"lost").result(30)
         with pytest.raises(UnknownTopicError):
             producer.send(missing, b"lost again").result(30)
-        assert missing in producer._routes.undirected
+        assert missing in producer._state.routes.undirected
     assert offsets == list(range(offsets[0], offsets[0] + 4000))
     assert [v for *_, v in read_back(bootstrap, topic, 1, 4000)] == [b"%d" % i for i in range(4000)]
 
