@@ -8,7 +8,7 @@ Every pipeline actor takes `num_cpus=0` (a dozen of them live on a 2-CPU node), 
 restarted by Ray and never retries a task (`max_restarts=0`, `max_task_retries=0`): a retried
 task could run a caller's calls out of order, and order within a partition is what the pipeline
 keeps. The producer heals instead: the driver replaces a pipeline an actor died in with a new
-one, whole (driver/producer.py, `_heal`), as an actor restarted alone would have lost its state. The
+one, whole (driver/producer_healer.py, `Healer`), as an actor restarted alone would have lost its state. The
 broker worker, which owns broker connections, is an async actor (it numbers its callers' calls
 to take them in order, actors/broker_worker.py; its `poll` awaits the driver's next outcome);
 the transaction owner, which awaits its coordinator while broker workers ask it, is an async

@@ -7,7 +7,7 @@ fields. That is done only where they are exactly the fields this module knows
 (`SHARED_CONDITION`, checked at import against a fresh Future); elsewhere a message future is a
 plain Future, set the ordinary way (`set_future`).
 
-Used by driver/producer.py only.
+Used by driver/producer.py and driver/producer_settlement.py only.
 """
 
 from __future__ import annotations

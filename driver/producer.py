@@ -26,14 +26,17 @@ reports, which `close()` and `flush()` wait for: there, as in Java, `close()` is
 `flush()` raises `FlushInCallbackError`. A wrong argument is refused where it is given, with an
 error naming it (`ConfigError` for a config key).
 
-This module is the facade and its two threads (the sender, the results poller, which long-polls
-the RetryHandler and every broker worker: `ReportSources`); beside it:
-`producer_input` (what `send`/`send_batch` accept, normalised), `accumulator` (the caller-side
-buffers), `producer_ledger` (every message accepted and not yet ended, and the buffer.memory it
-holds), `message_futures` (the futures' shared-Condition fast path), `producer_pipeline` (the
-actors, started and stopped in order), `topic_routes` (where the sender hands each topic's
-batches) and `producer_watchdog` (every message's life bounded, through the watch interface below).
-The Producer's one lock guards the accumulator and the ledger.
+This module is the facade: it checks what it is given, gathers it, and wires the rooms beside
+it, each on one `ProducerState` (driver/producer_state.py: the lock, conditions and flags they
+share): `producer_sender` (the sender thread), `producer_poller` (the results thread, which
+long-polls the RetryHandler and every broker worker: `ReportSources`), `producer_settlement`
+(outcomes ended, futures set, reports delivered), `producer_healer` (the pipeline rebuilt after
+an actor died); and `producer_input` (what `send`/`send_batch` accept, normalised),
+`accumulator` (the caller-side buffers), `producer_ledger` (every message accepted and not yet
+ended, and the buffer.memory it holds), `message_futures` (the futures' shared-Condition fast
+path), `producer_pipeline` (the actors, started and stopped in order), `topic_routes` (where the
+sender hands each topic's batches) and `producer_watchdog` (every message's life bounded,
+through the watch interface below). The state's one lock guards the accumulator and the ledger.
 """
 
 from __future__ import annotations
@@ -49,12 +52,10 @@ from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
-import ray
 
 from ..actors.batch import RECORD_OVERHEAD, MessageBatch
-from ..actors.calls import pipeline_error
 from ..actors.metrics import ProducerMetrics
-from ..actors.producer_results import Outcome, Reports
+from ..actors.producer_results import Outcome
 from ..wire.config import parse_config
 from ..wire.errors import (
     BufferExhaustedError,
@@ -67,17 +68,9 @@ from ..wire.errors import (
 )
 from ..wire.serde import get_serializer, serialize_many, serialize_one
 from .accumulator import Accumulator, shared
-from .message_futures import MessageFuture, set_future, settle_futures
-from .producer_heal import (
-    Heal,
-    KeptBatches,
-    LogRead,
-    SequenceBook,
-    acked_ends,
-    read_log,
-    still_open,
-    written_outcomes,
-)
+from .message_futures import MessageFuture
+from .producer_heal import Heal
+from .producer_healer import Healer
 from .producer_input import (
     MAX_PARTITION,
     batch_columns,
@@ -92,9 +85,11 @@ from .producer_input import (
     too_large_error,
     topic_column,
 )
-from .producer_ledger import BatchResult, BatchState, RecordMetadata, Settled
-from .producer_pipeline import ProducerPipeline, left
-from .producer_reports import Polled, intended_exit
+from .producer_ledger import BatchResult, BatchState, RecordMetadata
+from .producer_pipeline import CLOSE_MIN, ProducerPipeline, left
+from .producer_poller import LAST_POLL_WAIT, Poller
+from .producer_sender import Sender
+from .producer_settlement import Settlement
 from .producer_state import ProducerState
 from .producer_transactions import ProducerTransactions
 from .producer_watchdog import ProducerWatchdog
@@ -105,26 +100,14 @@ log = logging.getLogger("raykafka.producer")
 
 __all__ = ["BatchResult", "Producer", "RecordMetadata"]
 
-# at most this long (s) a lingered hand-over waits for the messages handed over before it
-NAGLE_WAIT = 0.05
 # a send_batch larger than buffer.memory / SLICES_IN_BUFFER goes in slices of that size, each
 # waiting for room in turn, so a table of any size can be sent (as Java's producer blocks per record)
 SLICES_IN_BUFFER = 4
 # the time keys some thread of the producer waits on (threading.TIMEOUT_MAX bounds such a wait)
 WAITED_ON = ("linger.ms", "max.block.ms", "retry.backoff.ms", "request.timeout.ms", "delivery.timeout.ms")
 # close's shutdown of the actors takes at most this long (s) after the messages had their time;
-# with a timeout, what is left of it, but at least CLOSE_MIN
+# with a timeout, what is left of it, but at least CLOSE_MIN (driver/producer_pipeline.py)
 CLOSE_GRACE = 30.0
-CLOSE_MIN = 5.0
-# a heal that could not rebuild the pipeline (no broker reachable, say) tries again this often (s)
-HEAL_RETRY = 1.0
-# the results thread's long poll of each mailbox waits this long (s) for news
-POLL_WAIT = 0.2
-# a heal or close waits up to this long (s) for the polls in flight, and for each step of the last poll
-LAST_POLL_WAIT = 5.0
-# seconds a failed poll waits for `ray.shutdown`, under way in another thread, to show: its actors
-# go before `ray.is_initialized()` turns false, and a poll failing between is the shutdown's
-SHUTDOWN_SHOWS = 2.0
 
 
 class Producer:
@@ -146,10 +129,6 @@ class Producer:
         self.value_serializer = get_serializer(self.config["value.serializer"])
         self.name = name or f"raykafka-producer-{uuid.uuid4().hex[:8]}"
         self.metrics = ProducerMetrics(self, stats_cb)  # figures for Ray's metrics, and stats_cb
-        self.on_delivery = on_delivery
-        self._callback_threads: set[int] = set()  # the threads inside an on_delivery call now (`_deliver`)
-        self._successes: queue.Queue | None = queue.Queue() if return_successes else None
-        self._errors: queue.Queue | None = queue.Queue() if return_errors else None
         self.linger = self.config["linger.ms"] / 1000
         self.max_request_size = self.config["max.request.size"]
         self.buffer_memory = self.config["buffer.memory"]
@@ -164,24 +143,29 @@ class Producer:
                            self.config["key.serializer"] in ("bytes", "str"))
         self._acc = Accumulator()  # what send gathered, and the batches ready to hand on (the state's lock guards it)
         # healing: without transactional.id a pipeline an actor died in is rebuilt, and what it
-        # held sent again (see `_heal`); the batches handed on are kept until their messages end
+        # held sent again (`Healer`); the batches handed on are kept until their messages end
         self.heals_on_death = self.config["transactional.id"] is None  # a transactional one aborts instead
-        self.healed = 0  # how many times the pipeline was rebuilt
-        self.heals_done: list[Heal] = []  # each rebuild, with what it found and sent again
-        self.heal_failures = 0  # attempts that could not rebuild it (tried again after HEAL_RETRY)
-        self._kept = KeptBatches()
-        self._book = SequenceBook()  # which message each numbered record is, until it ends
-        self._acked_ends: dict[tuple[str, int], int] = {}  # (topic, partition) -> after the last acked offset
-        self._healer: threading.Thread | None = None
-        self._generation = 0  # pipelines started after the first
+        # the rooms, each on the shared state: outcomes ended and reported; the sender thread;
+        # the results thread; the healer (they call back into the Producer only through the
+        # bound methods given here)
+        self._settlement = Settlement(self._state, self.name, self.metrics, self.heals_on_death, on_delivery,
+                                      return_successes, return_errors, self.request_heal,
+                                      lambda: self._transactions)
 
         ensure_ray()
         self.ray_session = RaySession()  # to tell when Ray is shut down under it
+        self._sending = Sender(self._state, self._acc, self._settlement, self.linger, self.heals_on_death,
+                               self.metrics, self.ray_session)
+        self._results = Poller(self._state, self._settlement, self.name, self.ray_session, self.request_heal,
+                               self.ray_gone)
+        self._healer = Healer(self._state, self.config, self.name, self.heals_on_death, self._settlement,
+                              self._sending.kept, self._start_pipeline, lambda: self._watchdog.healed(),
+                              self._fail_unresolved)
         self._start_pipeline(ProducerPipeline(self.config, self.name))  # raises the cause if it cannot start
         self._transactions = (ProducerTransactions(self.config, self.ctx.transactions, self._topic_dispatcher, self.flush)
                               if self.config["transactional.id"] is not None else None)
-        self._sender = threading.Thread(target=self._send_loop, name=f"{self.name}-sender", daemon=True)
-        self._poller = threading.Thread(target=self._poll_loop, name=f"{self.name}-results", daemon=True)
+        self._sender = threading.Thread(target=self._sending.run, name=f"{self.name}-sender", daemon=True)
+        self._poller = threading.Thread(target=self._results.run, name=f"{self.name}-results", daemon=True)
         self._sender.start()
         self._poller.start()
         self._watchdog = ProducerWatchdog.watch(self)
@@ -195,6 +179,11 @@ class Producer:
         self._topic_dispatcher = pipeline.topic_dispatcher
         self.producer_id, self.producer_epoch = pipeline.producer_id, pipeline.producer_epoch
         self._state.routes = TopicRoutes(self._topic_dispatcher, self.ctx.window, self._state.wake)
+
+    @property
+    def on_delivery(self) -> Callable[[RecordMetadata | None, Exception | None], None] | None:
+        """The callback each message's outcome is given to (`Settlement.report`)."""
+        return self._settlement.on_delivery
 
     @property
     def pipeline_prefix(self) -> str:
@@ -303,7 +292,7 @@ class Producer:
                 self._acc.seal()  # what send gathered before goes first
                 self._acc.ready.extend(self._slice(whole, lo, hi, too_large, topic_arr, state, sizes))
                 self._state.cond.notify_all()
-        self._complete_finished()
+        self._settlement.complete_finished()
         return future
 
     def _slice(self, whole: MessageBatch, lo: int, hi: int, too_large: np.ndarray, topic_arr: np.ndarray | None,
@@ -356,330 +345,38 @@ class Producer:
                 raise ProducerClosedError("send on a closed producer")
         ledger.reserve(size)
 
-    def _nagle(self) -> None:
-        """Nagle's rule for a lingered hand-over: while messages handed over before are still
-        unanswered, let new ones gather (up to NAGLE_WAIT s), so that at small linger.ms the
-        pipeline gets one call per round trip rather than one per message."""
-        deadline = time.monotonic() + NAGLE_WAIT
-        acc = self._acc
-        with self._state.cond:
-            while (len(self._state.ledger.singles) > acc.count and not (acc.ready or self._state.flush_now or self._state.stopping)
-                   and not acc.full):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self._state.cond.wait(left)
-
-    def _send_loop(self) -> None:
-        """Hand gathered messages on (`TopicRoutes`), a bounded number of calls in flight."""
-        acc = self._acc
-        while True:
-            with self._state.cond:
-                while True:
-                    if self._state.healing:  # the pipeline is being rebuilt: what gathers goes after
-                        self._state.cond.wait(1.0)
-                        continue
-                    if acc.ready or (acc.open and (self._state.flush_now or self._state.stopping)):
-                        break
-                    if self._state.routes.has_answers():  # a topic's held batches can go now
-                        break
-                    if acc.open:
-                        left = acc.linger_left(self.linger)
-                        if left <= 0 or acc.full:
-                            break
-                        self._state.cond.wait(left)
-                    elif self._state.stopping:
-                        return
-                    else:
-                        self._state.cond.wait(1.0)
-                lingered = bool(acc.open) and not (acc.ready or self._state.flush_now or self._state.stopping or acc.full
-                                                   or self._state.routes.has_answers())
-            if lingered:
-                self._nagle()
-            with self._state.cond:
-                while self._state.healing:
-                    self._state.cond.wait(1.0)
-                batches = acc.take()
-                if self._state.expired_gathered:  # the watchdog ended some before they were handed on
-                    batches, self._state.expired_gathered = still_open(batches, self._state.ledger), False
-                self._state.flush_now = False
-                torn_down = self._state.torn_down  # close ended a heal before it started a new pipeline
-                if self.heals_on_death and not torn_down:
-                    self._kept.keep(batches, self._state.ledger)
-                pipeline, routes, self._state.sender_busy = self._state.pipeline, self._state.routes, not torn_down
-            if torn_down:  # its actors are gone: what was gathered ends with the close
-                unhealed = ProducerClosedError(f"producer closed before its pipeline healed ({self._heal_cause})")
-                self._resolve([Outcome.failed(b.ids, unhealed, b.topic) for b in batches])
-                continue
-            try:
-                self.metrics.handed(batches)
-                failed = routes.send(batches)
-            finally:
-                with self._state.cond:
-                    self._state.sender_busy = False
-                    self._state.cond.notify_all()
-            if failed and self.ray_session.gone():  # shut down under us: the watchdog fails what is left
-                return
-            self._fail_handed_on(failed, pipeline)
-
-    def _fail_handed_on(self, failed: list[tuple[list[MessageBatch], Exception]],
-                        pipeline: ProducerPipeline | None = None) -> None:
-        """Batches whose hand-over (to `pipeline`) failed (`TopicRoutes`): each ends with its call's
-        cause, unless the cause is an actor's death the producer heals from (then they go again
-        through the healed pipeline)."""
-        for lost, error in failed:
-            if self._heals_from(error):
-                self.request_heal(error, pipeline)
-                continue
-            log.error("%s: handing %d batch(es) to the pipeline failed: %s", self.name, len(lost), error)
-            self._resolve([Outcome.failed(b.ids, error, b.topic) for b in lost])
-
-    # -- healing -----------------------------------------------------------------------
-
-    def _heals_from(self, error: Exception | None) -> bool:
-        """Whether `error` is an actor's death (or failure) this producer heals from."""
-        return self.heals_on_death and isinstance(error, PipelineError) and not self._state.stopping
+    # -- healing (driver/producer_healer.py) ---------------------------------------------
 
     def request_heal(self, cause: Any, seen_in: ProducerPipeline | None = None) -> None:
         """An actor of the pipeline died (seen by the watchdog, a failed call or a report, in
         pipeline `seen_in`): rebuild the pipeline on the healer thread, once for however many see
-        it; nothing if `seen_in` was healed already."""
-        if not self.heals_on_death:  # transactional: the transaction cannot commit; abort_transaction renews
-            if not self._state.stopping:
-                self._fail_unresolved(PipelineError(f"the transaction's pipeline broke: {cause}"))
-            return
-        with self._state.cond:
-            if self._state.stopping or self._healer is not None or (seen_in is not None and seen_in is not self._state.pipeline):
-                return
-            log.warning("%s: healing the pipeline: %s", self.name, cause)
-            self._state.healing = True
-            self._heal_cause = str(cause)
-            self._healer = threading.Thread(target=self._heal_loop, name=f"{self.name}-healer", daemon=True)
-            self._healer.start()
-            self._state.cond.notify_all()
+        it; nothing if `seen_in` was healed already (`Healer.request_heal`)."""
+        self._healer.request_heal(cause, seen_in)
 
-    def _heal_loop(self) -> None:
-        try:
-            while True:
-                try:
-                    self._heal()
-                    return
-                except Exception as exc:  # e.g. no broker reachable: the watchdog bounds the messages meanwhile
-                    self.heal_failures += 1
-                    log.warning("%s: healing failed, trying again in %gs: %s", self.name, HEAL_RETRY, exc)
-                with self._state.cond:
-                    if self._state.stopping:
-                        return
-                    self._state.cond.wait(HEAL_RETRY)
-        finally:
-            with self._state.cond:
-                self._state.healing = False
-                self._healer = None
-                self._state.cond.notify_all()
+    @property
+    def healed(self) -> int:
+        """How many times the pipeline was rebuilt."""
+        return self._healer.healed
 
-    def _heal(self) -> None:
-        """Rebuild the pipeline and send again what the old one left unanswered, in id order.
+    @property
+    def heals_done(self) -> list[Heal]:
+        """Each rebuild, with what it found and sent again."""
+        return self._healer.heals_done
 
-        1. The last reports of the old pipeline's mailboxes (the RetryHandler's and each live
-           BrokerWorker's) are settled, so nothing the old BrokerWorkers answered is sent
-           again; then every actor of it is killed. What a dead worker had not handed over is
-           the log scan's (2.) to find.
-        2. With idempotence, what the log holds of the unanswered messages, written by the old
-           producer id after each partition's last acknowledged offset, ends as delivered
-           (`producer_heal`).
-        3. A new pipeline (a new producer id) takes the rest, before anything sent meanwhile."""
-        old = self._state.pipeline
-        t0 = time.monotonic()
-        self._take_reports(old.last_results(LAST_POLL_WAIT))
-        old.kill_all(CLOSE_MIN)
-        with self._state.cond:
-            self._state.torn_down = True
-            while self._state.sender_busy or self._state.polling:  # calls to the dead pipeline fail at once
-                self._state.cond.wait(1.0)
-            batches = self._kept.unresolved(self._state.ledger)
-            ends = dict(self._acked_ends)
-            plan = self._book.scan_plan(self._state.ledger.open_positions)
-        found: list[Outcome] = []
-        read = LogRead({}, None)
-        if batches and old.producer_id >= 0:
-            plan.update(self._book.unnoted_scans(batches, (old.producer_id, old.producer_epoch)))
-            read = read_log(self.config, plan, ends, bump=(old.producer_id, old.producer_epoch))
-            found = written_outcomes(batches, read.records, self._book)
-            self._resolve(found)
-            with self._state.cond:
-                batches = self._kept.unresolved(self._state.ledger)
-        with self._state.cond:
-            if self._state.stopping:
-                return
-        self._generation += 1  # each attempt's actors have names of their own
-        pipeline = ProducerPipeline(self.config, f"{self.name}~{self._generation}", producer_id=read.bumped)
-        with self._state.cond:
-            if self._state.results_stopped:  # close gave up waiting for this heal: nothing may outlive it
-                pipeline.kill_all(CLOSE_MIN)
-                return
-            self._start_pipeline(pipeline)
-            batches = self._kept.unresolved(self._state.ledger)  # the watchdog may have ended some meanwhile
-            self._state.cond.notify_all()
-        self.healed += 1
-        self._watchdog.healed()
-        failed = self._state.routes.send(batches)
-        if any(self._heals_from(error) for _, error in failed):
-            raise PipelineError(f"the healed pipeline failed at once: {failed[0][1]}")
-        heal = Heal(self._heal_cause, time.monotonic() - t0, len(found), sum(len(b) for b in batches),
-                    (old.producer_id, self.producer_id), read.bumped is not None)
-        self.heals_done.append(heal)
-        log.warning("%s: pipeline healed: %s", self.name, heal)
-        self._fail_handed_on(failed)
-
-    # -- results -----------------------------------------------------------------------
-
-    def _poll_loop(self) -> None:
-        """Long-poll the pipeline's mailboxes (`ReportSources`: the RetryHandler's and each
-        BrokerWorker's, one poll in flight to each) and settle what they hand over, until close
-        stops it (which then takes the last reports itself). While a heal runs it settles the
-        polls in flight, then waits: the healer takes the last reports."""
-        while True:
-            if not ray.is_initialized():  # shut down under us: a call now would start a new Ray (its auto-init)
-                self.ray_gone()
-                return
-            with self._state.cond:
-                stop = self._state.results_stopped or (self._state.stopping and not self._state.ledger)
-                pause = stop or self._state.healing
-                pipeline = self._state.pipeline
-                self._state.polling = True
-            try:
-                polled = pipeline.reports.settle(LAST_POLL_WAIT) if pause else pipeline.reports.round(POLL_WAIT)
-            except Exception as exc:
-                self._done_polling()
-                if _shut_down_within(self.ray_session, SHUTDOWN_SHOWS):
-                    self.ray_gone()
-                    return
-                log.error("%s: polling the results failed: %s", self.name, exc)
-                continue
-            try:
-                self._take_polled(polled, pipeline)
-            except Exception:  # a bug here must not stop every later message from resolving
-                log.exception("%s: settling %d reports failed", self.name, len(polled.reports))
-            finally:
-                self._done_polling()
-            if pause:
-                with self._state.cond:
-                    while self._state.healing and not self._state.results_stopped:  # the healer takes the last reports
-                        self._state.cond.wait(1.0)
-                    if stop:
-                        return
-
-    def _take_polled(self, polled: Polled, pipeline: ProducerPipeline) -> None:
-        """A round's answers settled; a source whose poll failed judged: a worker that exited on
-        purpose is dropped, any other is an actor's death (healed, or for a transactional
-        producer left to the watchdog)."""
-        for reports in polled.reports:
-            self._take_reports(reports, pipeline)
-        if polled.failed and self.ray_session.gone():  # shut down under us: the watchdog sees it
-            return
-        for name, exc in polled.failed:
-            who = name or "the retry handler"
-            if intended_exit(exc):
-                log.warning("%s: %s exited with outcomes nobody polled", self.name, who)
-                continue
-            with self._state.cond:
-                if self._state.stopping:
-                    continue
-            error = pipeline_error(exc)
-            if self._heals_from(error):
-                self.request_heal(error, pipeline)
-            else:  # transactional: until abort_transaction replaces the pipeline, the watchdog bounds them
-                log.error("%s: %s; messages unresolved now end by delivery.timeout.ms", self.name, error)
-
-    def _take_reports(self, reports: Reports | None, pipeline: ProducerPipeline | None = None) -> None:
-        """What a poll of a mailbox gave: the numbered batches to the book (a producer that
-        heals), then the outcomes settled."""
-        if reports is None:
-            return
-        if reports.numbered and self.heals_on_death:
-            with self._state.cond:
-                self._book.add(reports.numbered, self._state.ledger)
-        if reports.outcomes:
-            self._resolve(reports.outcomes, pipeline)
-
-    def _done_polling(self) -> None:
-        with self._state.cond:
-            self._state.polling = False
-            self._state.cond.notify_all()
-
-    def _resolve(self, entries: list[Outcome], pipeline: ProducerPipeline | None = None) -> None:
-        """End the messages these outcomes name (the ledger), then set their futures and report
-        them, outside the lock. An outcome of `pipeline` failed by an actor's death does not end
-        its messages when the producer heals: they go again, through the healed pipeline."""
-        if self.heals_on_death and not self._state.stopping and any(isinstance(e.error, PipelineError) for e in entries):
-            self.request_heal(next(e.error for e in entries if isinstance(e.error, PipelineError)), pipeline)
-            entries = [e for e in entries if not isinstance(e.error, PipelineError)]
-        with self._state.cond:
-            if self.heals_on_death:
-                acked_ends(self._acked_ends, entries)
-            settled = self._state.ledger.settle(entries, self.metrics.resolved)
-            self._state.settling += 1  # flush() waits until these futures are set too
-        try:
-            if self._transactions is not None:  # a failed message keeps its transaction from committing
-                self._transactions.note_outcomes(entries)
-            self._complete_finished()
-            for future, meta, error in settle_futures(self._state.futures_condition, settled):
-                set_future(future, meta, error)
-            if self._successes is not None or self._errors is not None or self.on_delivery is not None:
-                self._report(settled)
-        finally:
-            with self._state.cond:
-                self._state.settling -= 1
-                self._state.cond.notify_all()
-
-    def _report(self, settled: list[Settled]) -> None:
-        """Each outcome to `successes()` / `errors()` and `on_delivery`, whatever its future's
-        caller did with it (a cancelled future's message is reported too)."""
-        for _future, meta, error in settled:
-            if error is None and self._successes is not None:
-                self._successes.put(meta)  # unbounded: a reader that never comes holds up nobody
-            elif error is not None and self._errors is not None:
-                self._errors.put(error)
-            if self.on_delivery is not None:
-                try:
-                    self._deliver(meta, error)
-                except BaseException:  # noqa: B036 - even SystemExit: this thread settles every later message
-                    log.exception("%s: on_delivery callback raised", self.name)
-
-    def _deliver(self, meta: RecordMetadata | None, error: Exception | None) -> None:
-        """One `on_delivery` call (`_report` makes it only when there is one), its thread known
-        meanwhile as a callback's by its identity (`_in_callback`), so that no other thread is
-        taken for it and nothing outlives the call (a callback that closes the producer is called
-        again within, for the messages that fails)."""
-        assert self.on_delivery is not None
-        me = threading.get_ident()
-        within = me in self._callback_threads
-        self._callback_threads.add(me)
-        try:
-            self.on_delivery(meta, error)
-        finally:
-            if not within:
-                self._callback_threads.discard(me)
-
-    def _in_callback(self) -> bool:
-        """Whether the calling thread is inside an `on_delivery` call of this producer."""
-        return threading.get_ident() in self._callback_threads
-
-    def _complete_finished(self) -> None:
-        with self._state.lock:
-            finished = self._state.ledger.take_finished()
-        for state in finished:
-            set_future(state.future, state.result(), None)
+    @property
+    def heal_failures(self) -> int:
+        """Attempts that could not rebuild the pipeline (tried again after HEAL_RETRY)."""
+        return self._healer.heal_failures
 
     # -- the async style: Sarama's Successes and Errors --------------------------------
 
     def successes(self, timeout: float | None = None) -> Iterator[RecordMetadata]:
         """Delivered messages as they are acknowledged (needs `return_successes=True`)."""
-        return self._drain(self._successes, "return_successes", timeout)
+        return self._drain(self._settlement.successes, "return_successes", timeout)
 
     def errors(self, timeout: float | None = None) -> Iterator[Exception]:
         """Failures as they happen (needs `return_errors=True`)."""
-        return self._drain(self._errors, "return_errors", timeout)
+        return self._drain(self._settlement.errors, "return_errors", timeout)
 
     def _drain(self, q: queue.Queue | None, flag: str, timeout: float | None) -> Iterator[Any]:
         if q is None:
@@ -735,8 +432,7 @@ class Producer:
         old, t0 = self._state.pipeline, time.monotonic()
         log.warning("%s: replacing the transactional pipeline: %s", self.name, cause)
         old.kill_all(CLOSE_MIN)
-        self._generation += 1
-        pipeline = ProducerPipeline(self.config, f"{self.name}~{self._generation}")
+        pipeline = ProducerPipeline(self.config, self._healer.next_name())
         with self._state.cond:
             self._start_pipeline(pipeline)
             self._transactions = ProducerTransactions(self.config, self.ctx.transactions, self._topic_dispatcher,
@@ -744,8 +440,8 @@ class Producer:
             self._state.cond.notify_all()
         self._watchdog.healed()
         self.producer_id, self.producer_epoch = self._transactions.init_transactions(timeout)
-        self.healed += 1
-        self.heals_done.append(Heal(str(cause), time.monotonic() - t0, 0, 0, (old.producer_id, self.producer_id)))
+        self._healer.healed += 1  # a transactional producer's renewal counts as its heal (its Healer never heals)
+        self._healer.heals_done.append(Heal(str(cause), time.monotonic() - t0, 0, 0, (old.producer_id, self.producer_id)))
 
     def _transactional(self) -> ProducerTransactions:
         if self._transactions is None:
@@ -764,7 +460,7 @@ class Producer:
 
         Returns how many are still unresolved (0 unless `timeout` ran out). From an `on_delivery`
         callback it raises `FlushInCallbackError`: it would wait for the callback's own thread."""
-        if self._in_callback():
+        if self._settlement.in_callback():
             raise FlushInCallbackError("flush() called from an on_delivery callback would wait forever for the "
                                        "reports that the callback's own thread delivers; flush from another thread")
         return self._wait_resolved(None if timeout is None else time.monotonic() + timeout)
@@ -803,7 +499,7 @@ class Producer:
             dog.stop()
             self.metrics.close()
             return
-        if self._in_callback():
+        if self._settlement.in_callback():
             self._close_from_callback()
             return
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -816,14 +512,14 @@ class Producer:
             with self._state.cond:
                 self._state.stopping = True  # the sender hands over what is left, then ends
                 self._state.cond.notify_all()
-                healer = self._healer
+                healer = self._healer.thread
             now = time.monotonic()
             stop_by = now + CLOSE_GRACE if deadline is None else max(deadline, now + CLOSE_MIN)
             if healer is not None:  # a heal under way ends first (or is given up at stop_by)
                 healer.join(left(stop_by))
             self._sender.join(left(stop_by))
             if not self._sender.is_alive():  # else stuck handing over: what it holds fails below
-                self._fail_handed_on(self._state.routes.drain(left(stop_by)))
+                self._settlement.fail_handed_on(self._state.routes.drain(left(stop_by)))
             self._state.pipeline.shut_down(stop_by, self.pending, self._watchdog.dead_count("broker_worker"))
         finally:
             self._take_last_results()
@@ -855,7 +551,7 @@ class Producer:
         self._poller.join(5)
         if self._poller.is_alive() or self.ray_session.gone():
             return
-        self._take_reports(self._state.pipeline.last_results(LAST_POLL_WAIT))
+        self._settlement.take_reports(self._state.pipeline.last_results(LAST_POLL_WAIT))
 
     def _close_error(self, timeout: float | None, deadline: float | None) -> ProducerClosedError:
         dead = self._watchdog.dead_actors()
@@ -903,7 +599,7 @@ class Producer:
         gathered here are then never handed on."""
         with self._state.cond:
             self._state.expired_gathered = bool(self._acc.open or self._acc.ready)
-        self._resolve([Outcome.failed(ids, error) for ids in groups])
+        self._settlement.resolve([Outcome.failed(ids, error) for ids in groups])
 
     def ray_gone(self) -> None:
         """Ray was shut down under this producer, and its actors with it: fail what is still
@@ -933,12 +629,3 @@ def _check_waits(config: Mapping[str, Any]) -> None:
             raise ConfigError(f"{key}: {config[key]} ms is longer than a thread can wait "
                               f"({threading.TIMEOUT_MAX:.0f} s)")
 
-
-def _shut_down_within(session: RaySession, seconds: float) -> bool:
-    """Whether `session`'s Ray is shut down, or is by the end of `seconds` (looked at every POLL_WAIT)."""
-    deadline = time.monotonic() + seconds
-    while not session.gone():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(POLL_WAIT)
-    return True

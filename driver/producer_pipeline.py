@@ -41,6 +41,10 @@ from .producer_reports import ReportSources
 
 log = logging.getLogger("raykafka.producer")
 
+# the least time (s) a close's shutdown of the actors gets, and how long `kill_all` is given to see
+# them gone, at close, in a heal and in a transactional pipeline's renewal
+CLOSE_MIN = 5.0
+
 
 def left(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())

@@ -32,6 +32,7 @@ class ProducerState:
         self.stopping = False  # the pipeline is being shut down on purpose
         self.results_stopped = False  # close takes the last reports itself
         self.healing = False  # the sender and the results thread wait while it is set
+        self.heal_cause = ""  # what the heal under way (or the last one) was asked for
         self.sender_busy = False  # the sender is handing batches on, outside the lock
         self.polling = False  # the results thread is taking or settling reports, outside the lock
         self.torn_down = False  # a heal kills the old pipeline's actors before it starts the next

@@ -202,15 +202,15 @@ ONE_AT_A_TIME_PER_SECOND = 100  # the one-at-a-time rows send this many messages
 def latency_raykafka(bootstrap: str, admin: Any, s: Settings, rate: int, keyed: bool = False,
                      nagle_wait: float | None = None) -> tuple[float, float]:
     """`nagle_wait`: the sender's NAGLE_WAIT for this run (None: as shipped)."""
-    from raykafka.driver import producer as producer_module
+    from raykafka.driver import producer_sender as sender_module
 
-    shipped = producer_module.NAGLE_WAIT
+    shipped = sender_module.NAGLE_WAIT
     if nagle_wait is not None:
-        producer_module.NAGLE_WAIT = nagle_wait
+        sender_module.NAGLE_WAIT = nagle_wait
     try:
         return _latency_raykafka(bootstrap, admin, s, rate, keyed)
     finally:
-        producer_module.NAGLE_WAIT = shipped
+        sender_module.NAGLE_WAIT = shipped
 
 
 def _latency_raykafka(bootstrap: str, admin: Any, s: Settings, rate: int, keyed: bool) -> tuple[float, float]:
