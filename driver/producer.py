@@ -31,12 +31,13 @@ it, each on one `ProducerState` (driver/producer_state.py: the lock, conditions 
 share): `producer_sender` (the sender thread), `producer_poller` (the results thread, which
 long-polls the RetryHandler and every broker worker: `ReportSources`), `producer_settlement`
 (outcomes ended, futures set, reports delivered), `producer_healer` (the pipeline rebuilt after
-an actor died); and `producer_input` (what `send`/`send_batch` accept, normalised),
-`accumulator` (the caller-side buffers), `producer_ledger` (every message accepted and not yet
-ended, and the buffer.memory it holds), `message_futures` (the futures' shared-Condition fast
-path), `producer_pipeline` (the actors, started and stopped in order), `topic_routes` (where the
-sender hands each topic's batches) and `producer_watchdog` (every message's life bounded,
-through the watch interface below). The state's one lock guards the accumulator and the ledger.
+an actor died) and `producer_close` (close, in order and bounded). Beside them:
+`producer_input` (what `send`/`send_batch` accept, normalised), `accumulator` (the caller-side
+buffers), `producer_ledger` (every message accepted and not yet ended, and the buffer.memory it
+holds), `message_futures` (the futures' shared-Condition fast path), `producer_pipeline` (the
+actors, started and stopped in order), `topic_routes` (where the sender hands each topic's
+batches) and `producer_watchdog` (every message's life bounded, through the watch interface
+below). The state's one lock guards the accumulator and the ledger.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ from ..wire.errors import (
 from ..wire.serde import get_serializer, serialize_many, serialize_one
 from .accumulator import Accumulator, shared
 from .message_futures import MessageFuture
+from .producer_close import Closer
 from .producer_heal import Heal
 from .producer_healer import Healer
 from .producer_input import (
@@ -86,8 +88,8 @@ from .producer_input import (
     topic_column,
 )
 from .producer_ledger import BatchResult, BatchState, RecordMetadata
-from .producer_pipeline import CLOSE_MIN, ProducerPipeline, left
-from .producer_poller import LAST_POLL_WAIT, Poller
+from .producer_pipeline import CLOSE_MIN, ProducerPipeline
+from .producer_poller import Poller
 from .producer_sender import Sender
 from .producer_settlement import Settlement
 from .producer_state import ProducerState
@@ -105,9 +107,6 @@ __all__ = ["BatchResult", "Producer", "RecordMetadata"]
 SLICES_IN_BUFFER = 4
 # the time keys some thread of the producer waits on (threading.TIMEOUT_MAX bounds such a wait)
 WAITED_ON = ("linger.ms", "max.block.ms", "retry.backoff.ms", "request.timeout.ms", "delivery.timeout.ms")
-# close's shutdown of the actors takes at most this long (s) after the messages had their time;
-# with a timeout, what is left of it, but at least CLOSE_MIN (driver/producer_pipeline.py)
-CLOSE_GRACE = 30.0
 
 
 class Producer:
@@ -169,6 +168,10 @@ class Producer:
         self._sender.start()
         self._poller.start()
         self._watchdog = ProducerWatchdog.watch(self)
+        # close, made last: it stops the threads and the watchdog above
+        self._closer = Closer(self._state, self._acc, self._settlement, self._healer, self._watchdog, self._sender,
+                              self._poller, self.metrics, self.ray_session, self.heals_on_death, self.pending,
+                              self.ray_gone, self._fail_unresolved, self._wait_resolved)
         self.metrics.start()
 
     def _start_pipeline(self, pipeline: ProducerPipeline) -> None:
@@ -486,80 +489,12 @@ class Producer:
 
         Waits up to `timeout` s (without one, until every message has ended, which
         `delivery.timeout.ms` bounds) for what was sent, then shuts the pipeline down in order,
-        all of it bounded (`CLOSE_GRACE` s, or what is left of `timeout`). Once an actor of the
-        pipeline has died it does not wait for what that actor held: the living stages close in
-        order and deliver what they have, and the rest fails with a `ProducerClosedError` naming
-        the dead actor. It does not raise for a dead actor; no actor of this producer is left.
-        From an `on_delivery` callback it is `close(0)` (`_close_from_callback`)."""
-        if self._state.closed:
-            return
-        dog = self._watchdog
-        if self.ray_session.gone():  # shut down under us: its actors went with it
-            self.ray_gone()
-            dog.stop()
-            self.metrics.close()
-            return
-        if self._settlement.in_callback():
-            self._close_from_callback()
-            return
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._state.cond:
-            self._state.closed = True  # no new sends; what is queued still goes
-        try:
-            if self._wait_resolved(deadline, give_up=lambda: bool(dog.dead) and not self.heals_on_death):
-                dog.scan_now()  # before the shutdown kills actors on purpose: who died, if anyone
-            self.metrics.close()  # the last report, while the BrokerWorkers can still be asked
-            with self._state.cond:
-                self._state.stopping = True  # the sender hands over what is left, then ends
-                self._state.cond.notify_all()
-                healer = self._healer.thread
-            now = time.monotonic()
-            stop_by = now + CLOSE_GRACE if deadline is None else max(deadline, now + CLOSE_MIN)
-            if healer is not None:  # a heal under way ends first (or is given up at stop_by)
-                healer.join(left(stop_by))
-            self._sender.join(left(stop_by))
-            if not self._sender.is_alive():  # else stuck handing over: what it holds fails below
-                self._settlement.fail_handed_on(self._state.routes.drain(left(stop_by)))
-            self._state.pipeline.shut_down(stop_by, self.pending, self._watchdog.dead_count("broker_worker"))
-        finally:
-            self._take_last_results()
-            self._fail_unresolved(self._close_error(timeout, deadline))
-            dog.stop()
-            self._state.pipeline.kill_all(CLOSE_MIN)
-
-    def _close_from_callback(self) -> None:
-        """close() from an `on_delivery` callback, whose thread delivers the reports that close
-        would wait for: Java's close(0) from a callback. Nothing more is handed on or taken from
-        the mailboxes (the results thread ends after this report), every unresolved message
-        ends with a `ProducerClosedError` saying so, and every actor of the pipeline is killed
-        (Ray lists none within CLOSE_MIN s) before it returns."""
-        with self._state.cond:
-            self._state.closed = self._state.stopping = self._state.results_stopped = True
-            self._acc.clear()  # gathered, never handed on: failed just below
-            self._state.cond.notify_all()
-        self._fail_unresolved(ProducerClosedError("producer closed by its on_delivery callback (close(0)) "
-                                                  "before the message was delivered"))
-        self._watchdog.stop()
-        self.metrics.close()
-        self._state.pipeline.kill_all(CLOSE_MIN)
-
-    def _take_last_results(self) -> None:
-        """Stop the results thread, then take what the pipeline reported last, so that a message
-        delivered during the shutdown is not failed below."""
-        with self._state.cond:
-            self._state.results_stopped = True
-        self._poller.join(5)
-        if self._poller.is_alive() or self.ray_session.gone():
-            return
-        self._settlement.take_reports(self._state.pipeline.last_results(LAST_POLL_WAIT))
-
-    def _close_error(self, timeout: float | None, deadline: float | None) -> ProducerClosedError:
-        dead = self._watchdog.dead_actors()
-        if dead:
-            return ProducerClosedError(f"producer closed with the message undelivered: {dead}")
-        if deadline is not None and time.monotonic() >= deadline:
-            return ProducerClosedError(f"producer closed after {timeout}s with the message still undelivered")
-        return ProducerClosedError("producer closed before the message was delivered")
+        all of it bounded (`CLOSE_GRACE` s, or what is left of `timeout`: driver/producer_close.py).
+        Once an actor of the pipeline has died it does not wait for what that actor held: the
+        living stages close in order and deliver what they have, and the rest fails with a
+        `ProducerClosedError` naming the dead actor. It does not raise for a dead actor; no actor of this producer is left.
+        From an `on_delivery` callback it is `close(0)` (`Closer.close_from_callback`)."""
+        self._closer.close(timeout)
 
     def _fail_unresolved(self, error: Exception) -> None:
         self.expire(self.unresolved_before(None), error)
