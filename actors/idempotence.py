@@ -51,7 +51,7 @@ class NumberedBatch(NamedTuple):
     `ids` is written as `base_sequence + i` of `producer_id`/`producer_epoch` in `topic`/`partition`. The
     BrokerWorker notes one as it takes the batch, before its bytes go, so that a healing producer can tell
     exactly which message a record of its old producer id in the log is
-    (driver/producer_heal.py `SequenceBook`). `earliest_ms`: the oldest timestamp among them,
+    (driver/producer_log_match.py `SequenceBook`). `earliest_ms`: the oldest timestamp among them,
     where a partition's scan for them may start (ListOffsets by time)."""
 
     topic: str

@@ -71,7 +71,6 @@ from ..wire.serde import get_serializer, serialize_many, serialize_one
 from .accumulator import Accumulator, shared
 from .message_futures import MessageFuture
 from .producer_close import Closer
-from .producer_heal import Heal
 from .producer_healer import Healer
 from .producer_input import (
     MAX_PARTITION,
@@ -88,6 +87,7 @@ from .producer_input import (
     topic_column,
 )
 from .producer_ledger import BatchResult, BatchState, RecordMetadata
+from .producer_log_match import Heal
 from .producer_pipeline import CLOSE_MIN, ProducerPipeline
 from .producer_poller import Poller
 from .producer_sender import Sender

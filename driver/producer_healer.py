@@ -4,7 +4,7 @@ One per Producer, made by it. `request_heal` is asked by whoever sees a death (t
 through the Producer's `request_heal`; the sender and the results thread, through the
 `Settlement` and the `Poller`) and starts the `{name}-healer` thread once for however many see
 it. The heal takes the old pipeline's last reports, kills it, asks the log what it wrote of the
-messages it left unanswered (driver/producer_heal.py: `read_log`, `written_outcomes`), starts a
+messages it left unanswered (driver/producer_log_match.py: `read_log`, `written_outcomes`), starts a
 new pipeline (`ProducerPipeline`, made the one in use by the Producer's `start_pipeline`) and
 hands the rest to it again, in id order, before anything sent meanwhile; an attempt that fails is
 tried again every HEAL_RETRY s until close. A transactional producer does not heal: its
@@ -26,7 +26,7 @@ from typing import Any
 
 from ..actors.producer_results import Outcome
 from ..wire.errors import PipelineError
-from .producer_heal import Heal, KeptBatches, LogRead, read_log, written_outcomes
+from .producer_log_match import Heal, KeptBatches, LogRead, read_log, written_outcomes
 from .producer_pipeline import CLOSE_MIN, ProducerPipeline
 from .producer_poller import LAST_POLL_WAIT
 from .producer_settlement import Settlement
@@ -107,7 +107,7 @@ class Healer:
            the log scan's (2.) to find.
         2. With idempotence, what the log holds of the unanswered messages, written by the old
            producer id after each partition's last acknowledged offset, ends as delivered
-           (`producer_heal`).
+           (`producer_log_match`).
         3. A new pipeline (a new producer id) takes the rest, before anything sent meanwhile."""
         state, settlement, book = self.state, self.settlement, self.settlement.book
         old = state.pipeline

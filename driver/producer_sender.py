@@ -20,7 +20,7 @@ from typing import Any
 from ..actors.producer_results import Outcome
 from ..wire.errors import ProducerClosedError
 from .accumulator import Accumulator
-from .producer_heal import KeptBatches, still_open
+from .producer_log_match import KeptBatches, still_open
 from .producer_settlement import Settlement
 from .producer_state import ProducerState
 from .ray_runtime import RaySession

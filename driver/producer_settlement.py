@@ -28,8 +28,8 @@ from typing import Any
 from ..actors.producer_results import Outcome, Reports
 from ..wire.errors import PipelineError
 from .message_futures import set_future, settle_futures
-from .producer_heal import SequenceBook, acked_ends
 from .producer_ledger import RecordMetadata, Settled
+from .producer_log_match import SequenceBook, acked_ends
 from .producer_state import ProducerState
 
 log = logging.getLogger("raykafka.producer")

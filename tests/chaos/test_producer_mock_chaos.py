@@ -177,6 +177,13 @@ def test_a_heal_ends_what_the_dead_broker_worker_wrote_at_its_offsets(ray_sessio
             kill_actor(worker)
             cluster.delay(messages.PRODUCE, 0)
             figures = ledger.settle(timeout=60)
+            # every message can end (from the log) before the heal has started its new pipeline;
+            # a close then would end the heal there (nothing is left to send), and this test is
+            # about the heal, not about a close during one
+            wait_until = time.monotonic() + 60
+            while not producer.heals_done:
+                assert time.monotonic() < wait_until, "the heal ended, with its new pipeline"
+                time.sleep(0.02)
         finally:
             producer.close(30)
         checks, heals = _judge_heal(cluster, ledger, producer, figures, record, worker)

@@ -154,7 +154,7 @@ def test_a_duplicate_tansu_answers_without_an_offset_is_found_in_its_log(broker,
 def test_tansu_refuses_an_idempotent_producers_epoch_bump_so_its_old_epoch_still_writes(broker, topic_name):
     """KIP-360's InitProducerId with the producer's own id and epoch would fence that epoch's late
     requests. tansu answers it UNKNOWN_SERVER_ERROR and goes on writing the old epoch's batches,
-    so a heal cannot fence a dead Flusher's last requests: `producer_heal.scan_written` reads the
+    so a heal cannot fence a dead Flusher's last requests: `producer_log_match.scan_written` reads the
     log again until it is quiet instead. Should this test fail, tansu fences, and the heal can
     bump the epoch, then read the log once."""
     from raykafka.wire.errors import BY_NAME

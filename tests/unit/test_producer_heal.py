@@ -1,5 +1,5 @@
 """What a producer heals from, without Ray: the batches it keeps until their messages end, and
-which unanswered messages the log already holds (driver/producer_heal.py)."""
+which unanswered messages the log already holds (driver/producer_log_match.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from concurrent.futures import Future
 
 from raykafka.actors.batch import MessageBatch
 from raykafka.actors.producer_results import Outcome
-from raykafka.driver.producer_heal import KeptBatches, PartitionScan, acked_ends, written_outcomes
 from raykafka.driver.producer_ledger import Ledger
+from raykafka.driver.producer_log_match import KeptBatches, PartitionScan, acked_ends, written_outcomes
 from raykafka.wire.fetch import WrittenRecord
 
 
@@ -80,7 +80,7 @@ def test_the_log_is_read_again_for_records_that_land_after_the_first_read(monkey
     again finds it, so its messages are not sent a second time."""
     import asyncio
 
-    from raykafka.driver import producer_heal
+    from raykafka.driver import producer_log_match as producer_heal
     from raykafka.mock import MockCluster
     from raykafka.wire import fetch, messages
     from raykafka.wire.cluster import Cluster
@@ -151,7 +151,7 @@ def test_a_record_is_its_message_by_partition_and_sequence_not_by_what_it_holds(
     """A (partition 0, header msg-id A) and B (partition 1, header msg-id B) hold the same null
     key and value at the same time; the log holds only B, at partition 1 offset 7. B ends
     delivered there; A is not found, so it goes again."""
-    from raykafka.driver.producer_heal import SequenceBook
+    from raykafka.driver.producer_log_match import SequenceBook
 
     ledger, book = Ledger(), SequenceBook()
     a = _noted(book, ledger, "t", 0, [b"same"], [[("msg-id", b"A")]], seq=0)
@@ -164,7 +164,7 @@ def test_a_record_is_its_message_by_partition_and_sequence_not_by_what_it_holds(
 def test_without_a_note_a_record_is_matched_by_its_headers_and_explicit_partition_too():
     """The note of B was lost (its BrokerWorker died before the driver polled it): the
     record is matched by what it holds, headers and an explicit partition included."""
-    from raykafka.driver.producer_heal import SequenceBook
+    from raykafka.driver.producer_log_match import SequenceBook
     from raykafka.wire.record_encoding import encode_header_lists
 
     ledger, book = Ledger(), SequenceBook()
@@ -181,7 +181,7 @@ def test_without_a_note_a_record_is_matched_by_its_headers_and_explicit_partitio
 
 
 def test_the_book_names_messages_by_sequence_across_notes_and_forgets_ended_ones():
-    from raykafka.driver.producer_heal import SequenceBook
+    from raykafka.driver.producer_log_match import SequenceBook
 
     ledger, book = Ledger(), SequenceBook()
     first = _noted(book, ledger, "t", 0, [b"a", b"b"], [[], []], seq=0)
@@ -217,8 +217,8 @@ def test_the_scan_bumps_the_epoch_and_skips_older_data_and_the_window_until_the_
     import asyncio
     import time
 
-    from raykafka.driver import producer_heal
-    from raykafka.driver.producer_heal import PartitionScan, read_log
+    from raykafka.driver import producer_log_match as producer_heal
+    from raykafka.driver.producer_log_match import PartitionScan, read_log
     from raykafka.mock import MockCluster
     from raykafka.wire import fetch, messages
     from raykafka.wire.cluster import Cluster
@@ -280,8 +280,8 @@ def test_a_scan_that_cannot_settle_raises_rather_than_passing_for_complete(monke
     raises HealScanIncomplete; what it found so far is never returned as the whole."""
     import pytest
 
-    from raykafka.driver import producer_heal
-    from raykafka.driver.producer_heal import HealScanIncomplete, PartitionScan, read_log
+    from raykafka.driver import producer_log_match as producer_heal
+    from raykafka.driver.producer_log_match import HealScanIncomplete, PartitionScan, read_log
     from raykafka.mock import MockCluster
     from raykafka.wire import fetch
     from raykafka.wire.config import parse_config
@@ -302,7 +302,7 @@ def test_a_scan_that_cannot_settle_raises_rather_than_passing_for_complete(monke
 def test_a_new_id_for_a_bump_is_not_taken_for_a_fence(monkeypatch):
     """Kafka's coordinator answers InitProducerId without a transactional.id with a new producer
     id, whatever id and epoch it is given: that fences nothing, and the heal says so (None)."""
-    from raykafka.driver.producer_heal import read_log
+    from raykafka.driver.producer_log_match import read_log
     from raykafka.mock import MockCluster
     from raykafka.wire import producer_id
     from raykafka.wire.config import parse_config
