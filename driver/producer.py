@@ -95,7 +95,7 @@ from .producer_settlement import Settlement
 from .producer_state import ProducerState
 from .producer_transactions import ProducerTransactions
 from .producer_watchdog import ProducerWatchdog
-from .ray_runtime import RaySession, ensure_ray
+from .ray_runtime import RaySession, ensure_ray, starts_no_ray
 from .topic_routes import TopicRoutes
 
 log = logging.getLogger("raykafka.producer")
@@ -163,8 +163,8 @@ class Producer:
         self._start_pipeline(ProducerPipeline(self.config, self.name))  # raises the cause if it cannot start
         self._transactions = (ProducerTransactions(self.config, self.ctx.transactions, self._topic_dispatcher, self.flush)
                               if self.config["transactional.id"] is not None else None)
-        self._sender = threading.Thread(target=self._sending.run, name=f"{self.name}-sender", daemon=True)
-        self._poller = threading.Thread(target=self._results.run, name=f"{self.name}-results", daemon=True)
+        self._sender = threading.Thread(target=starts_no_ray(self._sending.run), name=f"{self.name}-sender", daemon=True)
+        self._poller = threading.Thread(target=starts_no_ray(self._results.run), name=f"{self.name}-results", daemon=True)
         self._sender.start()
         self._poller.start()
         self._watchdog = ProducerWatchdog.watch(self)

@@ -31,6 +31,7 @@ from .producer_pipeline import CLOSE_MIN, ProducerPipeline
 from .producer_poller import LAST_POLL_WAIT
 from .producer_settlement import Settlement
 from .producer_state import ProducerState
+from .ray_runtime import starts_no_ray
 
 log = logging.getLogger("raykafka.producer")
 
@@ -74,7 +75,7 @@ class Healer:
             log.warning("%s: healing the pipeline: %s", self.name, cause)
             state.healing = True
             state.heal_cause = str(cause)
-            self.thread = threading.Thread(target=self._heal_loop, name=f"{self.name}-healer", daemon=True)
+            self.thread = threading.Thread(target=starts_no_ray(self._heal_loop), name=f"{self.name}-healer", daemon=True)
             self.thread.start()
             state.cond.notify_all()
 

@@ -33,7 +33,7 @@ from collections import deque
 from typing import Any
 
 from ..wire.errors import OutcomeUnknownError
-from .ray_runtime import actor_table
+from .ray_runtime import actor_table, starts_no_ray
 
 log = logging.getLogger("raykafka.producer.watchdog")
 
@@ -52,7 +52,7 @@ class ProducerWatchdog:
         self.expired = 0
         self._last_scan = 0.0
         self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"{producer.name}-watchdog", daemon=True)
+        self.thread = threading.Thread(target=starts_no_ray(self._run), name=f"{producer.name}-watchdog", daemon=True)
 
     @classmethod
     def watch(cls, producer: Any) -> ProducerWatchdog:

@@ -28,12 +28,14 @@ for a new Ray (`num_cpus`, `resources`, ...) are refused by Ray when there is a 
 
 from __future__ import annotations
 
+import functools
+import importlib
 import logging
 import os
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -43,6 +45,7 @@ import ray
 # `ray.init()` would join, and its public actor listing (`ray.util.state`) needs the dashboard,
 # which a local Ray started here runs without.
 import ray._private.state
+from ray._private import auto_init_hook
 from ray._private.services import canonicalize_bootstrap_address
 
 # Either way: the driver's logging is the program's, the actors' output goes to Ray's log files.
@@ -123,3 +126,44 @@ class RaySession:
 
     def gone(self) -> bool:
         return not ray.is_initialized() or ray.get_runtime_context().gcs_address != self.address
+
+
+# A background thread of ours (a producer's sender, results, healer and watchdog threads) must not
+# start a Ray: after the program's `ray.shutdown()`, Ray's auto-init would start a new local Ray on
+# the thread's next Ray call, nobody's, taking seconds and holding the thread. Ray has no public
+# switch per thread (`RAY_ENABLE_AUTO_CONNECT` is read once, for the whole process); its hook is a
+# module function, replaced here once, in this one place: in a thread marked ours it does nothing,
+# so the call raises Ray's "not started" error, which the thread takes as Ray gone.
+_THREAD = threading.local()
+# Ray's modules that call the hook by a name of their own (bound when they were imported)
+_HOOK_USERS = ("ray._private.auto_init_hook", "ray._private.client_mode_hook", "ray.util.placement_group")
+
+
+def starts_no_ray(target: Callable[..., Any]) -> Callable[..., Any]:
+    """`target`, for a background thread of ours: no Ray call in it starts a Ray."""
+
+    @functools.wraps(target)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        _THREAD.starts_no_ray = True
+        return target(*args, **kwargs)
+
+    return run
+
+
+def _hold_auto_init_in_our_threads() -> None:
+    auto_init = auto_init_hook.auto_init_ray
+    if getattr(auto_init, "held_in_our_threads", False):
+        return
+
+    def auto_init_unless_ours() -> None:
+        if not getattr(_THREAD, "starts_no_ray", False):
+            auto_init()
+
+    auto_init_unless_ours.held_in_our_threads = True  # type: ignore[attr-defined]
+    for name in _HOOK_USERS:
+        module = importlib.import_module(name)
+        if getattr(module, "auto_init_ray", None) is auto_init:
+            module.auto_init_ray = auto_init_unless_ours
+
+
+_hold_auto_init_in_our_threads()

@@ -252,11 +252,13 @@ def test_ray_shut_down_under_a_producer_ends_its_messages_and_threads_quietly(bo
         for t in threads:
             t.join(30)
         print("THREADS LEFT:", sum(t.is_alive() for t in threads), "OF", len(threads))
+        print("A RAY AFTER:", ray.is_initialized())  # no thread of ours started a new one
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "FAILED: Ray was shut down before the message was delivered" in done.stdout
     assert "THREADS LEFT: 0 OF 3" in done.stdout
+    assert "A RAY AFTER: False" in done.stdout
     # nothing of ours is logged as an error or fails with a traceback; Ray's own threads may print
     # one while it shuts down (an answer in flight deserialized after its worker went)
     import raykafka
