@@ -1,5 +1,5 @@
 """Joining the Ray cluster a job runs in, or starting Ray: the one place raykafka calls `ray.init`,
-but for the benchmarks (`app/bench/`), which start a Ray of their own to measure in (a local one
+but for the benchmarks (`app/bench/`, `benchmarks/`), which start a Ray of their own to measure in (a local one
 of a set size, or a test cluster's), each run its own (tests/unit/test_layers.py holds the rule).
 
 Called by `Producer`, `Consumer`, `ConsumerGroup` and `spark_bridge.session.init_ray`, each
