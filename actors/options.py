@@ -1,5 +1,5 @@
-"""The `ray.remote` options of every actor raykafka starts, in one place, and the context each
-producer actor gets.
+"""The `ray.remote` options of every actor and Ray task raykafka starts, in one place, and the
+context each producer actor gets.
 
 Called by every module that starts an actor (`create` for the producer's, `remote_class` for the
 others: the consumers, the group members, the Spark node writers, the demo's collector); calls Ray.
@@ -54,6 +54,15 @@ ROLES: dict[str, dict[str, Any]] = {
     "node_writer": {"num_cpus": 0, "max_restarts": -1, "max_task_retries": 0},
     "demo_collector": {"num_cpus": 0},
 }
+# raykafka's own Ray tasks (`remote_task`), each returning two objects: a small answer, got by
+# the caller (which so raises the task's error), and the bytes Spark's executors read.
+TASKS: dict[str, dict[str, Any]] = {
+    # read_kafka's read tasks decode records: a CPU each, as Ray Data's read tasks take
+    "spark_read": {"num_cpus": 1, "num_returns": 2},
+    # Arrow tables into one IPC stream for Spark: a copy of buffers, short, so no CPU of Ray's
+    # (a Spark session's executors may hold every CPU), as RayDP's own fetch tasks take none
+    "to_spark": {"num_cpus": 0, "num_returns": 2},
+}
 # The one resource a node writer's placement group bundle must hold: a byte of memory, nothing
 # anyone misses.
 NODE_WRITER_BUNDLE = {"memory": 1}
@@ -94,6 +103,11 @@ def remote_class(cls: type, role: str, **more: Any) -> Any:
     on_class = {k: v for k, v in options.items() if k in CLASS_OPTIONS}
     actor = ray.remote(**on_class)(cls) if on_class else ray.remote(cls)
     return actor.options(**{k: v for k, v in options.items() if k not in CLASS_OPTIONS}, **more)
+
+
+def remote_task(fn: Any, task: str) -> Any:
+    """`fn` as a Ray remote function with the options of `task` (a key of TASKS)."""
+    return ray.remote(**TASKS[task])(fn)
 
 
 def create(cls: type, role: str, ctx: PipelineContext, key: str = "", *args: Any) -> Any:

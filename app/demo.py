@@ -260,6 +260,7 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
     from ..spark_bridge.producer_cache import PRODUCERS
     from ..spark_bridge.session import init_ray, init_spark, stop_spark
     from ..spark_bridge.sink import WriteMarks
+    from ..spark_bridge.to_spark import tables_to_spark
 
     def say(text: str) -> None:
         print(text, file=out, flush=True)
@@ -315,7 +316,7 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
             read = Side.of("read", consumed, started, ended, READ_STEPS, [timeline.at(first), timeline.at(last)])
             say(read_line(read, members, duplicates))
 
-            df = ray.data.from_arrow_refs(ray.get(collector.tables.remote())).to_spark(spark)
+            df = tables_to_spark(spark, ray.get(collector.tables.remote()))
             df.createOrReplaceTempView("events")
             rows_out = spark.sql("""
                 SELECT get_json_object(CAST(value AS STRING), '$.kind') AS kind,

@@ -60,9 +60,8 @@ class KafkaDatasource(Datasource):
         ranges = sum(1 for r in self.ranges if r.count)
         return max(1, min(ranges, parallelism or ranges, _cpus()))  # 1 for an empty read, which makes none
 
-    def get_read_tasks(self, parallelism: int, **_: Any) -> list[ReadTask]:
-        """`task_count(parallelism)` tasks, each reading its share of the ranges at once; a block
-        per range either way."""
+    def shares(self, parallelism: int | None = None) -> list[list[PartitionRange]]:
+        """The ranges with records, dealt among `task_count(parallelism)` tasks by size."""
         ranges = sorted((r for r in self.ranges if r.count), key=lambda r: -r.count)
         if not ranges:
             return []
@@ -72,13 +71,18 @@ class KafkaDatasource(Datasource):
             i = loads.index(min(loads))
             shares[i].append(part)
             loads[i] += part.count
+        return shares
+
+    def get_read_tasks(self, parallelism: int, **_: Any) -> list[ReadTask]:
+        """`task_count(parallelism)` tasks, each reading its share of the ranges at once; a block
+        per range either way."""
         config = self.config
         # rows unknown until read: a range's offsets also number transaction markers (and, at
         # read_committed, aborted records), which no reader hands out; a count must read
         return [ReadTask(lambda share=share: read_ranges(config, share),
                          BlockMetadata(num_rows=None, size_bytes=None, input_files=None, exec_stats=None),
                          schema=SCHEMA)
-                for share in shares]
+                for share in self.shares(parallelism)]
 
 
 def _cpus() -> int:

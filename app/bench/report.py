@@ -284,6 +284,11 @@ MEMORY_TARGET = f"producer processes' summed PSS ≤ {MEMORY_BOUND_MIB} MiB duri
 CPU_TARGET = f"send_batch: our processes' CPU ≤ {CPU_BOUND_US} µs a message"
 P99_TARGET = "p99 at {rate} ≤ plain-Ray chain's p99 + confluent-kafka's p99"
 P50_TARGET = f"p50 at {{rate}} ≤ {P50_BOUND:g}× our p50 one at a time"
+# the Spark path's read: what Spark adds to `read_dataset` alone for the same rows
+SPARK_READ_ROW, DATASET_READ_ROW = "raykafka Spark read_kafka", "raykafka Ray Data read_dataset"
+SPARK_SIDE_BOUND_S = 1.0
+SPARK_SIDE_TARGET = (f"Kafka → a counted Spark DataFrame takes ≤ {SPARK_SIDE_BOUND_S:g} s more than read_dataset "
+                     "alone (each run against read_dataset's median; --spark)")
 
 
 def _row(report: Any, kind: str, client: str) -> Any:
@@ -322,6 +327,10 @@ def bound_results(report: Any) -> list[tuple[str, str, str | None]]:
         row = _row(report, "cli", label)
         if report.find("cli", label) is not None:
             bound(f"{label} ≤ {cli_rows.CLI_BOUND_S:g} s", row and row.runs, cli_rows.CLI_BOUND_S, "s")
+    spark_read, dataset_read = _row(report, "consume", SPARK_READ_ROW), _row(report, "consume", DATASET_READ_ROW)
+    if spark_read and dataset_read:
+        alone = statistics.median(dataset_read.runs)
+        bound(SPARK_SIDE_TARGET, [run - alone for run in spark_read.runs], SPARK_SIDE_BOUND_S, "s")
     chain, alone = _row(report, "latency", budget.CHAIN_ROW), _row(report, "latency", budget.ONE_AT_A_TIME_ROW)
     for rate in report.settings.latency_rates:
         for keyed in (False, True):

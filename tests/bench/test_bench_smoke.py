@@ -207,6 +207,25 @@ def test_command_line_rows_render_and_are_bound_by_two_seconds():
     assert not any(t.startswith(cli_rows.NO_TOPIC_ROW) for t in got)  # not measured: no line
 
 
+def test_the_spark_read_is_bound_by_what_it_adds_to_read_dataset_alone():
+    from raykafka.app.bench.report import DATASET_READ_ROW, SPARK_READ_ROW, SPARK_SIDE_TARGET, bound_results
+    from raykafka.app.bench.rows import Report, Row
+
+    def got(spark_runs: list[float]) -> tuple[str, str | None]:
+        report = Report(settings=Settings(messages=1000, runs=3))
+        report.rows = [Row("consume", DATASET_READ_ROW, 100, "none", 1000 / 0.5, [0.4, 0.5, 0.9]),
+                       Row("consume", SPARK_READ_ROW, 100, "none", 1000 / sorted(spark_runs)[1], spark_runs)]
+        (bound,) = [(measured, met) for text, measured, met in bound_results(report) if text == SPARK_SIDE_TARGET]
+        return bound
+
+    assert got([1.2, 1.4, 1.5]) == ("0.90 s (0.70–1.00)", "yes")  # each run against read_dataset's median, 0.5 s
+    assert got([1.2, 1.4, 1.6])[1] == "straddles"
+    assert got([1.6, 1.7, 2.0])[1] == "no"
+    report = Report(settings=Settings(messages=1000))
+    report.rows = [Row("consume", DATASET_READ_ROW, 100, "none", 2000.0, [0.5])]
+    assert not any(text == SPARK_SIDE_TARGET for text, *_ in bound_results(report))  # without --spark: no line
+
+
 def test_the_memory_and_new_consumer_profiles_quote_the_run_they_are_given():
     from raykafka.app.bench import budget, missed_targets
     from raykafka.app.bench.rows import Report, Row

@@ -9,7 +9,7 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from raykafka.driver.admin import Admin  # noqa: E402
-from raykafka.spark_bridge.reader import read_dataset  # noqa: E402
+from raykafka.spark_bridge.reader import read_dataset, read_kafka  # noqa: E402
 from raykafka.spark_bridge.streaming import stream_kafka  # noqa: E402
 from raykafka.wire.errors import ConfigError, DataLossError  # noqa: E402
 
@@ -49,6 +49,28 @@ def test_offsets_by_timestamp_start_and_end_at_the_first_record_at_or_after(ray_
     assert offsets(ds) == [(topic, 1, o) for o in range(100)]
     with pytest.raises(ConfigError, match="does not name partition"):
         read_dataset(topic, config, starting_offsets_by_timestamp=json.dumps({topic: {"0": T0}}))
+
+
+@pytest.mark.spark
+def test_read_kafka_holds_what_read_dataset_holds_to_the_millisecond(spark, bootstrap, topic_name):
+    """read_kafka's rows come to Spark as Arrow streams decoded by its executors: every column as
+    read_dataset has it, timestamps in Spark's microseconds (as milliseconds they would read as
+    a thousandth of the time)."""
+    topic = topic_name("parity")
+    fill(bootstrap, topic, 300, 3)
+    config = {"bootstrap.servers": bootstrap}
+    df = read_kafka(spark, topic, config=config)
+    assert [f.dataType.simpleString() for f in df.schema.fields] == [
+        "binary", "binary", "string", "int", "bigint", "timestamp", "int", "array<struct<key:string,value:binary>>"]
+    got = sorted(tuple(r) for r in df.selectExpr("topic", "partition", "offset", "CAST(value AS STRING)",
+                                                 "unix_millis(timestamp)", "timestampType", "key IS NULL",
+                                                 "size(headers)").collect())
+    expected = sorted((r["topic"], r["partition"], r["offset"], r["value"].decode(),
+                       int(r["timestamp"].timestamp() * 1000), r["timestampType"], r["key"] is None, len(r["headers"]))
+                      for r in read_dataset(topic, config).take_all())
+    assert got == expected and len(got) == 300
+    assert sorted(millis for *_, millis, _, _, _ in got) == [T0 + 10 * i for i in range(300)]
+    assert df.filter("partition = 1").count() == 100  # Spark reads the streams again for a second action
 
 
 def test_subscribe_pattern_reads_every_topic_whose_whole_name_matches(ray_for_spark, bootstrap):
