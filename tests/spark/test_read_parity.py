@@ -11,7 +11,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from raykafka.driver.admin import Admin  # noqa: E402
 from raykafka.spark_bridge.reader import read_dataset, read_kafka  # noqa: E402
 from raykafka.spark_bridge.streaming import stream_kafka  # noqa: E402
-from raykafka.wire.errors import ConfigError, DataLossError  # noqa: E402
+from raykafka.wire.errors import ConfigError, DataLossError, RecordBatchTooLargeError  # noqa: E402
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray]
 
@@ -71,6 +71,27 @@ def test_read_kafka_holds_what_read_dataset_holds_to_the_millisecond(spark, boot
     assert got == expected and len(got) == 300
     assert sorted(millis for *_, millis, _, _, _ in got) == [T0 + 10 * i for i in range(300)]
     assert df.filter("partition = 1").count() == 100  # Spark reads the streams again for a second action
+
+
+@pytest.mark.spark
+def test_read_kafka_raises_what_failed_its_read_and_reads_nothing_as_an_empty_dataframe(spark, bootstrap,
+                                                                                        topic_name):
+    """A read task's error reaches read_kafka's caller, named (here a gzip batch inflating past
+    max.decompressed.batch.bytes); a topic with no record reads as an empty DataFrame of the
+    source's columns."""
+    topic, empty = topic_name("spark-cap"), topic_name("spark-empty")
+    with Admin(bootstrap) as admin:
+        admin.create_topics({topic: 1, empty: 2})
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "compression.type": "gzip"})
+    producer.produce(topic, value=b"A" * 100_000, partition=0)
+    assert producer.flush(30) == 0
+    config = {"bootstrap.servers": bootstrap}
+    with pytest.raises(RecordBatchTooLargeError, match=r"max.decompressed.batch.bytes"):
+        read_kafka(spark, topic, config={**config, "max.decompressed.batch.bytes": 65536})
+    assert read_kafka(spark, topic, config=config).count() == 1
+    nothing = read_kafka(spark, empty, config=config)
+    assert nothing.count() == 0 and nothing.columns == [
+        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
 
 
 def test_subscribe_pattern_reads_every_topic_whose_whole_name_matches(ray_for_spark, bootstrap):
