@@ -8,7 +8,6 @@ and nodes on this machine.
     python -m raykafka.benchmarks.scaling reads    [--rows 200000] [--runs 3]   # 1 reader, 2: single-record and 10,000-record batches
     python -m raykafka.benchmarks.scaling demo-write [--rows 1000000] [--runs 3]  # the demo's write, step by step, and Spark alone
     python -m raykafka.benchmarks.scaling hops     [--rows 500] [--runs 3]      # what one actor hop costs here
-    python -m raykafka.benchmarks.scaling spark-read [--rows 1000000] [--runs 3]  # Kafka into Spark: ours, RayDP's pandas way
 
 `sends --batch --keyed`: the table has a key column too (the 100 keys in turn).
 
@@ -155,12 +154,12 @@ def summary(label: str, values: list[float], unit: str = "") -> str:
     return f"{label}: median {statistics.median(values):.4g}{unit} (min {min(values):.4g}, max {max(values):.4g}, n={len(values)})"
 
 
-def write_figures(path: str, argv: list[str]) -> None:
+def write_figures(path: str, argv: list[str], module: str = "scaling") -> None:
     """The run's summaries as JSON, with the command and the day: what a report quotes from."""
     import datetime
 
     with open(path, "w") as out:
-        json.dump({"command": "python -m raykafka.benchmarks.scaling " + " ".join(argv),
+        json.dump({"command": f"python -m raykafka.benchmarks.{module} " + " ".join(argv),
                    "taken": datetime.date.today().isoformat(), "figures": FIGURES}, out, indent=1)
         out.write("\n")
 
@@ -471,49 +470,10 @@ def run_hops(args: argparse.Namespace, config: dict[str, Any], admin: Any, broke
     print(summary(f"{compiled}: cores busy while idle", graph_idle))
 
 
-def run_spark_read(args: argparse.Namespace, config: dict[str, Any], admin: Any) -> None:
-    """Kafka into a counted Spark DataFrame, three ways on one topic, each run in turn, in one
-    process: `read_dataset` alone (the floor: Ray Data's read, no Spark); `read_kafka` (the read
-    tasks' Arrow streams, decoded by Spark's executors); and the same Dataset through Ray Data's
-    `to_spark` (RayDP's pandas UDF, the way `read_kafka` went before). The first run of each
-    carries its cold start (Spark's Python workers for the pandas way)."""
-    import pyarrow as pa
-
-    from raykafka.driver.producer import Producer
-    from raykafka.spark_bridge.quiet_executions import quietly
-    from raykafka.spark_bridge.reader import read_dataset, read_kafka
-    from raykafka.spark_bridge.session import init_spark, stop_spark
-
-    name = topic(admin)
-    with Producer(config) as producer:
-        values = pa.array([os.urandom(50) + VALUE[:50] for _ in range(args.rows)], pa.binary())
-        sent = producer.send_batch(name, pa.table({"value": values})).result()
-    assert sent.delivered == args.rows, sent
-    spark = init_spark("raykafka-spark-read")
-    ways = {"read_dataset alone": lambda: read_dataset(name, config).materialize().count(),
-            "read_kafka": lambda: read_kafka(spark, name, config=config).count(),
-            "Ray Data to_spark (pandas UDF)": lambda: quietly(read_dataset(name, config)).to_spark(spark).count()}
-    found: dict[str, list[float]] = {way: [] for way in ways}
-    try:
-        for run_index in range(args.runs):
-            for way, read in ways.items():
-                start = time.perf_counter()
-                assert read() == args.rows
-                found[way].append(time.perf_counter() - start)
-                print(json.dumps({"run": run_index, "way": way, "s": round(found[way][-1], 3)}), flush=True)
-    finally:
-        stop_spark()
-    alone = statistics.median(found["read_dataset alone"])
-    for way, runs in found.items():
-        print(summary(f"spark read: {way}", runs, " s"))
-        if way != "read_dataset alone":
-            print(summary(f"spark read: {way}, over read_dataset's median", [r - alone for r in runs], " s"))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("what", choices=["driver", "pipelines", "nodes", "sends", "reads", "demo-write",
-                                         "demo-write-once", "hops", "spark-read"])
+                                         "demo-write-once", "hops"])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--funnel-runs", type=int, default=3)
@@ -553,14 +513,6 @@ def run(args: argparse.Namespace) -> int:
         if args.what == "reads":
             with Admin(config) as admin:
                 run_reads(args, config, admin, broker_pid)
-            return 0
-        if args.what == "spark-read":
-            from raykafka.spark_bridge.session import init_ray
-
-            init_ray(num_cpus=2)  # with the JVM options Spark needs
-            with Admin(config) as admin:
-                run_spark_read(args, config, admin)
-            ray.shutdown()
             return 0
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
         with Admin(config) as admin:

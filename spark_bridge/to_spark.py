@@ -88,7 +88,12 @@ def streams_to_spark(spark: Any, streams: Sequence[Any], schema: pa.Schema) -> A
     spark_schema = from_arrow_schema(spark_ready(schema))
     if not streams:
         return spark.createDataFrame([], spark_schema)
-    holder = ray.get_actor(spark.sparkContext.appName + RAYDP_SPARK_MASTER_SUFFIX)
+    try:
+        holder = ray.get_actor(spark.sparkContext.appName + RAYDP_SPARK_MASTER_SUFFIX)
+    except ValueError as exc:  # Ray's answer for no actor of that name
+        raise ValueError(f"the Spark session {spark.sparkContext.appName!r} was not started through RayDP "
+                         "(raykafka.spark_bridge.session.init_spark): its executors cannot read Ray's "
+                         "object store") from exc
     ray.get(holder.add_objects.remote(uuid.uuid4(), list(streams)))  # see the module's docstring
     jvm = spark.sparkContext._jvm
     rdd = jvm.org.apache.spark.rdd.RayDatasetRDD(spark._jsc, [s.binary() for s in streams], get_locations(streams))

@@ -3,6 +3,7 @@ startingOffsetsByTimestamp / endingOffsetsByTimestamp, subscribePattern, failOnD
 
 import json
 import uuid
+from types import SimpleNamespace
 
 import pytest
 
@@ -92,6 +93,19 @@ def test_read_kafka_raises_what_failed_its_read_and_reads_nothing_as_an_empty_da
     nothing = read_kafka(spark, empty, config=config)
     assert nothing.count() == 0 and nothing.columns == [
         "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+
+
+def test_a_spark_session_that_raydp_did_not_start_is_named(ray_for_spark):
+    """Spark's executors read the streams from Ray's object store only under RayDP: another
+    session is refused, saying so, before Spark is handed anything."""
+    import ray
+
+    from raykafka.spark_bridge.to_spark import streams_to_spark
+    from raykafka.wire.arrow_batches import SCHEMA
+
+    elsewhere = SimpleNamespace(sparkContext=SimpleNamespace(appName=f"local-{uuid.uuid4().hex[:6]}"))
+    with pytest.raises(ValueError, match=r"was not started through RayDP \(raykafka.spark_bridge.session.init_spark\)"):
+        streams_to_spark(elsewhere, [ray.put(b"")], SCHEMA)
 
 
 def test_subscribe_pattern_reads_every_topic_whose_whole_name_matches(ray_for_spark, bootstrap):
