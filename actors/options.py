@@ -54,14 +54,16 @@ ROLES: dict[str, dict[str, Any]] = {
     "node_writer": {"num_cpus": 0, "max_restarts": -1, "max_task_retries": 0},
     "demo_collector": {"num_cpus": 0},
 }
-# raykafka's own Ray tasks (`remote_task`), each returning two objects: a small answer, got by
-# the caller (which so raises the task's error), and the bytes Spark's executors read.
+# raykafka's own Ray tasks (`remote_task`), each a generator (a streaming one, Ray's default for
+# generators): it yields the Arrow IPC streams Spark's executors read, then a small answer, which
+# the caller gets (and so meets the task's error).
 TASKS: dict[str, dict[str, Any]] = {
-    # read_kafka's read tasks decode records: a CPU each, as Ray Data's read tasks take
-    "spark_read": {"num_cpus": 1, "num_returns": 2},
-    # Arrow tables into one IPC stream for Spark: a copy of buffers, short, so no CPU of Ray's
+    # read_kafka's read tasks decode records: a CPU each, as Ray Data's read tasks take (so a
+    # read waits, as Ray Data's did, while a Spark session's executors hold every CPU)
+    "spark_read": {"num_cpus": 1},
+    # Arrow tables into IPC streams for Spark: a copy of buffers, short, so no CPU of Ray's
     # (a Spark session's executors may hold every CPU), as RayDP's own fetch tasks take none
-    "to_spark": {"num_cpus": 0, "num_returns": 2},
+    "to_spark": {"num_cpus": 0},
 }
 # The one resource a node writer's placement group bundle must hold: a byte of memory, nothing
 # anyone misses.

@@ -4,13 +4,13 @@ The range is fixed on the driver (`offsets.resolve_ranges`, Spark's `startingOff
 `endingOffsets` rules, and its `startingOffsetsByTimestamp`, `endingOffsetsByTimestamp`,
 `subscribePattern` and `failOnDataLoss` options). `read_dataset`: Ray Data reads it, a block
 per partition range. `read_kafka`: Ray tasks read it, the ranges dealt among them as Ray Data's
-read tasks have them, each task's tables in one Arrow IPC stream, which Spark's executors read
-from Ray's object store (`to_spark`): no pandas and no Python worker of Spark's on the way.
+read tasks have them, each task's tables in Arrow IPC streams, which Spark's executors read from
+Ray's object store (`to_spark`): no pandas and no Python worker of Spark's on the way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import ray
@@ -21,7 +21,7 @@ from ..wire.errors import ConfigError
 from ..wire.range_reader import read_ranges
 from ..wire.serde import require_raw
 from .offsets import PartitionRange, offsets_json, resolve_ranges
-from .to_spark import stream_of, streams_to_spark
+from .to_spark import gathered, streams_of, streams_to_spark
 
 OPTIONS = ("subscribe_pattern", "starting_offsets_by_timestamp", "ending_offsets_by_timestamp",
            "starting_offsets_by_timestamp_strategy", "fail_on_data_loss")
@@ -61,12 +61,16 @@ def _source(topics: Iterable[str] | str | None, config: Mapping[str, Any], start
     return KafkaDatasource(topics, config, starting_offsets, ending_offsets)
 
 
-def _read_stream(config: Mapping[str, Any], share: list[PartitionRange]) -> tuple[int, bytes]:
-    """One read task's ranges, as one Arrow IPC stream for Spark, and its row count."""
-    return stream_of(read_ranges(config, share), SCHEMA)
+def _read_streams(config: Mapping[str, Any], share: list[PartitionRange]) -> Iterator[Any]:
+    """One read task's ranges as Arrow IPC streams for Spark, then its row count."""
+    rows = 0
+    for count, stream in streams_of(read_ranges(config, share), SCHEMA):
+        rows += count
+        yield stream
+    yield rows
 
 
-_READ_STREAM = remote_task(_read_stream, "spark_read")
+_READ_STREAMS = remote_task(_read_streams, "spark_read")
 
 
 def read_kafka(spark: Any, topics: Iterable[str] | str | None, starting_offsets: Any = "earliest",
@@ -77,6 +81,6 @@ def read_kafka(spark: Any, topics: Iterable[str] | str | None, starting_offsets:
         raise ValueError("config: needs at least bootstrap.servers")
     require_raw(config, "read_kafka", "deserialize with DataFrame operations (CAST(value AS STRING), from_json)")
     source = _source(topics, config, starting_offsets, ending_offsets, **options)
-    streams = [_READ_STREAM.remote(source.config, share) for share in source.shares()]
-    ray.get([rows for rows, _ in streams])  # a read's error is raised here, as Ray Data's read raised it
-    return streams_to_spark(spark, [stream for _, stream in streams], SCHEMA)
+    # a read's error is raised here, as Ray Data's read raised it
+    streams, _ = gathered(_READ_STREAMS.remote(source.config, share) for share in source.shares())
+    return streams_to_spark(spark, streams, SCHEMA)

@@ -56,6 +56,7 @@ from ..wire.errors import ConfigError, TransactionFatalError
 from ..wire.serde import require_raw
 from .offsets import PartitionRange, check_range, offsets_json, parse_offsets, pick_offset, subscribed_topics
 from .reader import read_dataset, read_kafka
+from .to_spark import release
 
 STREAM_ONLY_KEYS = ("group.id",)  # read by the stream (its offsets), not by each batch's read
 
@@ -354,9 +355,17 @@ def foreach_batch_kafka(spark: Any, topics: Iterable[str] | str | None, config: 
                         fn: Callable[[Any, int], Any], **options: Any) -> int:
     """Spark's `foreachBatch` over a Kafka stream: `fn(dataframe, batch_id)` per micro-batch,
     the DataFrame read by `read_kafka` from the committed position to the latest offset (at
-    most `max_offsets_per_trigger` records), the offsets committed when `fn` returns.
+    most `max_offsets_per_trigger` records), the offsets committed when `fn` returns. As in
+    Spark's `foreachBatch`, the DataFrame is the batch's only while `fn` runs: its rows are let
+    go of when `fn` returns (persist what must outlive it, or write it out).
     Options: see `KafkaStream` (`trigger_interval` in seconds). Returns the batches handled."""
     def read(names: list[str], cfg: Mapping[str, Any], start: str, end: str) -> Any:
         return read_kafka(spark, names, start, end, cfg)
 
-    return KafkaStream(topics, config, read=read, **options).run(lambda df, batch: fn(df, batch.batch_id))
+    def step(df: Any, batch: MicroBatch) -> Any:
+        try:
+            return fn(df, batch.batch_id)
+        finally:  # the batch's rows are done with: not held in Ray until Spark stops
+            release(spark, df)
+
+    return KafkaStream(topics, config, read=read, **options).run(step)

@@ -108,6 +108,27 @@ def test_a_spark_session_that_raydp_did_not_start_is_named(ray_for_spark):
         streams_to_spark(elsewhere, [ray.put(b"")], SCHEMA)
 
 
+@pytest.mark.spark
+def test_a_released_dataframe_s_streams_are_no_longer_held(spark, bootstrap, topic_name):
+    """RayDP's master holds a read's streams until Spark stops, unless `release` lets them go
+    (what `foreach_batch_kafka` does after each batch)."""
+    import ray
+
+    from raykafka.spark_bridge import to_spark
+
+    topic = topic_name("release")
+    fill(bootstrap, topic, 50, 2)
+    df = read_kafka(spark, topic, config={"bootstrap.servers": bootstrap})
+    assert df.count() == 50
+    key, master = to_spark._HELD[df], to_spark._master(spark)
+    assert isinstance(ray.get(master.get_object.remote(key, 0)), ray.ObjectRef)
+    to_spark.release(spark, df)
+    with pytest.raises(Exception, match="IndexError"):
+        ray.get(master.get_object.remote(key, 0))
+    assert df not in to_spark._HELD
+    to_spark.release(spark, df)  # twice: nothing more to let go
+
+
 def test_subscribe_pattern_reads_every_topic_whose_whole_name_matches(ray_for_spark, bootstrap):
     prefix = f"pat-{uuid.uuid4().hex[:8]}"
     for name, count in (("x-a", 30), ("x-b", 20), ("y", 10)):

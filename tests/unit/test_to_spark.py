@@ -5,7 +5,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from raykafka.spark_bridge.to_spark import SPARK_TIMESTAMP_UNIT, spark_ready, stream_of
+from raykafka.spark_bridge.to_spark import SPARK_TIMESTAMP_UNIT, spark_ready, stream_of, streams_of
 from raykafka.wire.arrow_batches import SCHEMA
 
 
@@ -55,3 +55,20 @@ def test_no_table_makes_an_empty_stream_of_the_schema():
 def test_a_table_of_another_schema_is_refused():
     with pytest.raises((pa.ArrowInvalid, ValueError, KeyError)):
         stream_of([pa.table({"value": [b"x"]})], SCHEMA)
+
+
+def test_streams_are_cut_to_the_bound_in_order_and_lose_no_row():
+    table = _records(1000)
+    most = table.nbytes // 7  # some 140 rows a stream
+    streams = list(streams_of([table, _records(0), _records(10, 1000)], SCHEMA, most=most))
+    assert len(streams) >= 8  # at least 7 for the first table, 1 for the last; none for the empty one
+    read = [pa.ipc.open_stream(pa.BufferReader(stream)).read_all() for _, stream in streams]
+    assert [rows for rows, _ in streams] == [t.num_rows for t in read]
+    assert all(t.nbytes <= most * 1.1 for t in read)  # the bound, but for a row's rounding
+    offsets = [o for t in read for o in t.column("offset").to_pylist()]
+    assert offsets == list(range(1010))
+
+
+def test_a_row_larger_than_the_bound_goes_alone():
+    streams = list(streams_of([_records(3)], SCHEMA, most=1))
+    assert [rows for rows, _ in streams] == [1, 1, 1]
