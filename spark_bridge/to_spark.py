@@ -34,8 +34,9 @@ import ray
 
 from ..actors.options import remote_task
 
-# Spark's timestamps are microseconds, and Spark 3.5 refuses an Arrow timestamp in any other unit:
-# Kafka's milliseconds (the consumer's columns) go in Spark's unit
+# Spark's timestamps are microseconds, and its executors read an Arrow timestamp's numbers as
+# such whatever the stream's unit says: Kafka's milliseconds (the consumer's columns) read as a
+# thousandth of the time (2026 came out as 1970-01-21), so they go in Spark's unit
 SPARK_TIMESTAMP_UNIT = "us"
 # Most bytes of one stream: an executor reads a stream whole, into one Java byte array (at most
 # 2 GiB), within its memory (1 GiB by default, `session.init_spark`); a task copies each stream
