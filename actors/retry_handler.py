@@ -27,17 +27,25 @@ getBrokerProducer and unrefBrokerProducer: a single synchronous actor serialises
 Sarama's mutex does), which places each broker on a worker process, at most
 `broker.worker.actors` of them (0: the CPUs of the node this actor runs on); and it counts the
 brokers (each a BrokerWorker's Flusher) that may still call `retry` (`add_retry_writer`/`drop_retry_writer`).
+
+As it starts, it looks up the cluster's brokers in a thread of its own and has their workers
+start ahead of the first message (`prestart`, a call to itself, so the registry still sees one
+call at a time): a worker is a process, and it then starts beside the producer's other actors
+rather than after them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import ray
 
+from ..wire.cluster import Cluster
 from ..wire.errors import ProducerClosedError
 from .batch import MessageBatch
 from .broker_registry import BrokerRegistry
@@ -49,6 +57,26 @@ from .producer_results import Mailbox, Reports, WorkerList, report_failed
 from .retry_queue import RetryQueue
 
 log = logging.getLogger("raykafka.producer.retry")
+
+# broker workers started as the producer starts, at most: on a large cluster the others start
+# when a partition they lead is first written
+PRESTART_BROKERS = 3
+# how long (s) the start's look-up of the brokers may take; past it the first message starts them
+PRESTART_LOOKUP_S = 5.0
+
+
+def brokers_of(config: Mapping[str, Any]) -> list[tuple[int, str, int]]:
+    """(node id, host, port) of the cluster's brokers, from one metadata request, in this thread."""
+
+    async def look_up() -> list[tuple[int, str, int]]:
+        cluster = Cluster(config)
+        try:
+            await asyncio.wait_for(cluster.refresh_metadata([]), PRESTART_LOOKUP_S)
+            return [(b.node_id, b.host, b.port) for b in cluster.metadata.brokers.values()]
+        finally:
+            await cluster.close()
+
+    return asyncio.run(look_up())
 
 
 class RetryHandler:
@@ -66,6 +94,7 @@ class RetryHandler:
         self.closed_sequences = EndedSequences()  # what ended on the workers that exited
         self.thread = threading.Thread(target=self._forward_loop, name="retry-forwarder", daemon=True)
         self.thread.start()
+        threading.Thread(target=self._look_up_brokers, name="broker-look-up", daemon=True).start()
 
     def ping(self) -> bool:
         return True
@@ -175,6 +204,15 @@ class RetryHandler:
         self.writers += 1  # the broker's reference, released after its last response
         log.info("producer/broker/%d placed on a running worker", node_id)
         handle.host.remote(generation, node_id, host, port)
+
+    def _look_up_brokers(self) -> None:
+        """(Its own thread, once.) Have the first brokers' workers start now."""
+        try:
+            brokers = brokers_of(self.ctx.config)
+        except Exception as exc:  # only a head start: the first message starts them anyway
+            log.info("producer/retry: no broker list to start workers for: %s", exc)
+            return
+        self.ctx.retry_handler.prestart.remote(brokers[:PRESTART_BROKERS])
 
     def prestart(self, brokers: list[tuple[int, str, int]]) -> None:
         """Start the workers of these brokers with no reference yet (closed by `release_all` if

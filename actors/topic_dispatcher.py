@@ -49,10 +49,6 @@ from .producer_results import report_failed
 
 log = logging.getLogger("raykafka.producer.topic")
 
-# broker workers started before the first message, at most: on a large cluster the others start
-# when a partition they lead is first written (two processes each)
-PRESTART_BROKERS = 3
-
 
 class TopicsAwaitingMetadata:
     """The topics whose partition count could not be looked up yet, each with its batches in the
@@ -153,8 +149,6 @@ class TopicDispatcher:
                 self._number_under(ctx.producer_id, ctx.producer_epoch)
         except Exception as exc:  # reported by `ping`, so the driver raises the cause itself
             self.init_error = exc
-        else:
-            self._prestart_brokers()
 
     def ping(self) -> tuple[int, int]:
         """Liveness, and the producer id and epoch in use (-1 without idempotence)."""
@@ -176,17 +170,6 @@ class TopicDispatcher:
         every partition is numbered under it: only what is forwarded from here reaches it)."""
         ray.get(self.ctx.leader_dispatcher.set_producer_id.remote(producer_id, producer_epoch),
                 timeout=self.ctx.timeout)
-
-    def _prestart_brokers(self) -> None:
-        """Have the BrokerWorkers of every broker start now, while the
-        first messages are still on their way: each is a process that takes about a second."""
-        try:
-            self.loop.run(self.cluster.refresh_metadata([]), self.ctx.timeout)
-        except Exception as exc:  # only a head start: the first message starts them anyway
-            log.info("producer/topic: no broker list to start workers for: %s", exc)
-            return
-        brokers = [(b.node_id, b.host, b.port) for b in self.cluster.metadata.brokers.values()]
-        self.ctx.retry_handler.prestart.remote(brokers[:PRESTART_BROKERS])
 
     def dispatch(self, batches: list[MessageBatch]) -> None:
         for batch in batches:
