@@ -54,9 +54,9 @@ ROLES: dict[str, dict[str, Any]] = {
     "node_writer": {"num_cpus": 0, "max_restarts": -1, "max_task_retries": 0},
     "demo_collector": {"num_cpus": 0},
 }
-# raykafka's own Ray tasks (`remote_task`), each a generator (a streaming one, Ray's default for
-# generators): it yields the Arrow IPC streams Spark's executors read, then a small answer, which
-# the caller gets (and so meets the task's error).
+# raykafka's own Ray tasks (`remote_task`). The read's are generators (streaming ones, Ray's
+# default for generators): each yields the Arrow IPC streams Spark's executors read, then a small
+# answer, which the caller gets (and so meets the task's error).
 TASKS: dict[str, dict[str, Any]] = {
     # read_kafka's read tasks decode records: a CPU each, as Ray Data's read tasks take (so a
     # read waits, as Ray Data's did, while a Spark session's executors hold every CPU)
@@ -64,6 +64,10 @@ TASKS: dict[str, dict[str, Any]] = {
     # Arrow tables into IPC streams for Spark: a copy of buffers, short, so no CPU of Ray's
     # (a Spark session's executors may hold every CPU), as RayDP's own fetch tasks take none
     "to_spark": {"num_cpus": 0},
+    # write_kafka's fetch of a Spark partition cached by RayDP, as RayDP's own fetch tasks run:
+    # retried whatever the failure (the bytes stay cached in Spark), no CPU unless Spark's conf
+    # asks (`spark_fetch_options`); the table, then its row count
+    "spark_fetch": {"num_cpus": 0, "max_retries": -1, "num_returns": 2},
 }
 # The one resource a node writer's placement group bundle must hold: a byte of memory, nothing
 # anyone misses.
@@ -110,6 +114,11 @@ def remote_class(cls: type, role: str, **more: Any) -> Any:
 def remote_task(fn: Any, task: str) -> Any:
     """`fn` as a Ray remote function with the options of `task` (a key of TASKS)."""
     return ray.remote(**TASKS[task])(fn)
+
+
+def spark_fetch_options(cpus: float, memory: float) -> dict[str, Any]:
+    """A Spark partition's fetch task's resources, as RayDP's Spark conf gives them (CPUs, bytes)."""
+    return {"num_cpus": cpus, "memory": memory}
 
 
 def create(cls: type, role: str, ctx: PipelineContext, key: str = "", *args: Any) -> Any:

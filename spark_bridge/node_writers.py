@@ -44,7 +44,7 @@ import logging
 import threading
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -403,6 +403,28 @@ def where(writer: Any, timeout: float) -> tuple[str, str]:
     return ray.get(writer.where.options(max_task_retries=-1).remote(), timeout=timeout)
 
 
+class BlockRef(NamedTuple):
+    """A block in Ray's object store, as the driver hands it to a writer: its reference, the
+    slice of it to write ([start, end); None for all of it), and its rows (to count them failed
+    if the block is lost)."""
+
+    ref: Any
+    rows: tuple[int, int] | None
+    count: int
+
+
+def blocks_of(bundles: Iterable[Any]) -> Iterator[BlockRef]:
+    """The blocks of Ray Data `RefBundle`s (as a Dataset yields them), each bundle's columns
+    checked first (the input's mistake is raised before its blocks go)."""
+    for bundle in bundles:
+        if bundle.schema is not None and hasattr(bundle.schema, "names"):
+            check_sink_columns(list(bundle.schema.names))
+        for entry, part in zip(bundle.blocks, bundle.slices, strict=True):
+            rows = None if part is None else (part.start_offset, part.end_offset)
+            count = entry.metadata.num_rows if part is None else part.end_offset - part.start_offset
+            yield BlockRef(entry.ref, rows, count or 0)
+
+
 class _Sent(NamedTuple):
     """A block handed to a writer by the driver, kept until its outcome is in."""
 
@@ -416,8 +438,15 @@ class _Sent(NamedTuple):
 def write_bundles(routes: Routes, topic: str | None, bundles: Iterable[Any],
                   on_outcome: Callable[[BlockOutcome], None] | None = None,
                   exactly_once: bool = False) -> WriteResult:
-    """On the driver: hand each block of `bundles` (Ray Data `RefBundle`s, as a Dataset yields
-    them) by reference to a writer on the node that holds it, and gather the outcomes.
+    """`write_refs` of the blocks of `bundles` (Ray Data `RefBundle`s, as a Dataset yields them)."""
+    return write_refs(routes, topic, blocks_of(bundles), on_outcome, exactly_once)
+
+
+def write_refs(routes: Routes, topic: str | None, blocks: Iterable[BlockRef],
+               on_outcome: Callable[[BlockOutcome], None] | None = None,
+               exactly_once: bool = False) -> WriteResult:
+    """On the driver: hand each block by reference, as `blocks` yields it, to a writer on the
+    node that holds it, and gather the outcomes (those in by then are gathered between blocks).
 
     The driver touches no row: per block it asks where the block is and makes one actor call.
     A block whose writer died is sent again, to a writer of wherever the block is then, up to
@@ -484,15 +513,8 @@ def write_bundles(routes: Routes, topic: str | None, bundles: Iterable[Any],
             for block in again:
                 send(block)
 
-    index = 0
-    for bundle in bundles:
-        if bundle.schema is not None and hasattr(bundle.schema, "names"):
-            check_sink_columns(list(bundle.schema.names))
-        for entry, part in zip(bundle.blocks, bundle.slices, strict=True):
-            rows = None if part is None else (part.start_offset, part.end_offset)
-            count = entry.metadata.num_rows if part is None else part.end_offset - part.start_offset
-            send(_Sent(entry.ref, rows, count or 0, index, 1))
-            index += 1
+    for index, block in enumerate(blocks):
+        send(_Sent(block.ref, block.rows, block.count, index, 1))
         if pending:
             done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
             settle(done)

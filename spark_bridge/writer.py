@@ -2,13 +2,16 @@
 
 A Spark DataFrame with Spark's Kafka sink columns (`value` required; `key`, `topic`,
 `partition`, `headers` optional; string or binary; a `timestamp` too, as `send_batch` takes;
-any other column refused: `producer_input.check_write_columns`) becomes a Ray Dataset through
-RayDP. A Dataset's blocks go whole, by reference, to a producer pipeline on the node that holds each
+any other column refused: `producer_input.check_write_columns`) is cached in Spark as Arrow
+batches by RayDP's JVM side and fetched into Ray's object store, a block per Spark partition
+(`from_spark`). Blocks go whole, by reference, to a producer pipeline on the node that holds each
 (`node_writers`): `write_dataset` hands each block to a writer of its node itself, and
 `ray_data.KafkaDatasink` does it from Ray Data's write tasks. No row passes through the driver
 and no Python call is made per row: the driver only starts the pipelines (kept for the next
 write with the same config, as Spark keeps its Kafka sink's producers), hands on references and
 sums the counts. The write fails loudly, naming the first causes, if any row failed.
+`write_kafka` starts the pipelines (or takes the kept ones) in a thread of its own while Spark's
+job runs, so that their processes start beside it rather than after it.
 
 Given a `producer` of its own, a write goes through that one pipeline instead, from the driver
 (`write_blocks`): every block then passes through the driver process.
@@ -29,19 +32,21 @@ given, is the prefix of the writers' transactional ids.
 
 from __future__ import annotations
 
-import functools
 import logging
+import threading
 import time
-import warnings
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from typing import Any
 
-from .node_writers import POOLS, PoolKind, write_bundles
+import ray
+
+from ..wire.config import parse_config
+from . import from_spark
+from .node_writers import POOLS, BlockRef, PoolKind, blocks_of, write_refs
 from .producer_cache import PRODUCERS
 from .quiet_executions import quietly
-from .sink import KafkaWriteError, WriteMarks, WriteResult, check_exactly_once, sink_table
+from .sink import KafkaWriteError, WriteMarks, WriteResult, check_exactly_once, check_sink_columns, sink_table
 
 log = logging.getLogger("raykafka.spark_bridge")
 
@@ -111,15 +116,27 @@ def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None =
     if producer is not None:
         blocks = quietly(ds).iter_batches(batch_format="pyarrow", batch_size=None, prefetch_batches=2)
         return write_blocks(blocks, topic, None, on_progress, producer)
+    kind = _pool_kind(pipelines_per_node, exactly_once)
+    blocks = blocks_of(quietly(ds).iter_internal_ref_bundles())
+    return _write_through(POOLS.acquire(config, kind), blocks, topic, on_progress, exactly_once, marks)
+
+
+def _pool_kind(pipelines_per_node: int, exactly_once: bool) -> Any:
+    """The writer pool a write with these options takes from `POOLS` (its variant there)."""
     if type(pipelines_per_node) is not int or pipelines_per_node < 1:
         raise ValueError(f"pipelines_per_node must be an int of at least 1, not {pipelines_per_node!r}")
-    pool = POOLS.acquire(config, PoolKind(pipelines_per_node, True) if exactly_once else pipelines_per_node)
+    return PoolKind(pipelines_per_node, True) if exactly_once else pipelines_per_node
+
+
+def _write_through(pool: Any, blocks: Iterable[BlockRef], topic: str | None, on_progress: Any, exactly_once: bool,
+                   marks: WriteMarks | None) -> dict[str, int]:
+    """`blocks` through the node writers of `pool` (acquired from `POOLS`, handed back here)."""
     try:
         pool.cover_nodes()  # nodes that joined since the pool was built
         if marks is not None:
             marks.writers_up = time.time()
         progress = None if on_progress is None else (lambda o: on_progress(o.delivered + o.failed))
-        result = write_bundles(pool.routes(), topic, quietly(ds).iter_internal_ref_bundles(), progress, exactly_once)
+        result = write_refs(pool.routes(), topic, blocks, progress, exactly_once)
         if marks is not None:
             marks.first_acked, marks.written = result.first_acked, time.time()
     except (TypeError, ValueError):  # the input's mistake: the pipelines are as good as before
@@ -132,6 +149,28 @@ def write_dataset(ds: Any, topic: str | None, config: Mapping[str, Any] | None =
     if result.failed:
         raise KafkaWriteError(result)
     return result.counts()
+
+
+class _PoolStart:
+    """A writer pool acquired from `POOLS` in a thread of its own, so that its writers (processes)
+    start while Spark's job runs rather than after it. `take()` waits for it (and raises what
+    failed its start); `drop()` hands it back, whenever it comes, when the write ends before."""
+
+    def __init__(self, config: Mapping[str, Any], kind: Any):
+        self._pool: Future[Any] = Future()
+        threading.Thread(target=self._start, args=(config, kind), name="raykafka-pool-start", daemon=True).start()
+
+    def _start(self, config: Mapping[str, Any], kind: Any) -> None:
+        try:
+            self._pool.set_result(POOLS.acquire(config, kind))
+        except BaseException as exc:
+            self._pool.set_exception(exc)
+
+    def take(self) -> Any:
+        return self._pool.result()
+
+    def drop(self) -> None:
+        self._pool.add_done_callback(lambda f: f.exception() is None and POOLS.release(f.result()))
 
 
 def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | None = None,
@@ -152,82 +191,40 @@ def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | N
         raise ValueError(f"a Kafka sink needs a 'value' column; the DataFrame has {columns}")
     if topic is None and "topic" not in columns:
         raise ValueError("topic: give a topic, or a 'topic' column")
+    check_sink_columns(columns)
+    pool = None
+    if producer is None:  # the writers start while Spark's job runs
+        parse_config(config, role="write")  # a bad key fails here, before Spark's job; an unread one warns
+        pool = _PoolStart(config, _pool_kind(pipelines_per_node, exactly_once))
+    cached = None
     try:
-        counts = write_dataset(_from_spark(df, marks), topic, config, on_progress, producer, pipelines_per_node,
-                               exactly_once, marks)
+        try:
+            cached = from_spark.cache(df)  # Spark's job
+            if marks is not None:
+                marks.spark_done = time.time()
+            blocks = from_spark.fetched(from_spark.fetch(df, cached), marks)
+        except BaseException:
+            if pool is not None:
+                pool.drop()
+            raise
+        if pool is None:
+            counts = write_blocks((ray.get(b.ref) for b in blocks), topic, None, on_progress, producer)
+        else:
+            counts = _write_through(pool.take(), blocks, topic, on_progress, exactly_once, marks)
     finally:
-        _release_spark(df)
+        if cached is not None:
+            _release_spark(df, cached)
     log.info("wrote %d rows to Kafka", counts["delivered"])
     return counts
 
 
-def _from_spark(df: Any, marks: WriteMarks | None = None) -> Any:
-    """`ray.data.from_spark(df)`, one block per Spark partition, without the warning that Ray
-    2.60's `from_spark` gives on every call (it passes its `parallelism=None` default on as a
-    deprecated argument): the same RayDP conversion, called directly. `marks`: when Spark's job
-    ended (`_noting_spark_done`) and when the blocks were in Ray's object store."""
-    import raydp  # heavy (it loads pyspark): only when a Spark DataFrame is written
-
-    with _raydp_reading_sql_ctx(), _noting_spark_done(marks):
-        ds = raydp.spark.spark_dataframe_to_ray_dataset(df)
-    if marks is not None:
-        marks.handed_over = time.time()
-    return ds
-
-
-# the marks of the conversion under way in this thread (or task), for the hook below
-_CONVERTING: ContextVar[WriteMarks | None] = ContextVar("raykafka_converting", default=None)
-
-
-@contextmanager
-def _noting_spark_done(marks: WriteMarks | None) -> Iterator[None]:
-    """Within: the moment Spark's job ends is noted in `marks.spark_done`. RayDP 1.6.5's conversion
-    (`from_spark_recoverable`) runs Spark's job in one JVM call (the Arrow batches made, cached and
-    counted), then starts the Ray tasks that fetch them and calls `from_arrow_refs`, which waits
-    for those tasks: it gives no hook between the two, so its module's `from_arrow_refs` is
-    wrapped, once a process, to note the time as it is called. A RayDP without that name leaves
-    `spark_done` None (Spark's job and the hand-over then show as one)."""
-    if marks is None:
-        yield
-        return
-    import raydp.spark.dataset as conversion  # heavy, as above
-
-    convert = getattr(conversion, "from_arrow_refs", None)
-    if convert is not None and not getattr(convert, "notes_spark_done", False):
-        @functools.wraps(convert)
-        def noted(*args: Any, **kwargs: Any) -> Any:
-            converting = _CONVERTING.get()
-            if converting is not None and converting.spark_done is None:
-                converting.spark_done = time.time()
-            return convert(*args, **kwargs)
-
-        noted.notes_spark_done = True  # type: ignore[attr-defined]
-        conversion.from_arrow_refs = noted
-    token = _CONVERTING.set(marks)
-    try:
-        yield
-    finally:
-        _CONVERTING.reset(token)
-
-
-def _release_spark(df: Any) -> None:
-    """Unpersist what `_from_spark(df)` cached in Spark. RayDP's conversion keeps the DataFrame's
-    Arrow bytes in Spark's block manager (memory, then disk), for Ray to fetch again should a node
-    be lost while the blocks are read, until the SparkContext stops; once the write has ended,
+def _release_spark(df: Any, cached: from_spark.CachedPartitions) -> None:
+    """Let Spark drop what Spark's job cached for the hand-over: the DataFrame's Arrow bytes are
+    kept in Spark's block manager (memory, then disk), for Ray to fetch again should a node be
+    lost while the blocks are read, until the SparkContext stops; once the write has ended,
     whatever its outcome, nothing will read them again. Best effort: a Spark gone under the
     write (its JVM dead, say) must not hide the write's own outcome behind this one."""
-    from raydp.spark.dataset import release_spark_recoverable  # heavy, as above
-
     try:
-        with _raydp_reading_sql_ctx():
-            release_spark_recoverable(df)
+        from_spark.release(df, cached)
     except Exception as exc:  # py4j's errors, Spark stopped: what the write itself did stands
         log.warning("releasing the DataFrame's cached Arrow bytes in Spark failed: %s", exc)
-
-
-@contextmanager
-def _raydp_reading_sql_ctx() -> Iterator[None]:
-    """RayDP 1.6.5 reads df.sql_ctx, which pyspark 3.5 deprecates: not the caller's warning."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="DataFrame.sql_ctx is an internal property", category=UserWarning)
-        yield

@@ -105,19 +105,21 @@ def test_a_release_that_fails_does_not_hide_the_writes_own_outcome(spark, bootst
                                                                      caplog):
     """A Spark gone under the write fails the release too; the write's own error is what the
     caller gets, and the failed release is logged."""
-    import raydp.spark.dataset as raydp_dataset
+    from raykafka.spark_bridge import from_spark
 
-    release = raydp_dataset.release_spark_recoverable
+    release, left = from_spark.release, []
 
-    def gone(df) -> None:
+    def gone(df, cached) -> None:
+        left.append((df, cached))
         raise RuntimeError("py4j: the JVM is gone")
 
-    monkeypatch.setattr(raydp_dataset, "release_spark_recoverable", gone)
+    monkeypatch.setattr(from_spark, "release", gone)
     df = spark.range(0, 10).selectExpr("cast(id as string) as value")
     with pytest.raises(KafkaWriteError, match="10 of 10 rows.*does not exist"):
         write_kafka(df, topic_name("missing"), {"bootstrap.servers": bootstrap})
     assert "releasing the DataFrame's cached Arrow bytes in Spark failed: py4j: the JVM is gone" in caplog.text
-    release(df)  # what the failed release left cached, for the tests after this one
+    assert len(left) == 1 and cached_rdds(spark) != []  # the failed release left the bytes cached
+    release(*left[0])  # for the tests after this one
     assert cached_rdds(spark) == []
 
 
