@@ -33,6 +33,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+# session.timeout.ms for a consumer group on tansu, in a test that does not wait for a member to
+# be timed out nor measures a session: tansu answers a JoinGroup only after half the member's
+# session.timeout.ms, so every join round costs half of it (1.5 s; cooperative rebalances take
+# two rounds). Its heartbeat.interval.ms stays at most 500.
+TANSU_GROUP_SESSION_MS = 3000
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
     log = tmp_path_factory.mktemp("tansu") / "tansu.log"

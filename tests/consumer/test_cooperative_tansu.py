@@ -13,12 +13,15 @@ import ray
 from raykafka.driver.consumer_group import ConsumerGroup
 from raykafka.wire.assignors import group_members
 
+from ..conftest import TANSU_GROUP_SESSION_MS
 from .test_group_tansu import Collector, recorder
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray]
 
 PARTITIONS = 6
 ROUND = 120  # records a round, spread over every partition
+# the scaling test keeps 6000: with 3000 it failed once in three runs on a loaded machine (the
+# split after the scale-up read as [1, 2, 3] partitions, not [2, 2, 2])
 COOPERATIVE = {"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 6000,
                "heartbeat.interval.ms": 500, "auto.commit.interval.ms": 300, "auto.offset.reset": "earliest"}
 
@@ -132,9 +135,9 @@ def test_a_group_sized_by_lag_grows_under_a_burst_and_shrinks_when_idle(bootstra
         time.sleep(0.004 * batch.num_rows)
         handle(batch)
 
-    group = ConsumerGroup({"bootstrap.servers": bootstrap, "group.id": group_id, "session.timeout.ms": 6000,
-                           "heartbeat.interval.ms": 500, "auto.commit.interval.ms": 300,
-                           "auto.offset.reset": "earliest"}, [topic], slow,
+    group = ConsumerGroup({"bootstrap.servers": bootstrap, "group.id": group_id,
+                           "session.timeout.ms": TANSU_GROUP_SESSION_MS, "heartbeat.interval.ms": 500,
+                           "auto.commit.interval.ms": 300, "auto.offset.reset": "earliest"}, [topic], slow,
                           members=(1, 3), lag_per_member=500, grow_after_s=1.0, shrink_after_s=3.0)
     sizes: list[int] = []
     try:

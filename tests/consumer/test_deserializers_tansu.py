@@ -14,6 +14,8 @@ import pytest
 
 from raykafka.driver.consumer import Consumer, ConsumerError
 
+from ..conftest import TANSU_GROUP_SESSION_MS
+
 pytestmark = [pytest.mark.broker, pytest.mark.ray]
 
 
@@ -81,7 +83,7 @@ def test_a_group_member_hands_its_handler_deserialized_batches(bootstrap, events
             done.set()
 
     runtime = MemberRuntime({"bootstrap.servers": bootstrap, "group.id": f"serde-{uuid.uuid4().hex[:8]}",
-                             "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                             "session.timeout.ms": TANSU_GROUP_SESSION_MS, "heartbeat.interval.ms": 500,
                              "auto.offset.reset": "earliest", "key.deserializer": "str",
                              "value.deserializer": "json"}, [events], handle)
     runtime.start()

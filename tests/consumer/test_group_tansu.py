@@ -11,12 +11,15 @@ import ray
 from raykafka.driver.consumer_group import ConsumerGroup
 from raykafka.wire.assignors import group_members
 
+from ..conftest import TANSU_GROUP_SESSION_MS
 from ..tiers import default_keeps
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray]
 
-FAST = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "auto.commit.interval.ms": 300,
-        "auto.offset.reset": "earliest", "retry.backoff.ms": 200}
+FAST = {"session.timeout.ms": TANSU_GROUP_SESSION_MS, "heartbeat.interval.ms": 500,
+        "auto.commit.interval.ms": 300, "auto.offset.reset": "earliest", "retry.backoff.ms": 200}
+# for the tests that wait for the coordinator to time out a member that died without leaving
+EXPIRING = {**FAST, "session.timeout.ms": 6000}
 
 
 @ray.remote(num_cpus=0)
@@ -76,7 +79,8 @@ def test_partitions_split_with_a_confluent_member(bootstrap, ray_session, topic_
     config = {"bootstrap.servers": bootstrap, "group.id": group_id, "partition.assignment.strategy": strategy, **FAST}
     group = ConsumerGroup(config, [topic], lambda batch: None, members=2)
     ck = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group_id, "partition.assignment.strategy": strategy,
-                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest"})
+                     "session.timeout.ms": TANSU_GROUP_SESSION_MS, "heartbeat.interval.ms": 500,
+                     "auto.offset.reset": "earliest"})
     ck.subscribe([topic])
     plan = {}
     try:
@@ -103,7 +107,7 @@ def test_partitions_split_with_a_confluent_member(bootstrap, ray_session, topic_
 def test_members_come_and_go_nothing_skipped_resume_from_commits(bootstrap, ray_session, topic_name, kit):
     topic, group_id = topic_name("churn"), topic_name("g")
     kit.create_topic(bootstrap, topic, 4)
-    config = {"bootstrap.servers": bootstrap, "group.id": group_id, **FAST}
+    config = {"bootstrap.servers": bootstrap, "group.id": group_id, **EXPIRING}
     stream = Stream(bootstrap, topic, kit)
     collector, sent, write, all_seen = stream.collector, stream.sent, stream.write, stream.all_seen
 
@@ -217,7 +221,7 @@ def test_a_dead_member_is_replaced_by_the_group_itself(bootstrap, ray_session, t
     topic, group_id = topic_name("heal"), topic_name("g")
     kit.create_topic(bootstrap, topic, 4)
     static = membership == "static"
-    config = {"bootstrap.servers": bootstrap, "group.id": group_id, **FAST}
+    config = {"bootstrap.servers": bootstrap, "group.id": group_id, **EXPIRING}
     if membership == "cooperative":
         config["partition.assignment.strategy"] = "cooperative-sticky"
     if static:

@@ -32,7 +32,10 @@ from raykafka.wire.errors import (
     UnsupportedVersionError,
 )
 
-FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}  # tansu answers a join after half of it
+from ..conftest import TANSU_GROUP_SESSION_MS
+
+# tansu answers a join after half of session.timeout.ms
+FAST_GROUP = {"session.timeout.ms": TANSU_GROUP_SESSION_MS, "heartbeat.interval.ms": 500}
 T0 = 1_700_000_000_000  # record timestamps: T0 + 1000 * offset in every partition
 
 

@@ -4,6 +4,7 @@ sent, the consumer's and the consumer group's what was read."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -15,6 +16,16 @@ from raykafka.wire.errors import ConfigError
 from raykafka.wire.stats import total
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def filler(ray_session, bootstrap) -> Iterator[Producer]:
+    """One default producer that fills the consumer tests' topics: each test fills a fresh topic
+    of its own, and what they count is their consumer's or group's figures, never this
+    producer's, so sharing it (one start of its actors for the module) changes no count. The
+    producer's own stats test builds its own."""
+    with Producer({"bootstrap.servers": bootstrap}) as shared:
+        yield shared
 
 
 def test_stats_cb_counts_what_was_produced(bootstrap, ray_session, topic_name):
@@ -57,19 +68,18 @@ def test_stats_cb_without_an_interval_is_refused_before_any_actor_starts(bootstr
     assert live_actors("stats-refused/") == []
 
 
-def _filled_topic(bootstrap: str, topic: str, partitions: int, n: int) -> int:
-    """`n` messages of 100 bytes in `topic`; returns their value bytes."""
+def _filled_topic(bootstrap: str, producer: Producer, topic: str, partitions: int, n: int) -> int:
+    """`n` messages of 100 bytes in `topic`, sent by `producer`; returns their value bytes."""
     with Admin(bootstrap) as admin:
         admin.create_topics({topic: partitions})
-    with Producer({"bootstrap.servers": bootstrap}) as producer:
-        assert producer.send_batch(topic, [b"%0100d" % i for i in range(n)],
-                                   partitions=[i % partitions for i in range(n)]).result(60).ok
+    assert producer.send_batch(topic, [b"%0100d" % i for i in range(n)],
+                               partitions=[i % partitions for i in range(n)]).result(60).ok
     return 100 * n
 
 
-def test_consumer_stats_cb_counts_what_was_consumed(bootstrap, ray_session, topic_name):
+def test_consumer_stats_cb_counts_what_was_consumed(bootstrap, ray_session, topic_name, filler):
     topic = topic_name("cstats")
-    value_bytes = _filled_topic(bootstrap, topic, 2, 30_000)
+    value_bytes = _filled_topic(bootstrap, filler, topic, 2, 30_000)
     reports: list[dict] = []
     consumer = Consumer({"bootstrap.servers": bootstrap, "statistics.interval.ms": 100}, stats_cb=reports.append)
     try:
@@ -88,11 +98,12 @@ def test_consumer_stats_cb_counts_what_was_consumed(bootstrap, ray_session, topi
     assert total(m, "raykafka_consumer_fetch_latency_seconds") >= 2  # at least a fetch per partition
 
 
-def test_group_stats_cb_counts_records_rebalances_and_commits(bootstrap, ray_session, topic_name, wait_for):
+def test_group_stats_cb_counts_records_rebalances_and_commits(bootstrap, ray_session, topic_name, wait_for,
+                                                             filler):
     import ray
 
     topic = topic_name("gstats")
-    _filled_topic(bootstrap, topic, 2, 10_000)
+    _filled_topic(bootstrap, filler, topic, 2, 10_000)
 
     @ray.remote(num_cpus=0)
     class Counter:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +16,17 @@ from raykafka.driver.producer import BatchResult, Producer
 from raykafka.wire.errors import ConfigError, MessageTooLargeError, UnknownTopicError
 
 pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def producer(ray_session, bootstrap) -> Iterator[Producer]:
+    """One producer of the default config for the tests that need nothing of it but delivery:
+    each of them sends to a fresh topic of its own and reads back only that topic, and none of
+    them closes it, configures it or counts anything on it, so sharing it (one start of its
+    actors for the module, not one a test) leaves every assertion as it was. The tests that
+    close a producer, configure one otherwise or watch its actors build their own."""
+    with Producer({"bootstrap.servers": bootstrap}) as shared:
+        yield shared
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -41,14 +53,13 @@ def read_back(bootstrap: str, topic: str, partitions: int, expected: int, timeou
     return out
 
 
-def test_100k_keyed_messages_over_6_partitions_arrive_complete_and_in_per_key_order(ray_session, bootstrap, topic_name):
+def test_100k_keyed_messages_over_6_partitions_arrive_complete_and_in_per_key_order(bootstrap, topic_name, producer):
     topic = topic_name("keyed")
     create_topic(bootstrap, topic, 6)
     n, keys = 100_000, 997
-    with Producer({"bootstrap.servers": bootstrap}) as producer:
-        futures = [producer.send(topic, b"%d" % i, key=b"key-%d" % (i % keys)) for i in range(n)]
-        assert producer.flush(120) == 0
-        metas = [f.result(0) for f in futures]
+    futures = [producer.send(topic, b"%d" % i, key=b"key-%d" % (i % keys)) for i in range(n)]
+    assert producer.flush(120) == 0
+    metas = [f.result(0) for f in futures]
     got = read_back(bootstrap, topic, 6, n)
     assert len(got) == n
     assert len({(p, o) for p, o, _, _ in got}) == n  # no duplicates
@@ -66,7 +77,7 @@ def test_100k_keyed_messages_over_6_partitions_arrive_complete_and_in_per_key_or
     assert len({m.partition for m in metas}) == 6
 
 
-def test_send_batch_takes_an_arrow_table_with_spark_sink_columns(ray_session, bootstrap, topic_name):
+def test_send_batch_takes_an_arrow_table_with_spark_sink_columns(bootstrap, topic_name, producer):
     topic = topic_name("arrow")
     create_topic(bootstrap, topic, 3)
     rows = 10_000
@@ -77,8 +88,7 @@ def test_send_batch_takes_an_arrow_table_with_spark_sink_columns(ray_session, bo
         "headers": pa.array([[{"key": "h", "value": b"%d" % i}] for i in range(rows)],
                             pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
     })
-    with Producer({"bootstrap.servers": bootstrap}) as producer:
-        result: BatchResult = producer.send_batch(topic, table).result(60)
+    result: BatchResult = producer.send_batch(topic, table).result(60)
     assert (result.delivered, result.failed) == (rows, 0) and result.ok
     assert (result.offsets >= 0).all()
     assert all(result.partitions[i] == i % 3 for i in range(1, rows, 2))  # explicit partitions honoured
@@ -88,7 +98,7 @@ def test_send_batch_takes_an_arrow_table_with_spark_sink_columns(ray_session, bo
     assert all(where[b"v%d" % i] == (result.partitions[i], result.offsets[i]) for i in range(0, rows, 101))
 
 
-def test_headers_from_a_table_and_from_send_arrive_as_given(ray_session, bootstrap, topic_name):
+def test_headers_from_a_table_and_from_send_arrive_as_given(bootstrap, topic_name, producer):
     """A Spark-sink `headers` column (none, several, null and string values) through `send_batch`,
     and headers given to `send`, read back by confluent-kafka exactly."""
     from confluent_kafka import Consumer, TopicPartition
@@ -102,9 +112,8 @@ def test_headers_from_a_table_and_from_send_arrive_as_given(ray_session, bootstr
     table = pa.table({"value": pa.array([b"v%d" % i for i in range(rows)], pa.binary()),
                       "headers": pa.array([None if hs is None else [{"key": k, "value": None if v is None else v.decode()}
                                                                     for k, v in hs] for hs in given], header_type)})
-    with Producer({"bootstrap.servers": bootstrap}) as producer:
-        assert producer.send_batch(topic, table, partitions=[0] * rows).result(60).ok
-        producer.send(topic, b"single", headers={"one": b"1", "two": "2"}, partition=0).result(30)
+    assert producer.send_batch(topic, table, partitions=[0] * rows).result(60).ok
+    producer.send(topic, b"single", headers={"one": b"1", "two": "2"}, partition=0).result(30)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
     got = []

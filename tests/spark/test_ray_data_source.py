@@ -15,6 +15,18 @@ pytestmark = [pytest.mark.broker, pytest.mark.ray]
 
 
 @pytest.fixture(scope="module")
+def producer(ray_for_spark, bootstrap):
+    """One producer of the default config for the writes given a producer: each test writes to a
+    fresh topic of its own and reads back only that topic, none closes it, and the one that
+    watches its actors compares them before and after its own writes, so sharing it (one start
+    of its actors for the module, not one a test) leaves every assertion as it was."""
+    from raykafka.driver.producer import Producer
+
+    with Producer({"bootstrap.servers": bootstrap}) as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
 def filled_topic(bootstrap):
     """3 partitions; message i goes to partition i % 3 with key k<i>, value v<i>, header n=<i>."""
     topic = "rds-" + bootstrap.replace(":", "-").replace(".", "")
@@ -151,26 +163,24 @@ def test_a_block_larger_than_buffer_memory_is_written_in_slices(ray_for_spark, b
 
 
 def test_writes_one_after_another_share_a_producer_given_to_them(ray_for_spark, bootstrap, topic_name,
-                                                                 live_actors):
+                                                                 live_actors, producer):
     """`write_dataset(..., producer=p)` writes through `p` and leaves it open for the next write;
     its actors stay the same ones, and every row of both writes is read back once."""
-    from raykafka.driver.producer import Producer
     from raykafka.spark_bridge.writer import write_dataset
 
     topic = topic_name("shared")
     config = {"bootstrap.servers": bootstrap}
     with Admin(config) as admin:
         admin.create_topics({topic: 2})
-    with Producer(config) as producer:
-        first = ray.data.from_items([{"value": b"a%d" % i} for i in range(3000)])
-        with pytest.raises(ValueError, match="not both"):  # which one would apply is unclear: refused
-            write_dataset(first, topic, config, producer=producer)
-        assert write_dataset(first, topic, producer=producer) == {"delivered": 3000, "failed": 0}
-        actors = live_actors(producer.name + "/")
-        second = ray.data.from_items([{"value": b"b%d" % i} for i in range(2000)])
-        assert write_dataset(second, topic, producer=producer) == {"delivered": 2000, "failed": 0}
-        assert producer.send(topic, b"still open").result(30).offset >= 0
-        assert live_actors(producer.name + "/") == actors
+    first = ray.data.from_items([{"value": b"a%d" % i} for i in range(3000)])
+    with pytest.raises(ValueError, match="not both"):  # which one would apply is unclear: refused
+        write_dataset(first, topic, config, producer=producer)
+    assert write_dataset(first, topic, producer=producer) == {"delivered": 3000, "failed": 0}
+    actors = live_actors(producer.name + "/")
+    second = ray.data.from_items([{"value": b"b%d" % i} for i in range(2000)])
+    assert write_dataset(second, topic, producer=producer) == {"delivered": 2000, "failed": 0}
+    assert producer.send(topic, b"still open").result(30).offset >= 0
+    assert live_actors(producer.name + "/") == actors
     values = [r["value"] for r in ray.data.read_datasource(KafkaDatasource(topic, config)).take_all()]
     assert sorted(values) == sorted([b"a%d" % i for i in range(3000)] + [b"b%d" % i for i in range(2000)]
                                     + [b"still open"])
@@ -354,11 +364,10 @@ def _finished_in_ray_data_files() -> int:
 
 
 def test_a_write_keeps_ray_datas_lines_of_its_own_executions_off_the_terminal(ray_for_spark, bootstrap, topic_name,
-                                                                             ray_data_terminal):
+                                                                             ray_data_terminal, producer):
     """`write_dataset` iterates the caller's Dataset: Ray Data's lines about that execution (its
     plan, progress and time) go to Ray Data's log files, not to the terminal, through either
     route; an execution the caller starts (`ds.count()`) still prints them there."""
-    from raykafka.driver.producer import Producer
     from raykafka.spark_bridge.writer import write_dataset
 
     topic = topic_name("quiet")
@@ -367,10 +376,9 @@ def test_a_write_keeps_ray_datas_lines_of_its_own_executions_off_the_terminal(ra
         admin.create_topics({topic: 2})
     ds = ray.data.range(500).filter(lambda row: row["id"] >= 0).map(lambda row: {"value": b"q%d" % row["id"]})
     finished_before = _finished_in_ray_data_files()
-    with Producer(config) as producer:
-        assert write_dataset(ds, topic, producer=producer) == {"delivered": 500, "failed": 0}
-        with pytest.raises(TypeError, match="expected a ray.data.Dataset, not list"):
-            write_dataset([{"value": b"x"}], topic, producer=producer)
+    assert write_dataset(ds, topic, producer=producer) == {"delivered": 500, "failed": 0}
+    with pytest.raises(TypeError, match="expected a ray.data.Dataset, not list"):
+        write_dataset([{"value": b"x"}], topic, producer=producer)
     assert write_dataset(ds, topic, config) == {"delivered": 500, "failed": 0}
     assert "Dataset" not in ray_data_terminal.getvalue(), ray_data_terminal.getvalue()
     assert _finished_in_ray_data_files() >= finished_before + 2  # both writes' executions, in Ray Data's files
