@@ -28,8 +28,7 @@ class Step:
 WRITE_STEPS = (
     Step("Spark's job", "Spark", "makes the rows, and RayDP's Arrow batches of them, cached in Spark"),
     Step("hand-over", "RayDP", "Ray tasks fetch Spark's partitions into Ray's object store"),
-    Step("pipeline start", "raykafka", "the node writers and their producers' actors start (beside Spark's job; "
-         "what is left of it after the hand-over)"),
+    Step("pipeline start", "raykafka", "the node writers and their producers' actors start"),
     Step("first message", "raykafka and the broker", "the topic's stages start, rows go out; to the first acknowledgement"),
     Step("Kafka write", "raykafka and the broker", "to the last block acknowledged"),
     Step("release", "RayDP", "Spark's cached batches unpersisted"),

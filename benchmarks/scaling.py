@@ -327,9 +327,9 @@ def demo_write_once(rows: int, bootstrap: str, spark_only: bool = False, write_k
 
     from raykafka.app.demo import demo_events
     from raykafka.driver.admin import Admin
+    from raykafka.spark_bridge import from_spark
     from raykafka.spark_bridge.node_writers import POOLS
     from raykafka.spark_bridge.session import init_ray, init_spark, stop_spark
-    from raykafka.spark_bridge import from_spark
     from raykafka.spark_bridge.writer import write_dataset
 
     config = {"bootstrap.servers": bootstrap}

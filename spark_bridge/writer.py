@@ -10,8 +10,6 @@ batches by RayDP's JVM side and fetched into Ray's object store, a block per Spa
 and no Python call is made per row: the driver only starts the pipelines (kept for the next
 write with the same config, as Spark keeps its Kafka sink's producers), hands on references and
 sums the counts. The write fails loudly, naming the first causes, if any row failed.
-`write_kafka` starts the pipelines (or takes the kept ones) in a thread of its own while Spark's
-job runs, so that their processes start beside it rather than after it.
 
 Given a `producer` of its own, a write goes through that one pipeline instead, from the driver
 (`write_blocks`): every block then passes through the driver process.
@@ -33,10 +31,8 @@ given, is the prefix of the writers' transactional ids.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Future
 from typing import Any
 
 import ray
@@ -151,28 +147,6 @@ def _write_through(pool: Any, blocks: Iterable[BlockRef], topic: str | None, on_
     return result.counts()
 
 
-class _PoolStart:
-    """A writer pool acquired from `POOLS` in a thread of its own, so that its writers (processes)
-    start while Spark's job runs rather than after it. `take()` waits for it (and raises what
-    failed its start); `drop()` hands it back, whenever it comes, when the write ends before."""
-
-    def __init__(self, config: Mapping[str, Any], kind: Any):
-        self._pool: Future[Any] = Future()
-        threading.Thread(target=self._start, args=(config, kind), name="raykafka-pool-start", daemon=True).start()
-
-    def _start(self, config: Mapping[str, Any], kind: Any) -> None:
-        try:
-            self._pool.set_result(POOLS.acquire(config, kind))
-        except BaseException as exc:
-            self._pool.set_exception(exc)
-
-    def take(self) -> Any:
-        return self._pool.result()
-
-    def drop(self) -> None:
-        self._pool.add_done_callback(lambda f: f.exception() is None and POOLS.release(f.result()))
-
-
 def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | None = None,
                 on_progress: Any = None, producer: Any = None, pipelines_per_node: int = 1,
                 exactly_once: bool = False, marks: WriteMarks | None = None) -> dict[str, int]:
@@ -192,25 +166,19 @@ def write_kafka(df: Any, topic: str | None = None, config: Mapping[str, Any] | N
     if topic is None and "topic" not in columns:
         raise ValueError("topic: give a topic, or a 'topic' column")
     check_sink_columns(columns)
-    pool = None
-    if producer is None:  # the writers start while Spark's job runs
+    if producer is None:
         parse_config(config, role="write")  # a bad key fails here, before Spark's job; an unread one warns
-        pool = _PoolStart(config, _pool_kind(pipelines_per_node, exactly_once))
+        kind = _pool_kind(pipelines_per_node, exactly_once)
     cached = None
     try:
-        try:
-            cached = from_spark.cache(df)  # Spark's job
-            if marks is not None:
-                marks.spark_done = time.time()
-            blocks = from_spark.fetched(from_spark.fetch(df, cached), marks)
-        except BaseException:
-            if pool is not None:
-                pool.drop()
-            raise
-        if pool is None:
+        cached = from_spark.cache(df)  # Spark's job
+        if marks is not None:
+            marks.spark_done = time.time()
+        blocks = from_spark.fetched(from_spark.fetch(df, cached), marks)
+        if producer is not None:
             counts = write_blocks((ray.get(b.ref) for b in blocks), topic, None, on_progress, producer)
         else:
-            counts = _write_through(pool.take(), blocks, topic, on_progress, exactly_once, marks)
+            counts = _write_through(POOLS.acquire(config, kind), blocks, topic, on_progress, exactly_once, marks)
     finally:
         if cached is not None:
             _release_spark(df, cached)

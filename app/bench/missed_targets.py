@@ -274,12 +274,15 @@ DEMO_WRITE_FIGURES_TEXT = (
     "{spark}; the first write, which starts the pool of pipelines and the topic's stages, {first};\n"
     "the same rows again, the stages up, {again}. Spark's job alone, the same events into Spark's\n"
     "noop sink (which writes nowhere) in a fresh process of its own, takes {alone}: over the target\n"
-    "before any writer runs. ")
+    "before any writer runs. The same events through `write_kafka`, timed whole in a fresh process,\n"
+    "take {whole}: the bridge adds the difference to Spark's own job. ")
 DEMO_WRITE_CLOSE = (
     "The write itself is the write-alone figure; the rest is Spark's job on a cold JVM and RayDP's recoverable\n"
     "conversion (Arrow bytes cached in Spark, then fetched by Ray tasks from the executors), and\n"
     "the start of about ten processes on two cores. Starting the pipelines while Spark works did\n"
-    "not help in a trial of 2026-11-25: the start costs CPU, which Spark is using. What would close it: not a faster writer; a Spark that is warm before the\n"
+    "not help in a trial of 2026-11-25 nor in one of 2026-11-27 (the demo's write took 11.4–13.2 s\n"
+    "with it, 11.2–11.8 s without, its Spark job about 3 s longer): the start costs CPU, which Spark\n"
+    "is using. What would close it: not a faster writer; a Spark that is warm before the\n"
     "demo asks it for events (its first job is the slow one), then Spark's partitions handed to the\n"
     "writers as each is made, and fewer processes to start.")
 
@@ -289,7 +292,8 @@ def demo_write(path: Path = DEMO_WRITE_FIGURES) -> str:
     (when that file is missing, the profile names the command only)."""
     figures = _quoted(path, "s", lambda command, day, f: DEMO_WRITE_FIGURES_TEXT.format(
         command=command, taken=day, spark=f["demo write: spark_to_ray_s"], first=f["demo write: first_write_s"],
-        again=f["demo write: write_alone_s"], alone=f["demo write: spark_alone_s"]),
+        again=f["demo write: write_alone_s"], alone=f["demo write: spark_alone_s"],
+        whole=f["demo write: write_kafka_s"]),
         "Step by step: `python -m raykafka.benchmarks.scaling demo-write --rows 1000000 --runs 3 --out "
         "SCALING.demo-write.json`. ")
     return DEMO_WRITE + figures + DEMO_WRITE_CLOSE
