@@ -5,7 +5,8 @@ handle); the RetryHandler, the LeaderDispatcher, the PartitionDispatcher and the
 TopicDispatcher at once (each is a process, whatever the number of topics), then the driver's
 reference on the RetryHandler, and the producer id the TopicDispatcher got (a broker that cannot
 be reached fails the start with that cause, not "actor task failed"). The broker workers are
-started by the RetryHandler's registry, on demand. There is no results actor: the driver polls
+started by the RetryHandler's registry: the first brokers' as it starts (it looks them up
+itself), any other on demand. There is no results actor: the driver polls
 the RetryHandler and every broker worker (`reports`, driver/producer_reports.py).
 
 A producer that heals (driver/producer.py) takes the last reports of an old pipeline
