@@ -36,7 +36,6 @@ class CachedPartitions(NamedTuple):
     """What Spark's job left in Spark's cache, for the fetches to read."""
 
     rdd_id: int
-    partitions: int
     schema_json: str
     agent_url: str
     executors: list[str]  # the executor that caches each partition
@@ -49,8 +48,7 @@ def cache(df: Any) -> CachedPartitions:
     sc = df.sparkSession.sparkContext
     writer = sc._jvm.org.apache.spark.sql.raydp.ObjectStoreWriter
     info = writer.prepareRecoverableRDD(df._jdf, sc._getJavaStorageLevel(StorageLevel.MEMORY_AND_DISK))
-    return CachedPartitions(info.rddId(), info.numPartitions(), info.schemaJson(), info.driverAgentUrl(),
-                            list(info.locations()))
+    return CachedPartitions(info.rddId(), info.schemaJson(), info.driverAgentUrl(), list(info.locations()))
 
 
 def release(df: Any, cached: CachedPartitions) -> None:

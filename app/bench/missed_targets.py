@@ -280,9 +280,8 @@ DEMO_WRITE_CLOSE = (
     "The write itself is the write-alone figure; the rest is Spark's job on a cold JVM and RayDP's recoverable\n"
     "conversion (Arrow bytes cached in Spark, then fetched by Ray tasks from the executors), and\n"
     "the start of about ten processes on two cores. Starting the pipelines while Spark works did\n"
-    "not help in a trial of 2026-11-25 nor in one of 2026-11-27 (the demo's write took 11.4–13.2 s\n"
-    "with it, 11.2–11.8 s without, its Spark job about 3 s longer): the start costs CPU, which Spark\n"
-    "is using. What would close it: not a faster writer; a Spark that is warm before the\n"
+    "not help in trials of 2026-11-25 and 2026-11-27: the start costs CPU, which Spark's job then\n"
+    "lacks. What would close it: not a faster writer; a Spark that is warm before the\n"
     "demo asks it for events (its first job is the slow one), then Spark's partitions handed to the\n"
     "writers as each is made, and fewer processes to start.")
 

@@ -61,3 +61,28 @@ def test_every_column_a_kafka_write_takes_is_taken_by_both():
     assert (list(values), list(keys), partitions, timestamps, topics) == (
         [b"v"], [b"k"], [1], [int(stamp.timestamp() * 1000)], ["events"])
     assert arrow.column_names == table.column_names and list(pandas.column_names) == table.column_names
+
+
+class _FrameOfColumns:
+    """A stand-in for a Spark DataFrame that has only a schema: a write that reaches Spark's job
+    fails on it with AttributeError, so a named error raised before means nothing started."""
+
+    def __init__(self, *names: str):
+        self.schema = type("Schema", (), {"fields": [type("Field", (), {"name": n})() for n in names]})()
+
+
+@pytest.mark.parametrize(("config", "named"), [({"bootstrap.servers": "h:1", "linger.ms": "soon"}, "linger.ms"),
+                                               ({"bootstrap.servers": "h:1", "no.such.key": 1}, "no.such.key")])
+def test_write_kafka_refuses_a_wrong_config_before_spark_runs_its_job(config, named):
+    from raykafka.spark_bridge.writer import write_kafka
+    from raykafka.wire.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=named):
+        write_kafka(_FrameOfColumns("key", "value"), "t", config)
+
+
+def test_write_kafka_refuses_a_column_no_kafka_write_takes_before_spark_runs_its_job():
+    from raykafka.spark_bridge.writer import write_kafka
+
+    with pytest.raises(ValueError, match="offsets"):
+        write_kafka(_FrameOfColumns("value", "offsets"), "t", {"bootstrap.servers": "h:1"})
