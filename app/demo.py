@@ -31,6 +31,11 @@ from .args import counted
 from .demo_phases import READ_STEPS, WRITE_STEPS, DemoPhases, Side
 
 KINDS = ("view", "cart", "purchase", "refund")
+GROUP_SESSION_MS = 6000
+"""The read's group session: tansu completes a JoinGroup only after half the member's session
+timeout (22.5 s at Kafka's default of 45 s), so the group forms in about 3 s more than its
+members take to start. 6 s is the least a Kafka broker takes (`group.min.session.timeout.ms`)."""
+GROUP_HEARTBEAT_MS = 2000  # a third of the session, as Kafka advises
 
 
 class Timeline:
@@ -295,10 +300,8 @@ def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: 
 
             bar = Progress("read", rows, timeline, progress_stream)
             started = timeline.now()
-            # tansu completes a JoinGroup only after half the member's session timeout (22.5 s at
-            # Kafka's default 45 s); Kafka's own default before 3.0, 10 s, makes that 5 s
             group_config = {**config, "group.id": "raykafka-demo", "auto.offset.reset": "earliest",
-                            "session.timeout.ms": 10_000}
+                            "session.timeout.ms": GROUP_SESSION_MS, "heartbeat.interval.ms": GROUP_HEARTBEAT_MS}
             with ConsumerGroup(group_config, [topic], handle, members=members):
                 seen = 0
                 while seen < rows:
