@@ -1,9 +1,17 @@
-"""Sarama's producer scenarios on the scripted mock cluster (faults one real broker cannot make)."""
+"""Sarama's producer scenarios on the scripted mock cluster (faults one real broker cannot make).
+
+A scenario about the pipeline's logic runs on two shells: `local`, the stages in this process
+(`LocalProducer` over `LocalPipeline`), in the default tier, and `ray`, a `Producer`'s actors,
+in the slow tier but for the few that keep the actors' wiring in the default tier. What only
+Ray shows (the actors' names, `buffer.memory` blocking `Producer.send`, the object store, a
+construction that fails) runs on Ray alone."""
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import pytest
 import ray
@@ -14,11 +22,40 @@ from raykafka.wire import messages
 from raykafka.wire.errors import BY_NAME, BrokerError, BufferExhaustedError, DeliveryTimeoutError
 
 from ..tiers import default_keeps
+from .local_producer import LocalProducer
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 NOT_LEADER = BY_NAME["NOT_LEADER_OR_FOLLOWER"].code
 REQUEST_TIMED_OUT = BY_NAME["REQUEST_TIMED_OUT"].code
+
+LOCAL, RAY = "local", "ray"
+SHELLS = (LOCAL, RAY)
+
+
+def on_shells(cases: Iterable[tuple] = ((),), ray_kept: Iterable[tuple] = ()) -> list[Any]:
+    """`parametrize`'s cases: each of `cases` (a tuple of the scenario's other arguments) on
+    each shell, the shell last. Every `local` case runs in the default tier, and the `ray` cases
+    of `ray_kept`; the other `ray` cases are slow (`default_keeps`). The `ray` cases are marked `ray`."""
+    cases = list(cases)
+    both = [(*case, shell) for case in cases for shell in SHELLS]
+    kept = [(*case, LOCAL) for case in cases] + [(*case, RAY) for case in ray_kept]
+    return [pytest.param(*p.values, marks=[*p.marks, pytest.mark.ray] if p.values[-1] == RAY else p.marks)
+            for p in default_keeps(both, kept=kept)]
+
+
+def shell_ids(names: Iterable[str]) -> list[str]:
+    """The ids of `on_shells`'s cases, from the names of the other arguments' cases."""
+    return [f"{name}-{shell}" for name in names for shell in SHELLS]
+
+
+@pytest.fixture
+def make_producer(shell: str, request: pytest.FixtureRequest) -> Callable[..., Producer | LocalProducer]:
+    """The producer of the scenario's shell: a `Producer` (on the test run's Ray) or a `LocalProducer`."""
+    if shell == RAY:
+        request.getfixturevalue("ray_session")
+        return Producer
+    return LocalProducer
 
 
 def config(cluster: MockCluster, **extra) -> dict:
@@ -35,11 +72,13 @@ def assert_in_order_and_complete(cluster: MockCluster, topic: str, sent: dict[in
         assert log_of(cluster, topic, partition) == values, f"partition {partition} differs"
 
 
-@pytest.mark.parametrize("extra", default_keeps([{}, {"acks": 1, "max.in.flight.requests.per.connection": 1}], kept=[{}]),
-                         ids=["idempotent", "acks1-one-in-flight"])
-def test_leadership_moves_mid_stream_between_two_brokers(ray_session, extra):
+# idempotent-ray keeps a leader move through the actors in the default tier; acks1-one-in-flight-ray is slow
+@pytest.mark.parametrize("extra, shell", on_shells([({},), ({"acks": 1, "max.in.flight.requests.per.connection": 1},)],
+                                                   ray_kept=[({},)]),
+                         ids=shell_ids(["idempotent", "acks1-one-in-flight"]))
+def test_leadership_moves_mid_stream_between_two_brokers(make_producer, extra):
     """Without idempotence, one request in flight per connection is what keeps the order."""
-    with MockCluster(n_brokers=2, topics={"t": 2}) as cluster, Producer(config(cluster, **extra)) as producer:
+    with MockCluster(n_brokers=2, topics={"t": 2}) as cluster, make_producer(config(cluster, **extra)) as producer:
         sent: dict[int, list[bytes]] = defaultdict(list)
         futures = []
         for round_ in range(6):
@@ -60,7 +99,9 @@ def test_leadership_moves_mid_stream_between_two_brokers(ray_session, extra):
         assert cluster.requests(messages.PRODUCE, 1) and cluster.requests(messages.PRODUCE, 2)
 
 
-def test_without_idempotence_a_failed_batch_is_not_overtaken_by_the_batch_behind_it(ray_session):
+# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+@pytest.mark.parametrize("shell", on_shells())
+def test_without_idempotence_a_failed_batch_is_not_overtaken_by_the_batch_behind_it(make_producer):
     """enable.idempotence=false, max.in.flight=1: a partition's batches queue for the connection
     (each answer takes 20 ms). A batch fails with REQUEST_TIMED_OUT, not written, while the broker
     stays the leader; the batch waiting behind it must not be written before its retry. Twice;
@@ -69,7 +110,7 @@ def test_without_idempotence_a_failed_batch_is_not_overtaken_by_the_batch_behind
         cluster.delay(messages.PRODUCE, 0.02)
         extra = {"enable.idempotence": False, "max.in.flight.requests.per.connection": 1,
                  "batch.size": 300, "linger.ms": 1}
-        with Producer(config(cluster, **extra)) as producer:
+        with make_producer(config(cluster, **extra)) as producer:
             producer.send("t", b"warm").result(30)
             futures = [producer.send("t", b"m%04d" % i) for i in range(400)]
             for after in (4, 12):
@@ -80,10 +121,12 @@ def test_without_idempotence_a_failed_batch_is_not_overtaken_by_the_batch_behind
         assert log_of(cluster, "t", 0) == [b"warm"] + [b"m%04d" % i for i in range(400)]
 
 
-def test_retries_exhausted_fail_exactly_those_messages_with_the_cause(ray_session):
+# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+@pytest.mark.parametrize("shell", on_shells())
+def test_retries_exhausted_fail_exactly_those_messages_with_the_cause(make_producer):
     with MockCluster(n_brokers=1, topics={"t": 2}) as cluster:
         cluster.fail_next(messages.PRODUCE, NOT_LEADER, count=1000, topic="t", partition=0)
-        with Producer(config(cluster, retries=2)) as producer:
+        with make_producer(config(cluster, retries=2)) as producer:
             doomed = [producer.send("t", b"d%d" % i, partition=0) for i in range(20)]
             fine = [producer.send("t", b"f%d" % i, partition=1) for i in range(20)]
             for f in doomed:
@@ -98,10 +141,12 @@ def test_retries_exhausted_fail_exactly_those_messages_with_the_cause(ray_sessio
         assert 3 <= tries <= 3 * 20
 
 
-def test_several_retry_levels_in_flight_keep_order(ray_session):
+# the ray case keeps several retry levels through the RetryHandler actor in the default tier
+@pytest.mark.parametrize("shell", on_shells(ray_kept=[()]))
+def test_several_retry_levels_in_flight_keep_order(make_producer):
     """Partition 0 fails again and again while new messages keep coming: retry levels 1, 2, 3
     are open at once (the retry-level logic); order and completeness must hold."""
-    with MockCluster(n_brokers=2, topics={"t": 1}) as cluster, Producer(config(cluster)) as producer:
+    with MockCluster(n_brokers=2, topics={"t": 1}) as cluster, make_producer(config(cluster)) as producer:
         sent: list[bytes] = []
         futures = []
         for round_ in range(8):
@@ -120,6 +165,7 @@ def test_several_retry_levels_in_flight_keep_order(ray_session):
         assert sum(v for k, v in cluster.faults.items() if k.startswith("error/Produce")) == 8
 
 
+@pytest.mark.ray
 def test_large_batches_retried_by_reference_keep_their_bytes_and_order(ray_session):
     """Batches large enough to travel as positions into the object store (`SharedColumn`) fail,
     go round the retry loop and follow a leader move; each comes back carrying the same
@@ -147,10 +193,12 @@ def test_large_batches_retried_by_reference_keep_their_bytes_and_order(ray_sessi
         assert_in_order_and_complete(cluster, "t", sent)
 
 
-def test_a_broker_that_drops_the_connection_loses_and_duplicates_nothing(ray_session):
+# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+@pytest.mark.parametrize("shell", on_shells())
+def test_a_broker_that_drops_the_connection_loses_and_duplicates_nothing(make_producer):
     """The connection drops right after a Produce was applied: the retry carries the same
     sequence numbers, the broker answers DUPLICATE_SEQUENCE_NUMBER, the log has each message once."""
-    with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, Producer(config(cluster)) as producer:
+    with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, make_producer(config(cluster)) as producer:
         assert producer.producer_id >= 0  # idempotence is on by default
         futures = [producer.send("t", b"a%d" % i, key=b"k%d" % (i % 5)) for i in range(500)]
         producer.flush(30)
@@ -163,14 +211,16 @@ def test_a_broker_that_drops_the_connection_loses_and_duplicates_nothing(ray_ses
         assert len(values) == len(set(values)) == 1000
 
 
-@pytest.mark.parametrize("acked_before", default_keeps([True, False], kept=[True]), ids=["after-acked-batches", "from-log-start"])
-def test_a_duplicate_answered_without_its_offset_gets_the_offset_it_has_in_the_log(ray_session, acked_before):
+# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+@pytest.mark.parametrize("acked_before, shell", on_shells([(True,), (False,)]),
+                         ids=shell_ids(["after-acked-batches", "from-log-start"]))
+def test_a_duplicate_answered_without_its_offset_gets_the_offset_it_has_in_the_log(make_producer, acked_before):
     """As tansu 0.6 does, the broker answers a re-sent batch it already wrote (its first answer
     lost with a dropped connection) DUPLICATE_SEQUENCE_NUMBER with base offset -1: each message
     still ends with the offset it has in the log, found there (read from the last offset
     acknowledged on the partition, or from the log's start), never -1."""
     with MockCluster(n_brokers=1, topics={"t": 2}, duplicate_offset_unknown=True) as cluster, \
-            Producer(config(cluster)) as producer:
+            make_producer(config(cluster)) as producer:
         futures = {}
         if acked_before:
             futures = {b"a%d" % i: producer.send("t", b"a%d" % i, key=b"k%d" % (i % 5)) for i in range(500)}
@@ -186,10 +236,12 @@ def test_a_duplicate_answered_without_its_offset_gets_the_offset_it_has_in_the_l
             {value: (p, offset) for (p, value), offset in logged.items()}
 
 
-def test_out_of_order_sequence_takes_a_new_producer_id_and_delivers_everything_once(ray_session):
+# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+@pytest.mark.parametrize("shell", on_shells())
+def test_out_of_order_sequence_takes_a_new_producer_id_and_delivers_everything_once(make_producer):
     """A Produce answered OUT_OF_ORDER_SEQUENCE_NUMBER was not written: the partition asks for a
     new producer id (InitProducerId, not a local epoch bump) and sends the batch again under it."""
-    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster, Producer(config(cluster)) as producer:
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster, make_producer(config(cluster)) as producer:
         first = [producer.send("t", b"a%d" % i) for i in range(200)]
         for f in first:
             f.result(30)
@@ -201,6 +253,7 @@ def test_out_of_order_sequence_takes_a_new_producer_id_and_delivers_everything_o
         assert len(cluster.requests(messages.INIT_PRODUCER_ID)) >= 2
 
 
+@pytest.mark.ray
 def test_a_retry_while_the_broker_reference_is_still_open(ray_session, live_actors):
     """Both partitions are led by broker 1; partition 0 fails once and retries onto the same
     broker while partition 1's leader dispatcher still holds the broker's worker: the SYN
@@ -223,6 +276,7 @@ def test_a_retry_while_the_broker_reference_is_still_open(ray_session, live_acto
         assert len(workers) == 1  # one broker, one worker at a time
 
 
+@pytest.mark.ray
 def test_buffer_memory_blocks_send_then_raises_after_max_block_ms(ray_session):
     with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
         cluster.delay(messages.PRODUCE, 3.0)
@@ -244,11 +298,13 @@ def test_buffer_memory_blocks_send_then_raises_after_max_block_ms(ray_session):
         assert len(log_of(cluster, "t", 0)) == len(accepted)
 
 
-def test_delivery_timeout_bounds_a_message_whose_retries_never_end(ray_session):
+# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+@pytest.mark.parametrize("shell", on_shells())
+def test_delivery_timeout_bounds_a_message_whose_retries_never_end(make_producer):
     with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
         cluster.fail_next(messages.PRODUCE, NOT_LEADER, count=10_000, topic="t", partition=0)
         # delivery.timeout.ms at its least: linger.ms + request.timeout.ms, as the Java client requires
-        with Producer(config(cluster, **{"delivery.timeout.ms": 2 + 5000, "retry.backoff.ms": 100})) as producer:
+        with make_producer(config(cluster, **{"delivery.timeout.ms": 2 + 5000, "retry.backoff.ms": 100})) as producer:
             start = time.monotonic()
             future = producer.send("t", b"never")
             with pytest.raises(DeliveryTimeoutError, match="NOT_LEADER_OR_FOLLOWER"):
@@ -256,6 +312,7 @@ def test_delivery_timeout_bounds_a_message_whose_retries_never_end(ray_session):
             assert 1.4 <= time.monotonic() - start < 15
 
 
+@pytest.mark.ray
 def test_no_reachable_broker_fails_construction_with_the_cause(ray_session, wait_for):
     from raykafka.driver.embedded_broker import free_port
     from raykafka.wire.errors import BrokerConnectionError
@@ -266,6 +323,7 @@ def test_no_reachable_broker_fails_construction_with_the_cause(ray_session, wait
     wait_for(lambda: not [n for n in ray.util.list_named_actors() if n.startswith("rk-unreachable/")], 10)
 
 
+@pytest.mark.ray
 def test_a_send_batch_larger_than_buffer_memory_goes_in_slices_that_wait_for_room(ray_session):
     """A batch five times buffer.memory is taken a quarter of buffer.memory at a time, each slice
     waiting for room; when a slice waits past max.block.ms, it and the rest fail with that cause
@@ -289,6 +347,7 @@ def test_a_send_batch_larger_than_buffer_memory_goes_in_slices_that_wait_for_roo
         assert log_of(cluster, "t", 0) == [b"warm"] + values + values[:slow.delivered]
 
 
+@pytest.mark.ray
 def test_send_batch_calls_blocked_on_buffer_memory_wait_without_spinning(ray_session, wait_for):
     """Two send_batch calls waiting for room in buffer.memory (a Ray Data writer has two blocks in
     flight) sleep until room is made: they do not wake each other in turn, which burned a core of
@@ -319,9 +378,12 @@ def test_send_batch_calls_blocked_on_buffer_memory_wait_without_spinning(ray_ses
             producer.close(30)
 
 
-def test_a_too_large_message_fails_alone_and_the_rest_keep_their_partitions(ray_session):
+# the ray case is slow: test_large_batches_retried_by_reference_keep_their_bytes_and_order keeps
+# send_batch on Ray
+@pytest.mark.parametrize("shell", on_shells())
+def test_a_too_large_message_fails_alone_and_the_rest_keep_their_partitions(make_producer):
     with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, \
-            Producer(config(cluster, **{"max.request.size": 10_000})) as producer:
+            make_producer(config(cluster, **{"max.request.size": 10_000})) as producer:
         values = [b"a", b"y" * 20_000, b"c", b"d"]
         result = producer.send_batch("t", values, partitions=[1, 0, 1, 0]).result(30)
         assert (result.delivered, result.failed) == (3, 1)
@@ -330,15 +392,17 @@ def test_a_too_large_message_fails_alone_and_the_rest_keep_their_partitions(ray_
         assert log_of(cluster, "t", 1) == [b"a", b"c"] and log_of(cluster, "t", 0) == [b"d"]
 
 
-@pytest.mark.parametrize("extra", default_keeps([{}, {"acks": 1, "retries": 0}], kept=[{}]), ids=["idempotent", "acks1-retries0"])
-def test_a_batch_over_the_brokers_message_max_bytes_is_cut_in_halves_until_they_fit(ray_session, extra):
+# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+@pytest.mark.parametrize("extra, shell", on_shells([({},), ({"acks": 1, "retries": 0},)]),
+                         ids=shell_ids(["idempotent", "acks1-retries0"]))
+def test_a_batch_over_the_brokers_message_max_bytes_is_cut_in_halves_until_they_fit(make_producer, extra):
     """As the Java producer: a batch of many records refused with MESSAGE_TOO_LARGE is cut in
     two and each half sent on its own (not counted as a retry: it works with retries=0), every
     record once and in order; a record that alone is over the broker's limit fails with the
     cause, alone, and what comes after it is written (idempotent: under a new producer id, as
     the refused record left a gap in the sequence numbers)."""
     with MockCluster(n_brokers=1, topics={"t": 1}, message_max_bytes=20_000) as cluster:
-        with Producer(config(cluster, **extra)) as producer:
+        with make_producer(config(cluster, **extra)) as producer:
             idempotent = producer.producer_id >= 0
             values = [b"%04d" % i + b"v" * 196 for i in range(300)]  # one batch of about 63 KB
             result = producer.send_batch("t", values, partitions=[0] * 300).result(60)
