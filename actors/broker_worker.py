@@ -19,8 +19,9 @@ successes and final errors, and the note of each numbered batch it took (`add` n
 before any of their bytes go), until the driver takes them, one hop from where they were
 decided. The RetryHandler asks `ended_intervals` (which sequence numbers ended here) on a RESET.
 
-A worker whose last broker closes hands its mailbox over before it exits: the mailbox says it
-is closed, the worker waits (up to `request.timeout.ms` + 5 s) for a poll to take what is left
+A worker stays while the producer is open, hosting brokers or none (the registry places the
+next broker on it). At the producer's close, a worker whose last broker has closed hands its
+mailbox over before it exits: the mailbox says it is closed, the worker waits (up to `request.timeout.ms` + 5 s) for a poll to take what is left
 (the driver learns of every worker from the RetryHandler's poll), tells the RetryHandler what
 ended here (`worker_closed`), and exits. A worker that dies loses what the driver had not
 polled yet: the driver heals (with idempotence the log says what was written) or, for a
@@ -181,6 +182,7 @@ class BrokerWorker:
         # here again is another generation, whatever order the calls run in)
         self.brokers: dict[int, BrokerProducer] = {}
         self.hosting: dict[int, asyncio.Future] = {}  # brokers asked for before their `host` ran
+        self.closing: set[asyncio.Future] = set()  # brokers closing: the worker exits after them
         self.order = CallerOrder()
         self.news: asyncio.Event | None = None  # set on the event loop when the mailbox has news
         self.mailbox = Mailbox(self._wake, notes=ctx.config["transactional.id"] is None)  # notes: for a heal
@@ -229,15 +231,23 @@ class BrokerWorker:
         if sent:
             await asyncio.gather(*sent, return_exceptions=True)  # a failed set fails its own batches
 
-    async def close(self, generation: int, last: bool = True) -> None:
-        """Close broker `generation`: flush, shut its Flusher down after its last response; then,
-        if it was the `last` broker the registry placed here, exit."""
-        broker = await self._broker(generation)
-        if self.order.waiting():
-            log.warning("%s closing with %d call(s) waiting for an earlier one", broker.path, self.order.waiting())
-        await broker.close()
-        del self.brokers[generation]
+    async def close(self, generation: int | None, last: bool = True) -> None:
+        """Close broker `generation` (None: no broker, the worker hosts none): flush, shut its
+        Flusher down after its last response; then, if the producer is closing and this was the
+        `last` broker here, wait for the brokers still closing here, and exit."""
+        if generation is not None:
+            broker = await self._broker(generation)
+            if self.order.waiting():
+                log.warning("%s closing with %d call(s) waiting for an earlier one", broker.path, self.order.waiting())
+            closing = asyncio.ensure_future(broker.close())
+            self.closing.add(closing)
+            try:
+                await closing
+            finally:
+                self.closing.discard(closing)
+                del self.brokers[generation]
         if last:
+            await asyncio.gather(*self.closing, return_exceptions=True)  # each close logs its own failure
             await self._hand_over()
             ray.actor.exit_actor()
 

@@ -200,7 +200,7 @@ class RetryHandler:
         return handle
 
     def _host_broker(self, handle: Any, generation: int, node_id: int, host: str, port: int) -> None:
-        """Broker `node_id` on a running BrokerWorker, as `generation` (the most workers run)."""
+        """Broker `node_id` on a running BrokerWorker, as `generation` (one hosting none, or the most workers run)."""
         self.writers += 1  # the broker's reference, released after its last response
         log.info("producer/broker/%d placed on a running worker", node_id)
         handle.host.remote(generation, node_id, host, port)
