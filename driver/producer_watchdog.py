@@ -114,7 +114,7 @@ class ProducerWatchdog:
         """Note this producer's actors that died unexpectedly, with their death cause.
 
         Broker workers close in normal life: a BrokerWorker exits by itself (`exit_actor`) once
-        the dispatchers let go of its broker. Any other death (a BrokerWorker killed or crashed,
+        the producer closes. Any other death (a BrokerWorker killed or crashed,
         or any other role) is one the pipeline did not ask for."""
         if self.producer.stopping:
             return  # close() shuts them down on purpose
