@@ -49,7 +49,7 @@ class Closing(NamedTuple):
 
 class BrokerRegistry:
     def __init__(self, start: StartWorker, host: HostBroker, max_workers: int = 0):
-        """`max_workers`: how many worker processes may run at once (0: one per broker)."""
+        """`max_workers`: how many worker processes may run at once (0: no cap, a worker per broker open at once)."""
         self.start = start
         self.host = host
         self.max_workers = max_workers
