@@ -96,11 +96,14 @@ def test_scaling_a_cooperative_group_beside_confluent_moves_only_what_must_move(
         ours_before = next(m for m in before if m != "confluent")
 
         group.scale(2)  # scale-up: a third member
-        kit.wait_for(lambda: split(3), timeout=90, what="3 members sharing 6 partitions")
+        # settled: a cooperative scale-up takes two rebalances (what moves is revoked, then given), and
+        # between them, on a loaded machine, a split of 3, 1 and 2 can be seen; a group that never
+        # balances fails here
+        kit.wait_for(lambda: split(3) and sorted(len(ps) for ps in plan.values()) == [2, 2, 2], timeout=90,
+                     what="3 members sharing 6 partitions, 2 each")
         write()
         kit.wait_for(all_read, timeout=60, what="the second round read")
         after_up = dict(plan)
-        assert sorted(len(ps) for ps in after_up.values()) == [2, 2, 2], after_up
         kept = {m: before[m] & after_up[m] for m in before}
         assert all(len(kept[m]) == 2 for m in before), f"each member kept 2 of its 3: {before} -> {after_up}"
         ck_revoked = set().union(*ck.revoked) if ck.revoked else set()
