@@ -1,8 +1,8 @@
 """RetryHandler: one per producer. Takes the messages a BrokerWorker could not deliver, waits
 `retry.backoff.ms`, and puts them back into the TopicDispatcher.
 
-Called by every BrokerWorker (`retry`; each broker it hosts holds a reference from its placing
-until its last response is handled; `worker_closed` as it exits, at the producer's close), by the LeaderDispatchers
+Called by every BrokerWorker (`retry`; a worker holds a reference from its creation until its
+last response is handled; `worker_closed` as it exits), by the LeaderDispatchers
 (`get_broker`/`release_broker`, `first_unresolved`), by the dispatchers (`report`) and by the
 driver (`poll`, and the control calls). Calls the TopicDispatcher, from one forwarding thread, in
 the order the retries arrived; and the BrokerWorkers it owns (`host`, `close`, and
@@ -159,7 +159,7 @@ class RetryHandler:
         return ended.first_unresolved(topic, partition, producer_id, numbering)
 
     def worker_closed(self, name: str, intervals: list[Any]) -> None:
-        """A BrokerWorker exits (the producer closing, its brokers closed, its mailbox polled empty): what ended there."""
+        """A BrokerWorker exits (its last broker closed, its mailbox polled empty): what ended there."""
         with self.lock:
             self.closed_sequences.merge(intervals)
             if self.workers.pop(name, None) is not None:
@@ -200,7 +200,7 @@ class RetryHandler:
         return handle
 
     def _host_broker(self, handle: Any, generation: int, node_id: int, host: str, port: int) -> None:
-        """Broker `node_id` on a running BrokerWorker, as `generation` (one hosting none, or the most workers run)."""
+        """Broker `node_id` on a running BrokerWorker, as `generation` (the most workers run)."""
         self.writers += 1  # the broker's reference, released after its last response
         log.info("producer/broker/%d placed on a running worker", node_id)
         handle.host.remote(generation, node_id, host, port)
@@ -223,9 +223,8 @@ class RetryHandler:
             self.brokers.prestart(node_id, host, port)
 
     def release_all(self) -> None:
-        """The producer is closing and its dispatchers have closed: close every broker still
-        open, those nobody ever took (started ahead) and those a dispatcher that died still holds,
-        and have every worker exit after its last, a worker hosting none at once."""
+        """The producer is closing and its dispatchers have closed: close every worker still
+        open, those nobody ever took (started ahead) and those a dispatcher that died still holds."""
         for closing in self.brokers.release_all():  # a late `prestart` then starts nothing
             closing.handle.close.remote(closing.generation, closing.last)
 

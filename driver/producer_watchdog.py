@@ -113,8 +113,8 @@ class ProducerWatchdog:
     def _scan_actors(self) -> None:
         """Note this producer's actors that died unexpectedly, with their death cause.
 
-        A BrokerWorker exits by itself (`exit_actor`) only at the producer's close; a scan that
-        overlaps the close sees that exit as intended. Any other death (a BrokerWorker killed or crashed,
+        Broker workers close in normal life: a BrokerWorker exits by itself (`exit_actor`) once
+        the dispatchers let go of its broker. Any other death (a BrokerWorker killed or crashed,
         or any other role) is one the pipeline did not ask for."""
         if self.producer.stopping:
             return  # close() shuts them down on purpose

@@ -99,7 +99,7 @@ def test_leadership_moves_mid_stream_between_two_brokers(make_producer, extra):
         assert cluster.requests(messages.PRODUCE, 1) and cluster.requests(messages.PRODUCE, 2)
 
 
-# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+# the ray case is slow: test_retries_exhausted_fail_exactly_those_messages_with_the_cause[ray] keeps the retry path on Ray
 @pytest.mark.parametrize("shell", on_shells())
 def test_without_idempotence_a_failed_batch_is_not_overtaken_by_the_batch_behind_it(make_producer):
     """enable.idempotence=false, max.in.flight=1: a partition's batches queue for the connection
@@ -121,8 +121,8 @@ def test_without_idempotence_a_failed_batch_is_not_overtaken_by_the_batch_behind
         assert log_of(cluster, "t", 0) == [b"warm"] + [b"m%04d" % i for i in range(400)]
 
 
-# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
-@pytest.mark.parametrize("shell", on_shells())
+# the ray case keeps retries through the RetryHandler actor, to their end, in the default tier
+@pytest.mark.parametrize("shell", on_shells(ray_kept=[()]))
 def test_retries_exhausted_fail_exactly_those_messages_with_the_cause(make_producer):
     with MockCluster(n_brokers=1, topics={"t": 2}) as cluster:
         cluster.fail_next(messages.PRODUCE, NOT_LEADER, count=1000, topic="t", partition=0)
@@ -141,8 +141,9 @@ def test_retries_exhausted_fail_exactly_those_messages_with_the_cause(make_produ
         assert 3 <= tries <= 3 * 20
 
 
-# the ray case keeps several retry levels through the RetryHandler actor in the default tier
-@pytest.mark.parametrize("shell", on_shells(ray_kept=[()]))
+# the ray case is slow (each retry level starts a broker worker process anew, 13-23 s in all):
+# test_retries_exhausted_fail_exactly_those_messages_with_the_cause[ray] keeps the retry path on Ray
+@pytest.mark.parametrize("shell", on_shells())
 def test_several_retry_levels_in_flight_keep_order(make_producer):
     """Partition 0 fails again and again while new messages keep coming: retry levels 1, 2, 3
     are open at once (the retry-level logic); order and completeness must hold."""
@@ -193,7 +194,7 @@ def test_large_batches_retried_by_reference_keep_their_bytes_and_order(ray_sessi
         assert_in_order_and_complete(cluster, "t", sent)
 
 
-# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+# the ray case is slow: test_retries_exhausted_fail_exactly_those_messages_with_the_cause[ray] keeps the retry path on Ray
 @pytest.mark.parametrize("shell", on_shells())
 def test_a_broker_that_drops_the_connection_loses_and_duplicates_nothing(make_producer):
     """The connection drops right after a Produce was applied: the retry carries the same
@@ -211,7 +212,7 @@ def test_a_broker_that_drops_the_connection_loses_and_duplicates_nothing(make_pr
         assert len(values) == len(set(values)) == 1000
 
 
-# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+# the ray case is slow: test_retries_exhausted_fail_exactly_those_messages_with_the_cause[ray] keeps the retry path on Ray
 @pytest.mark.parametrize("acked_before, shell", on_shells([(True,), (False,)]),
                          ids=shell_ids(["after-acked-batches", "from-log-start"]))
 def test_a_duplicate_answered_without_its_offset_gets_the_offset_it_has_in_the_log(make_producer, acked_before):
@@ -236,7 +237,7 @@ def test_a_duplicate_answered_without_its_offset_gets_the_offset_it_has_in_the_l
             {value: (p, offset) for (p, value), offset in logged.items()}
 
 
-# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+# the ray case is slow: test_retries_exhausted_fail_exactly_those_messages_with_the_cause[ray] keeps the retry path on Ray
 @pytest.mark.parametrize("shell", on_shells())
 def test_out_of_order_sequence_takes_a_new_producer_id_and_delivers_everything_once(make_producer):
     """A Produce answered OUT_OF_ORDER_SEQUENCE_NUMBER was not written: the partition asks for a
@@ -298,7 +299,7 @@ def test_buffer_memory_blocks_send_then_raises_after_max_block_ms(ray_session):
         assert len(log_of(cluster, "t", 0)) == len(accepted)
 
 
-# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+# the ray case is slow: test_retries_exhausted_fail_exactly_those_messages_with_the_cause[ray] keeps the retry path on Ray
 @pytest.mark.parametrize("shell", on_shells())
 def test_delivery_timeout_bounds_a_message_whose_retries_never_end(make_producer):
     with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
@@ -392,7 +393,7 @@ def test_a_too_large_message_fails_alone_and_the_rest_keep_their_partitions(make
         assert log_of(cluster, "t", 1) == [b"a", b"c"] and log_of(cluster, "t", 0) == [b"d"]
 
 
-# the ray case is slow: test_several_retry_levels_in_flight_keep_order[ray] keeps the retry path on Ray
+# the ray case is slow: test_retries_exhausted_fail_exactly_those_messages_with_the_cause[ray] keeps the retry path on Ray
 @pytest.mark.parametrize("extra, shell", on_shells([({},), ({"acks": 1, "retries": 0},)]),
                          ids=shell_ids(["idempotent", "acks1-retries0"]))
 def test_a_batch_over_the_brokers_message_max_bytes_is_cut_in_halves_until_they_fit(make_producer, extra):
@@ -412,7 +413,7 @@ def test_a_batch_over_the_brokers_message_max_bytes_is_cut_in_halves_until_they_
             assert info.value.code == BY_NAME["MESSAGE_TOO_LARGE"].code and not info.value.retriable
             after = producer.send("t", b"after", partition=0).result(60)
         assert idempotent == ("acks" not in extra)
-        assert (result.delivered, result.failed) == (300, 0)
+        assert (result.delivered, result.failed) == (300, 0), result
         assert result.offsets.tolist() == list(range(300))
         assert after.offset == 300
         assert log_of(cluster, "t", 0) == values + [b"after"]

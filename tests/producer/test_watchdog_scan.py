@@ -1,6 +1,6 @@
 """The producer's watchdog names the actor that died (driver/producer_watchdog.py), read from a
 scripted actor table: a BrokerWorker killed (or crashed) is named, while one that closed itself
-(`exit_actor`, as the producer closes) is not."""
+(`exit_actor`, once the dispatchers let go of its broker) is not."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _dog() -> ProducerWatchdog:
 
 @pytest.mark.parametrize(("cause", "named"), [
     (KILLED, True),  # killed mid-stream: a death the pipeline did not ask for
-    (CLOSED, False),  # closed itself, as the producer closed
+    (CLOSED, False),  # closed itself once its last writer let go
 ])
 def test_a_killed_broker_worker_is_named_and_a_closed_one_is_not(monkeypatch, cause, named):
     import ray._private.state
