@@ -77,9 +77,17 @@ class InFlightRequest(NamedTuple):
     batches: list[MessageBatch]
 
 
+class Held(NamedTuple):
+    """A batch not sent (its partition muted, or the send failed), with why."""
+
+    batch: MessageBatch
+    cause: Exception
+    counted: bool  # False only behind a cut (MESSAGE_TOO_LARGE): the batch goes round as the halves do
+
+
 class HeldBatches(NamedTuple):
     index: int
-    held: list[tuple[MessageBatch, Exception]]  # batches not sent (muted, or the send failed), with why
+    held: list[Held]
 
 
 class Chaser(NamedTuple):
@@ -93,6 +101,14 @@ class ShutdownMark(NamedTuple):
 
 
 InFlight = InFlightRequest | HeldBatches | Chaser | ShutdownMark
+
+
+class Mute(NamedTuple):
+    """Why a partition is muted."""
+
+    cause: Exception
+    index: int  # the request that failed (or could not be sent)
+    counted: bool  # False for a cut: the batches held behind it go round uncounted
 
 
 class PartitionMuter:
@@ -116,6 +132,11 @@ class PartitionMuter:
     batches until the chaser is back from the old broker; and the retries reach it in the order
     the old broker's Flusher handled them.
 
+    A partition muted by a cut (a batch refused with MESSAGE_TOO_LARGE, sent again in halves) holds
+    its batches uncounted, as the halves go: none of them failed, so with `retries=0` the second
+    half, held behind the first half's own cut, is cut or written in its turn. A cut behind a
+    failure leaves the failure's cause, counted, for what the partition holds.
+
     It costs nothing while no partition is muted (`hold` sees an empty dict); after a failure, the
     batches of the partition that were waiting for the wire go round the retry loop (with
     idempotence they would have been answered OUT_OF_ORDER_SEQUENCE_NUMBER instead).
@@ -123,16 +144,20 @@ class PartitionMuter:
 
     def __init__(self, path: str = "producer/broker"):
         self.path = path
-        self.muted: dict[Partition, tuple[Exception, int]] = {}  # partition -> (cause, request index)
+        self.muted: dict[Partition, Mute] = {}
 
     def __contains__(self, tp: Partition) -> bool:
         return tp in self.muted
 
-    def mute(self, tp: Partition, cause: Exception, index: int) -> None:
-        """A batch of `tp` failed in request `index` (or could not be sent as request `index`)."""
-        if tp not in self.muted:
+    def mute(self, tp: Partition, cause: Exception, index: int, counted: bool = True) -> None:
+        """A batch of `tp` failed in request `index` (or could not be sent as request `index`);
+        `counted=False`: it was cut, not failed."""
+        before = self.muted.get(tp)
+        if before is None:
             log.info("%s state change to [retrying] on %s/%d because %s", self.path, *tp, cause)
-        self.muted[tp] = (cause, index)
+        elif before.counted and not counted:  # a cut behind a failure: what is held waits on the failure
+            cause, counted = before.cause, True
+        self.muted[tp] = Mute(cause, index, counted)
 
     def open(self, tp: Partition) -> None:
         """SYN: the partition starts again on this broker."""
@@ -143,15 +168,16 @@ class PartitionMuter:
         """The partition's chaser came back, after every request before request `index`: a mute
         from one of them is over (a later failure keeps the partition muted)."""
         muted = self.muted.get(tp)
-        if muted is not None and muted[1] < index:
+        if muted is not None and muted.index < index:
             del self.muted[tp]
             log.info("%s state change to [closed] on %s/%d", self.path, *tp)
 
-    def hold(self, batches: Iterable[MessageBatch]) -> list[tuple[MessageBatch, Exception]]:
+    def hold(self, batches: Iterable[MessageBatch]) -> list[Held]:
         """The batches of muted partitions, each with its partition's cause (to be retried)."""
         if not self.muted:
             return []
-        return [(b, self.muted[(b.topic, b.partition)][0]) for b in batches if (b.topic, b.partition) in self.muted]
+        return [Held(b, mute.cause, mute.counted) for b in batches
+                if (mute := self.muted.get((b.topic, b.partition))) is not None]
 
 
 class _Unobserved:
@@ -229,7 +255,7 @@ class FlusherState:
                 # over the broker's message.max.bytes, so not written: as the Java producer, cut in
                 # two and send each half on its own, in order (the halves' sequences follow on);
                 # a cut is not a retry. A single record that is too large fails with the cause.
-                self.muter.mute(tp, error, index)
+                self.muter.mute(tp, error, index, counted=False)
                 half = len(batch) // 2
                 for piece in (batch.slice(0, half), batch.slice(half, len(batch))):
                     self.retry_message(piece, error, counted=False)
@@ -266,11 +292,11 @@ class FlusherState:
         log.info("%s request %d not sent: %s", self.path, index, error)
         for batch in batches:
             self.muter.mute((batch.topic, batch.partition), error, index)
-        return HeldBatches(index, [(batch, error) for batch in batches])
+        return HeldBatches(index, [Held(batch, error, counted=True) for batch in batches])
 
     def retry_held(self, entry: HeldBatches) -> None:
-        for batch, cause in entry.held:
-            self.retry_message(batch, cause)
+        for held in entry.held:
+            self.retry_message(held.batch, held.cause, held.counted)
 
     def chaser_back(self, entry: Chaser) -> None:
         """The FIN came through after every request before it: its partition may open again."""

@@ -165,3 +165,22 @@ def test_the_in_flight_ledger_holds_typed_entries_in_request_order():
     assert TP not in s.muter  # the chaser came after request 1, whose failure muted it
     assert [b.is_control for b in s.take_retries()] == [False, True]
     assert not s.requests_in_flight() and not s.next_answered()
+
+
+def test_with_retries_0_a_half_held_behind_its_sibling_s_cut_is_not_failed():
+    """retries=0: the first half of a cut batch is refused as too large again and cut again; the
+    second half, held behind it (one in flight), goes round too, not failed as a spent retry.
+    Behind a failure the same batch is a retry and fails with the failure's cause."""
+    s = state(max_retries=0)
+    first, second = batch(4, retries=1), batch(4, retries=1)  # the halves of a cut batch
+    s.handle_response(3, [first], {TP: ProduceAnswer(TOO_LARGE)}, {})
+    s.retry_held(HeldBatches(4, s.muter.hold([second])))
+    assert [len(b) for b in s.take_retries()] == [2, 2, 4]  # the first's quarters, then the second
+    assert s.take_results() == ([], [])
+
+    s = state(max_retries=0)
+    s.handle_response(3, [batch()], {TP: ProduceAnswer(NOT_LEADER)}, {})
+    s.retry_held(HeldBatches(4, s.muter.hold([second])))
+    outcomes, _ = s.take_results()
+    assert [type(o.error).__name__ for o in outcomes] == ["BrokerError", "BrokerError"]
+    assert all(o.error.code == NOT_LEADER for o in outcomes)

@@ -394,8 +394,9 @@ def test_a_too_large_message_fails_alone_and_the_rest_keep_their_partitions(make
 
 
 # the ray case is slow: test_retries_exhausted_fail_exactly_those_messages_with_the_cause[ray] keeps the retry path on Ray
-@pytest.mark.parametrize("extra, shell", on_shells([({},), ({"acks": 1, "retries": 0},)]),
-                         ids=shell_ids(["idempotent", "acks1-retries0"]))
+@pytest.mark.parametrize("extra, shell", on_shells([({},), ({"acks": 1, "retries": 0},),
+                                                    ({"acks": 1, "retries": 0, "max.in.flight.requests.per.connection": 1},)]),
+                         ids=shell_ids(["idempotent", "acks1-retries0", "acks1-retries0-one-in-flight"]))
 def test_a_batch_over_the_brokers_message_max_bytes_is_cut_in_halves_until_they_fit(make_producer, extra):
     """As the Java producer: a batch of many records refused with MESSAGE_TOO_LARGE is cut in
     two and each half sent on its own (not counted as a retry: it works with retries=0), every

@@ -28,6 +28,7 @@ from ..reference import Calls, measured
 pytestmark = pytest.mark.timeout(60)
 
 REQUEST_TIMED_OUT = BY_NAME["REQUEST_TIMED_OUT"].code
+MESSAGE_TOO_LARGE = BY_NAME["MESSAGE_TOO_LARGE"].code
 
 
 def batch(partition: int, *values: bytes, topic: str = "t") -> MessageBatch:
@@ -41,10 +42,10 @@ def test_a_failure_mutes_its_partition_only_and_hold_picks_its_batches_with_the_
     cause = BrokerError(REQUEST_TIMED_OUT, "t/0")
     muter.mute(("t", 0), cause, 3)
     assert ("t", 0) in muter and ("t", 1) not in muter and ("u", 0) not in muter
-    assert muter.hold([a1, b0]) == [(b0, cause)]
+    assert muter.hold([a1, b0]) == [(b0, cause, True)]
     later = BrokerConnectionError("dropped")
     muter.mute(("t", 0), later, 5)  # a later failure: the newest cause, the newest request
-    assert muter.hold([a0]) == [(a0, later)]
+    assert muter.hold([a0]) == [(a0, later, True)]
 
 
 def test_a_chaser_unmutes_only_after_the_request_that_muted_and_a_syn_opens_at_once():
@@ -110,3 +111,22 @@ async def until(predicate, timeout: float = 10.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.005)
+
+
+def test_a_cut_holds_its_partition_uncounted_unless_a_failure_came_first():
+    """A batch refused as too large is cut, not failed: what its partition holds meanwhile goes
+    round uncounted, as the halves do; a cut behind a failure keeps the failure's cause, counted."""
+    muter = PartitionMuter()
+    a0, b0 = batch(0, b"a"), batch(1, b"b")
+    too_large = BrokerError(MESSAGE_TOO_LARGE, "t/0")
+    muter.mute(("t", 0), too_large, 2, counted=False)
+    assert muter.hold([a0]) == [(a0, too_large, False)]
+    muter.mute(("t", 0), BrokerError(REQUEST_TIMED_OUT, "t/0"), 3)  # a failure after the cut counts
+    assert muter.hold([a0])[0].counted
+    timed_out = BrokerError(REQUEST_TIMED_OUT, "t/1")
+    muter.mute(("t", 1), timed_out, 4)
+    muter.mute(("t", 1), too_large, 6, counted=False)  # a cut behind the failure
+    assert muter.hold([b0]) == [(b0, timed_out, True)]
+    muter.chased(("t", 1), 5)  # the cut's request is the newest: a chaser before it leaves it muted
+    assert ("t", 1) in muter
+
