@@ -4,9 +4,9 @@ every partition the broker leads (`AggregatorState`, by `linger.ms`, `batch.size
 `batch.num.messages`) and sends them to the broker (its `Flusher`, over `FlusherState`).
 
 One process hosts one broker, or several: a producer starts at most `broker.worker.actors`
-workers (by default the node's CPUs), and a broker met once that many run is hosted by the one
-hosting the fewest (the RetryHandler's `BrokerRegistry` decides). A broker costs state, not a
-process, once the cap is reached.
+workers (by default the node's CPUs); a broker goes to a worker hosting none if one runs, and
+one met once that many run to the one hosting the fewest (the RetryHandler's `BrokerRegistry`
+decides). A broker costs state, not a process, once the cap is reached or a worker is free.
 
 Called by the LeaderDispatchers that selected a broker it hosts (`add`; each holds a reference,
 taken and released through the RetryHandler's broker registry) and by the RetryHandler (`host`
@@ -19,10 +19,12 @@ successes and final errors, and the note of each numbered batch it took (`add` n
 before any of their bytes go), until the driver takes them, one hop from where they were
 decided. The RetryHandler asks `ended_intervals` (which sequence numbers ended here) on a RESET.
 
-A worker whose last broker closes hands its mailbox over before it exits: the mailbox says it
-is closed, the worker waits (up to `request.timeout.ms` + 5 s) for a poll to take what is left
-(the driver learns of every worker from the RetryHandler's poll), tells the RetryHandler what
-ended here (`worker_closed`), and exits. A worker that dies loses what the driver had not
+A worker stays while the producer is open, hosting brokers or none (the registry places the
+next broker on it). At the producer's close, once every broker placed on it has closed, a
+worker hands its mailbox over before it exits: the mailbox says it is closed, the worker waits
+(up to `request.timeout.ms` + 5 s) for a poll to take what is left (the driver learns of every
+worker from the RetryHandler's poll), tells the RetryHandler what ended here
+(`worker_closed`), and exits. A worker that dies loses what the driver had not
 polled yet: the driver heals (with idempotence the log says what was written) or, for a
 transactional producer, its watchdog ends those messages.
 
@@ -67,6 +69,8 @@ LINGER_NAGLE_WAIT = 0.05
 LINGER_IDLE = 1.0
 # a closing worker's last answer gets this long (s) on its way to the driver before the worker exits
 EXIT_GRACE = 0.2
+# how often (s) an exiting worker looks whether its other brokers have closed
+CLOSE_POLL = 0.02
 
 
 class CallerOrder:
@@ -99,15 +103,16 @@ class BrokerProducer:
     """One broker inside a BrokerWorker: an `AggregatorState`, a `Flusher` and the linger timer,
     on the worker's event loop (made there: `__init__` needs a running loop)."""
 
-    def __init__(self, ctx: Any, node_id: int, host: str, port: int, mailbox: Mailbox | None = None):
-        """`mailbox`: the worker's, where the Flusher's outcomes go."""
+    def __init__(self, ctx: Any, node_id: int, host: str, port: int, mailbox: Mailbox | None = None,
+                 worker: str | None = None):
+        """`mailbox`: the worker's, where the Flusher's outcomes go; `worker`: the worker's name."""
         config = ctx.config
         self.ctx = ctx
         self.node_id = node_id
         self.path = f"producer/broker/{node_id}"
         self.state = AggregatorState(config["linger.ms"], config["batch.size"], config["batch.num.messages"],
                                      config["max.request.size"])
-        self.flusher = Flusher(ctx, node_id, host, port, observe=self.state.observe, mailbox=mailbox)
+        self.flusher = Flusher(ctx, node_id, host, port, observe=self.state.observe, mailbox=mailbox, worker=worker)
         self.last: asyncio.Future | None = None  # the last set handed to the Flusher
         self.closing = False
         self.wake = asyncio.Event()
@@ -181,7 +186,7 @@ class BrokerWorker:
         # here again is another generation, whatever order the calls run in)
         self.brokers: dict[int, BrokerProducer] = {}
         self.hosting: dict[int, asyncio.Future] = {}  # brokers asked for before their `host` ran
-        self.order = CallerOrder()
+        self.orders: dict[int, CallerOrder] = {}  # by generation: each broker's callers, in their order
         self.news: asyncio.Event | None = None  # set on the event loop when the mailbox has news
         self.mailbox = Mailbox(self._wake, notes=ctx.config["transactional.id"] is None)  # notes: for a heal
         self.handed_over: asyncio.Event | None = None  # a poll took the closed mailbox
@@ -222,24 +227,48 @@ class BrokerWorker:
         is the backpressure); batches left lingering are the worker's to send."""
         broker = await self._broker(generation)
         turn = asyncio.get_running_loop().create_future()
-        for own, own_turn in self.order.take(caller, seq, (batches, turn)):  # no await before this
+        for own, own_turn in self.orders[generation].take(caller, seq, (batches, turn)):  # no await before this
             self.mailbox.noted(own)  # before any of their bytes can reach the broker
             own_turn.set_result(broker.add(own))
         sent = await turn
         if sent:
             await asyncio.gather(*sent, return_exceptions=True)  # a failed set fails its own batches
 
-    async def close(self, generation: int, last: bool = True) -> None:
-        """Close broker `generation`: flush, shut its Flusher down after its last response; then,
-        if it was the `last` broker the registry placed here, exit."""
+    async def close(self, generation: int | None, last: bool = True) -> None:
+        """Close broker `generation` (None: no broker, the worker hosts none): flush, shut its
+        Flusher down after its last response; then, if the producer is closing and this was the
+        `last` broker here, wait (up to `request.timeout.ms`) until every broker placed here has
+        closed, whatever order Ray started the calls in, and exit."""
+        try:
+            if generation is not None:
+                await self._close_broker(generation)
+        finally:
+            if last:
+                await self._closed_all(self.ctx.timeout)
+                await self._hand_over()
+                ray.actor.exit_actor()
+
+    async def _close_broker(self, generation: int) -> None:
         broker = await self._broker(generation)
-        if self.order.waiting():
-            log.warning("%s closing with %d call(s) waiting for an earlier one", broker.path, self.order.waiting())
-        await broker.close()
-        del self.brokers[generation]
-        if last:
-            await self._hand_over()
-            ray.actor.exit_actor()
+        order = self.orders.pop(generation)
+        if order.waiting():
+            log.warning("%s closing with %d call(s) waiting for an earlier one", broker.path, order.waiting())
+        try:
+            await broker.close()
+        except Exception:
+            log.exception("%s: close failed", broker.path)
+            raise
+        finally:
+            del self.brokers[generation]
+
+    async def _closed_all(self, timeout: float) -> None:
+        """Wait, up to `timeout` s, until no broker is hosted here or about to be."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.brokers or self.hosting:
+            if asyncio.get_running_loop().time() >= deadline:
+                log.warning("%s: exiting with %d broker(s) not closed", self.name, len(self.brokers) + len(self.hosting))
+                return
+            await asyncio.sleep(CLOSE_POLL)
 
     async def _hand_over(self) -> None:
         """Before the worker exits: the mailbox closed and taken by a poll (bounded), and what
@@ -274,7 +303,8 @@ class BrokerWorker:
             self.news.set()
 
     def _host(self, generation: int, node_id: int, host: str, port: int) -> None:
-        self.brokers[generation] = BrokerProducer(self.ctx, node_id, host, port, self.mailbox)
+        self.brokers[generation] = BrokerProducer(self.ctx, node_id, host, port, self.mailbox, self.name)
+        self.orders[generation] = CallerOrder()
         log.info("producer/broker/%d hosted (generation %d, %d broker(s) here)", node_id, generation,
                  len(self.brokers))
         waiting = self.hosting.pop(generation, None)

@@ -76,11 +76,14 @@ __all__ = ["Flusher", "PartitionMuter"]
 
 class Flusher:
     def __init__(self, ctx: Any, node_id: int, host: str, port: int,
-                 observe: Callable[[dict[str, float]], None] | None = None, mailbox: Mailbox | None = None):
+                 observe: Callable[[dict[str, float]], None] | None = None, mailbox: Mailbox | None = None,
+                 worker: str | None = None):
         """`observe`: told the compression ratios measured, after each set is sent; `mailbox`:
-        where the outcomes go (its worker's; by default one of its own)."""
+        where the outcomes go (its worker's; by default one of its own); `worker`: the name of
+        the BrokerWorker hosting it, told to the RetryHandler with its reference."""
         config = ctx.config
         self.ctx = ctx
+        self.worker = worker
         self.node_id = node_id
         self.path = f"producer/broker/{node_id}"
         ssl_context, sasl = security_from_config(config)
@@ -350,7 +353,7 @@ class Flusher:
                     self.calls = []
                     await self.conn.close()
                     await self.lookup_conn.close()
-                    await self.ctx.retry_handler.drop_retry_writer.remote()
+                    await self.ctx.retry_handler.drop_retry_writer.remote(self.worker)
                 except Exception:
                     log.exception("%s shutdown failed", self.path)
                 if not head.done.done():

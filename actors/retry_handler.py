@@ -1,8 +1,8 @@
 """RetryHandler: one per producer. Takes the messages a BrokerWorker could not deliver, waits
 `retry.backoff.ms`, and puts them back into the TopicDispatcher.
 
-Called by every BrokerWorker (`retry`; a worker holds a reference from its creation until its
-last response is handled; `worker_closed` as it exits), by the LeaderDispatchers
+Called by every BrokerWorker (`retry`; each broker it hosts holds a reference from its placing
+until its last response is handled; `worker_closed` as it exits, at the producer's close), by the LeaderDispatchers
 (`get_broker`/`release_broker`, `first_unresolved`), by the dispatchers (`report`) and by the
 driver (`poll`, and the control calls). Calls the TopicDispatcher, from one forwarding thread, in
 the order the retries arrived; and the BrokerWorkers it owns (`host`, `close`, and
@@ -26,7 +26,9 @@ It also holds the producer's registry of broker workers (`BrokerRegistry`, Saram
 getBrokerProducer and unrefBrokerProducer: a single synchronous actor serialises them as
 Sarama's mutex does), which places each broker on a worker process, at most
 `broker.worker.actors` of them (0: the CPUs of the node this actor runs on); and it counts the
-brokers (each a BrokerWorker's Flusher) that may still call `retry` (`add_retry_writer`/`drop_retry_writer`).
+brokers (each a BrokerWorker's Flusher) that may still call `retry` (`add_retry_writer`/`drop_retry_writer`),
+by the worker that hosts them, so that a close can tell the brokers still open on living workers
+from those a dead worker held (`retry_writers`).
 
 As it starts, it looks up the cluster's brokers in a thread of its own and has their workers
 start ahead of the first message (`prestart`, a call to itself, so the registry still sees one
@@ -40,7 +42,7 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import ray
@@ -48,7 +50,7 @@ import ray
 from ..wire.cluster import Cluster
 from ..wire.errors import ProducerClosedError
 from .batch import MessageBatch
-from .broker_registry import BrokerRegistry
+from .broker_registry import BrokerRegistry, RetryWriters
 from .broker_worker import BrokerWorker
 from .calls import CallWindow, pipeline_error
 from .idempotence import EndedSequences
@@ -84,7 +86,8 @@ class RetryHandler:
         self.ctx = ctx
         ctx.retry_handler = ray.get_runtime_context().current_actor  # the broker workers it starts call back here
         self.queue = RetryQueue(ctx.config["retry.backoff.ms"] / 1000)
-        self.writers = 0  # open brokers on the BrokerWorkers (and the driver), each may still call `retry`
+        self.writers = RetryWriters()  # the open brokers on the BrokerWorkers (and the driver)
+        self.names: dict[Any, str] = {}  # worker handle -> its name, for every worker started
         self.brokers = BrokerRegistry(self._start_worker, self._host_broker, max_broker_workers(ctx.config))
         self.closing = False
         self.mailbox = Mailbox(notes=False)
@@ -159,7 +162,7 @@ class RetryHandler:
         return ended.first_unresolved(topic, partition, producer_id, numbering)
 
     def worker_closed(self, name: str, intervals: list[Any]) -> None:
-        """A BrokerWorker exits (its last broker closed, its mailbox polled empty): what ended there."""
+        """A BrokerWorker exits (the producer closing, its brokers closed, its mailbox polled empty): what ended there."""
         with self.lock:
             self.closed_sequences.merge(intervals)
             if self.workers.pop(name, None) is not None:
@@ -174,13 +177,14 @@ class RetryHandler:
     # -- references: the brokers (and the driver) that may still write here -----------
 
     def add_retry_writer(self) -> None:
-        self.writers += 1
+        self.writers.add()
 
-    def drop_retry_writer(self) -> None:
-        self.writers -= 1
+    def drop_retry_writer(self, worker: str | None = None) -> None:
+        """One reference fewer: the driver's (no `worker`), or a broker's on `worker` after its last response."""
+        self.writers.drop(worker)
 
-    def retry_writers(self) -> int:
-        return self.writers
+    def retry_writers(self, dead: Iterable[str] = ()) -> int:
+        return self.writers.held(dead)
 
     # -- the broker registry ------------------------------------------------------
 
@@ -190,20 +194,25 @@ class RetryHandler:
 
     def _start_worker(self, generation: int, node_id: int, host: str, port: int) -> Any:
         """A new BrokerWorker process, hosting broker `node_id` as `generation`."""
-        self.writers += 1  # the broker's reference, released after its last response
         log.info("producer/broker/%d starting", node_id)
         key = f"{node_id}-{generation}"
         handle = create(BrokerWorker, "broker_worker", self.ctx, key, generation, node_id, host, port)
+        name = self.names[handle] = f"{self.ctx.prefix}broker_worker-{key}"
+        self._placed(name)
         with self.lock:
-            self.workers[f"{self.ctx.prefix}broker_worker-{key}"] = handle
+            self.workers[name] = handle
             self._workers_changed()
         return handle
 
     def _host_broker(self, handle: Any, generation: int, node_id: int, host: str, port: int) -> None:
-        """Broker `node_id` on a running BrokerWorker, as `generation` (the most workers run)."""
-        self.writers += 1  # the broker's reference, released after its last response
+        """Broker `node_id` on a running BrokerWorker, as `generation` (one hosting none, or the most workers run)."""
+        self._placed(self.names[handle])
         log.info("producer/broker/%d placed on a running worker", node_id)
         handle.host.remote(generation, node_id, host, port)
+
+    def _placed(self, worker: str) -> None:
+        """A broker placed on `worker`: its reference, released after its last response."""
+        self.writers.add(worker)
 
     def _look_up_brokers(self) -> None:
         """(Its own thread, once.) Have the first brokers' workers start now."""
@@ -223,8 +232,9 @@ class RetryHandler:
             self.brokers.prestart(node_id, host, port)
 
     def release_all(self) -> None:
-        """The producer is closing and its dispatchers have closed: close every worker still
-        open, those nobody ever took (started ahead) and those a dispatcher that died still holds."""
+        """The producer is closing and its dispatchers have closed: close every broker still
+        open, those nobody ever took (started ahead) and those a dispatcher that died still holds,
+        and have every worker exit after its last, a worker hosting none at once."""
         for closing in self.brokers.release_all():  # a late `prestart` then starts nothing
             closing.handle.close.remote(closing.generation, closing.last)
 

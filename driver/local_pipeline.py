@@ -80,7 +80,7 @@ class LocalRetryHandler:
         self.drop_retry_writer = self._Call(self._nothing)
 
     @staticmethod
-    async def _nothing() -> None:
+    async def _nothing(*_: Any) -> None:
         return None
 
 

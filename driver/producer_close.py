@@ -93,7 +93,7 @@ class Closer:
             self.sender.join(left(stop_by))
             if not self.sender.is_alive():  # else stuck handing over: what it holds fails below
                 self.settlement.fail_handed_on(state.routes.drain(left(stop_by)))
-            state.pipeline.shut_down(stop_by, self.pending, dog.dead_count("broker_worker"))
+            state.pipeline.shut_down(stop_by, self.pending, dog.dead_names("broker_worker"))
         finally:
             self.take_last_results()
             self.fail_unresolved(self.close_error(timeout, deadline))

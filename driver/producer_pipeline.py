@@ -87,11 +87,10 @@ class ProducerPipeline:
         self.ctx = ctx
         self.reports = ReportSources(ctx.retry_handler, name)  # the mailboxes the driver polls
 
-    def shut_down(self, stop_by: float, pending: Callable[[], int], dead_workers: int) -> None:
+    def shut_down(self, stop_by: float, pending: Callable[[], int], dead_workers: list[str]) -> None:
         """Sarama's order, by `stop_by`: the dispatchers, the broker workers (waiting while
-        messages are `pending` and more brokers are open than the `dead_workers` held: a dead
-        worker that hosted several brokers keeps them open, so then the wait runs to `stop_by`
-        unless nothing is pending), the retry handler.
+        messages are `pending` and a broker is open on a worker not among the `dead_workers`,
+        whose brokers never let go), the retry handler.
         What a broken step held stays unresolved, for the caller to fail."""
         if not self._ask("closing the dispatchers", self.topic_dispatcher.shutdown.remote(), left(stop_by)):
             return
@@ -101,7 +100,7 @@ class ProducerPipeline:
         # each living BrokerWorker answers what is in flight, then lets go; a dead one never does
         try:
             while (pending() and time.monotonic() < stop_by
-                   and ray.get(rh.retry_writers.remote(), timeout=left(stop_by)) > dead_workers):
+                   and ray.get(rh.retry_writers.remote(dead_workers), timeout=left(stop_by)) > 0):
                 time.sleep(0.02)
         except Exception as exc:
             log.warning("%s: close: the retry handler did not answer: %s", self.name, pipeline_error(exc))

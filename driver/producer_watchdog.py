@@ -74,10 +74,10 @@ class ProducerWatchdog:
         """The producer rebuilt its pipeline: the deaths seen belong to the old one."""
         self.dead = {}
 
-    def dead_count(self, role: str) -> int:
-        """How many actors of `role` (e.g. "broker_worker") of the pipeline in use have been seen dead."""
+    def dead_names(self, role: str) -> list[str]:
+        """The actors of `role` (e.g. "broker_worker") of the pipeline in use seen dead, by name."""
         prefix = self.producer.pipeline_prefix + role
-        return sum(1 for name in list(self.dead) if name.startswith(prefix))
+        return [name for name in list(self.dead) if name.startswith(prefix)]
 
     def dead_actors(self) -> str:
         """The actors of this producer seen dead, with Ray's causes, as an error text; '' if none."""
@@ -113,8 +113,8 @@ class ProducerWatchdog:
     def _scan_actors(self) -> None:
         """Note this producer's actors that died unexpectedly, with their death cause.
 
-        Broker workers close in normal life: a BrokerWorker exits by itself (`exit_actor`) once
-        the dispatchers let go of its broker. Any other death (a BrokerWorker killed or crashed,
+        A BrokerWorker exits by itself (`exit_actor`) only at the producer's close; a scan that
+        overlaps the close sees that exit as intended. Any other death (a BrokerWorker killed or crashed,
         or any other role) is one the pipeline did not ask for."""
         if self.producer.stopping:
             return  # close() shuts them down on purpose

@@ -60,7 +60,7 @@ def test_calls_that_start_out_of_order_reach_the_broker_in_the_callers_order():
             try:
                 later = asyncio.ensure_future(worker.add(7, "ld", 1, [batch(0, b"c" * 200, b"d" * 200)]))
                 await asyncio.sleep(0.05)  # the second call started first: it waits for the first
-                assert cluster.records("t", 0) == [] and worker.order.waiting() == 1
+                assert cluster.records("t", 0) == [] and worker.orders[7].waiting() == 1
                 await worker.add(7, "ld", 0, [batch(0, b"a" * 200, b"b" * 200)])
                 await later
                 # broker 2 placed here as generation 8: its first add runs before its `host`
@@ -88,3 +88,43 @@ def test_calls_that_start_out_of_order_reach_the_broker_in_the_callers_order():
     assert "t" in state.ratios, "the Flusher's measured ratio reached the AggregatorState"
     assert state.ratios["t"] < 0.5  # 200 repeated bytes compress well
     assert sorted(broker.node_id for broker in worker.brokers.values()) == [1, 2]
+
+
+@pytest.mark.parametrize("exit_call_first", [True, False], ids=["exit-call-first", "close-call-first"])
+def test_at_close_a_worker_exits_only_once_every_broker_placed_on_it_has_closed(monkeypatch, exit_call_first):
+    """A retry let broker generation 7 go (`close(7, last=False)`), and the producer's close tells
+    the worker, then hosting none, to exit (`close(None, last=True)`): whichever call Ray starts
+    first, the worker exits after generation 7 has closed, not while it still flushes."""
+    import ray
+
+    events: list[str] = []
+    monkeypatch.setattr(ray.actor, "exit_actor", lambda: events.append("exit"))
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
+        config = parse_config({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})
+        ctx = SimpleNamespace(config=config, retry_handler=Calls(), prefix="p/", transactions=None, window=8,
+                              timeout=5.0)
+
+        async def scenario() -> None:
+            worker = BrokerWorker(ctx, 7, 1, "127.0.0.1", cluster.brokers[1].port)
+            await worker.host(8, 1, "127.0.0.1", cluster.brokers[1].port)  # placed again, on the same process
+            await worker.close(8, last=False)
+            broker, release = worker.brokers[7], asyncio.Event()
+            closing = broker.close
+
+            async def slow_close() -> None:  # still flushing when the exit call comes
+                await release.wait()
+                await closing()
+                events.append("closed 7")
+
+            broker.close = slow_close
+            calls = [lambda: worker.close(7, last=False), lambda: worker.close(None, last=True)]
+            tasks = [asyncio.ensure_future(call()) for call in (calls[::-1] if exit_call_first else calls)]
+            await asyncio.sleep(0.2)
+            assert events == [] and 7 in worker.brokers
+            release.set()
+            polled = asyncio.ensure_future(worker.poll(5.0))  # the driver takes the closed mailbox
+            await asyncio.gather(*tasks, polled)
+            assert polled.result().closed and worker.brokers == {} and worker.orders == {}
+
+        asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert events == ["closed 7", "exit"]

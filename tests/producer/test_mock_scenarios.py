@@ -141,8 +141,7 @@ def test_retries_exhausted_fail_exactly_those_messages_with_the_cause(make_produ
         assert 3 <= tries <= 3 * 20
 
 
-# the ray case is slow (each retry level starts a broker worker process anew, 13-23 s in all):
-# test_retries_exhausted_fail_exactly_those_messages_with_the_cause[ray] keeps the retry path on Ray
+# the ray case is slow: test_retries_exhausted_fail_exactly_those_messages_with_the_cause[ray] keeps the retry path on Ray
 @pytest.mark.parametrize("shell", on_shells())
 def test_several_retry_levels_in_flight_keep_order(make_producer):
     """Partition 0 fails again and again while new messages keep coming: retry levels 1, 2, 3

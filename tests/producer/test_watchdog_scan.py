@@ -1,6 +1,6 @@
 """The producer's watchdog names the actor that died (driver/producer_watchdog.py), read from a
 scripted actor table: a BrokerWorker killed (or crashed) is named, while one that closed itself
-(`exit_actor`, once the dispatchers let go of its broker) is not."""
+(`exit_actor`, as the producer closes) is not."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _dog() -> ProducerWatchdog:
 
 @pytest.mark.parametrize(("cause", "named"), [
     (KILLED, True),  # killed mid-stream: a death the pipeline did not ask for
-    (CLOSED, False),  # closed itself once its last writer let go
+    (CLOSED, False),  # closed itself, as the producer closed
 ])
 def test_a_killed_broker_worker_is_named_and_a_closed_one_is_not(monkeypatch, cause, named):
     import ray._private.state
@@ -36,7 +36,7 @@ def test_a_killed_broker_worker_is_named_and_a_closed_one_is_not(monkeypatch, ca
     dog = _dog()
     dog._scan_actors()
     assert (dog.dead == {"p/broker_worker-111-1": "killed by ray.kill"}) is named, dog.dead
-    assert (dog.dead_count("broker_worker") == 1) is named
+    assert (dog.dead_names("broker_worker") == ["p/broker_worker-111-1"]) is named
     message = dog._message(9)
     assert ("p/broker_worker-111-1" in message) is named and ("every producer actor is alive" in message) is not named
 
