@@ -19,13 +19,23 @@ import pytest
 
 from raykafka.driver.embedded_broker import EmbeddedBroker, free_port
 
+from .tiers import slow_tier
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--run-slow"):
+        os.environ["RAYKAFKA_SLOW"] = "1"  # read as the test modules are collected (tests/tiers.py)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--run-slow") or os.environ.get("RAYKAFKA_SLOW", "") not in ("", "0"):
+    for item in items:  # a hypothesis test runs in both tiers, with more examples in the slow one
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.fuzz)
+    if slow_tier():
         return
     skip = pytest.mark.skip(reason="slow: run with --run-slow or RAYKAFKA_SLOW=1")
     for item in items:

@@ -2,7 +2,7 @@
 docs/tests.md is written by this, never by hand.
 
     python -m pytest --junitxml=run.xml            # the run measured (the README's test command)
-    python -m pytest --run-slow -m slow --junitxml=slow.xml   # the slow tier alone
+    python -m pytest --run-slow -m "slow or fuzz" --junitxml=slow.xml   # the slow tier alone
     python -m raykafka.tests.timings run.xml --slow slow.xml --out docs/tests.md
 
 The runs behind today's section are kept, trimmed to each test's name, time and outcome, in
@@ -93,7 +93,7 @@ def slow_section(found: list[Case], wall: float, source: str) -> str:
     """The slow tier's part of the section: its totals and its slowest tests."""
     ran = [c for c in found if c.outcome != "skipped"]
     out = ["### The slow tier", "",
-           f"`python -m pytest --run-slow -m slow` runs only the tests marked `slow` (from `{source}`): "
+           f"A run of the slow tier alone (`{source}`): "
            f"{len(ran):,} ran and {len(found) - len(ran):,} were skipped in {wall:,.0f} s of wall time.", "",
            f"Its {SLOWEST_SLOW_TESTS} slowest tests:", "", "| test | seconds |", "| --- | ---: |"]
     slowest = sorted(found, key=lambda c: -c.seconds)[:SLOWEST_SLOW_TESTS]

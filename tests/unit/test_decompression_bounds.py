@@ -28,6 +28,8 @@ from raykafka.wire.errors import ConfigError, DecodeError, RecordBatchTooLargeEr
 from raykafka.wire.record_decoding import decode_record_batches
 from raykafka.wire.record_encoding import encode_record_batch
 
+from ..tiers import fuzz_examples
+
 CODECS = [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
 MiB = 1 << 20
 
@@ -64,7 +66,7 @@ def _framings(codec: Compression, data: bytes) -> list[tuple[str, bytes]]:
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
-@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=fuzz_examples(40), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.binary(max_size=300_000) | st.builds(lambda n, b: b * n, st.integers(1, 400_000), st.binary(min_size=1, max_size=3)))
 def test_output_of_exactly_the_cap_is_taken_and_one_byte_more_refused(codec, data):
     """What the framing says ahead of the data is only where to start (two gzip members: the
@@ -155,7 +157,7 @@ def test_both_decoders_refuse_a_batch_past_the_cap_naming_the_batch_and_the_key(
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
-@settings(max_examples=150, deadline=2000, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=fuzz_examples(150), deadline=2000, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.binary(min_size=1, max_size=5000), mutations=st.lists(st.tuples(st.integers(0), st.integers(0, 255)),
                                                                     min_size=1, max_size=4), cap=st.integers(0, 20_000))
 def test_mangled_framing_ends_in_output_within_the_cap_or_a_decode_error(cpu_bound, codec, data, mutations, cap):

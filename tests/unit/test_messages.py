@@ -31,6 +31,8 @@ from raykafka.wire.protocol import (
     encode_response,
 )
 
+from ..tiers import fuzz_examples
+
 SCHEMAS: list[Schema] = [s for api in messages.APIS.values() for s in (api.request, api.response)]
 SCHEMAS += [messages.CONSUMER_PROTOCOL_SUBSCRIPTION, messages.CONSUMER_PROTOCOL_ASSIGNMENT]
 
@@ -383,7 +385,7 @@ RESPONSES = [api.response for api in messages.APIS.values()]
 RESPONSES += [messages.CONSUMER_PROTOCOL_SUBSCRIPTION, messages.CONSUMER_PROTOCOL_ASSIGNMENT]
 REQUESTS = [api.request for api in messages.APIS.values()]
 
-FUZZ = settings(max_examples=150, deadline=timedelta(seconds=2), derandomize=True,
+FUZZ = settings(max_examples=fuzz_examples(150), deadline=timedelta(seconds=2), derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])
 
 

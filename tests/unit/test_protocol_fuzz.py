@@ -20,8 +20,10 @@ from raykafka.wire.errors import DecodeError
 from raykafka.wire.protocol import Api, Field, decode_response_header, encode_response
 from raykafka.wire.record_encoding import encode_record_batch
 
+from ..tiers import fuzz_examples
+
 BOUND = 2.0  # CPU seconds for one frame of a few KiB; an honest one takes well under a millisecond
-FUZZ = settings(max_examples=60, deadline=2000, derandomize=True,
+FUZZ = settings(max_examples=fuzz_examples(60), deadline=2000, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 _INTS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
@@ -136,7 +138,7 @@ def fetch_frames(draw) -> tuple[int, bytes]:
 
 
 @pytest.mark.timeout(300)
-@settings(max_examples=300, deadline=2000, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=fuzz_examples(300), deadline=2000, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(fetch_frames(), st.booleans(), st.data())
 def test_a_hostile_fetch_response_read_into_arrow_ends_in_batches_or_a_decode_error(cpu_bound, fetched, check_crc,
                                                                                      data):

@@ -22,8 +22,9 @@ from raykafka.wire.record_decoding import decode_record_batches
 from raykafka.wire.record_encoding import encode_record_batch
 
 from ..reference import batches_to_arrow
+from ..tiers import fuzz_examples
 
-FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=fuzz_examples(300), deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 BOUND = 2.0  # CPU seconds one decode of a few KiB may take; an honest one takes milliseconds
 codecs = st.sampled_from(list(Compression))
 maybe_bytes = st.none() | st.binary(max_size=300)
@@ -177,7 +178,7 @@ _ANY = {">q": st.integers(-(2**63), 2**63 - 1), ">i": st.integers(-(2**31), 2**3
 
 
 @pytest.mark.parametrize("field", sorted(HEADER_FIELDS))
-@settings(max_examples=40, deadline=2000, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=fuzz_examples(40), deadline=2000, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_hostile_header_fields_with_the_crc_recomputed(cpu_bound, field, data):
     """One header field of one batch in a fetch of up to three set to an edge or a random
