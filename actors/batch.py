@@ -85,7 +85,8 @@ class MessageBatch:
     headers: HeaderColumn | None = None  # each record's headers, encoded (None when no record has any)
     partition: int = -1  # -1 until partitioned
     partitions: list[int] | None = None  # explicit partitions asked for (-1: the partitioner decides)
-    retries: int = 0
+    retries: int = 0  # rounds of the retry loop: its retry level (Sarama's msg.retries)
+    uncounted: int = 0  # of those, rounds that were no retry (a cut, or held behind one): not in `retries`' budget
     flags: int = 0
     base_sequence: int = -1  # with idempotence: the first record's sequence, under producer_id/epoch
     producer_id: int = -1
@@ -105,6 +106,11 @@ class MessageBatch:
     @property
     def is_control(self) -> bool:
         return self.flags != 0
+
+    @property
+    def spent_retries(self) -> int:
+        """The retries counted against `retries`: its rounds less those that were no retry."""
+        return self.retries - self.uncounted
 
     def span(self) -> tuple[int, int, int, int] | None:
         """(producer id, numbering, base sequence, count) of a numbered batch, else None."""
@@ -183,6 +189,7 @@ class MessageBatch:
                 timestamps.extend(b.timestamp_list())
         return replace(first, ids=ids, values=values, keys=keys, headers=headers, timestamps=timestamps,
                        partitions=None, retries=max(b.retries for b in batches),
+                       uncounted=max(b.retries for b in batches) - max(b.spent_retries for b in batches),
                        unanswered=any(b.unanswered for b in batches),
                        created_ms=min(b.created_ms for b in batches), nbytes=sum(b.nbytes for b in batches))
 

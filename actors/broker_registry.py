@@ -10,9 +10,11 @@ broker already closed is told from one for the current placement. When the last 
 using a broker lets go (Sarama closes its brokerProducer on an error, so every retry of a
 partition led by a broker nobody else uses does this), the broker is handed back to be closed on
 its worker, and the worker stays, hosting nothing, for the next placement: a goroutine in
-Sarama, a broker placed again costs state here, not a process. At close (`release_all`) every
-broker still open (one nobody took, or one whose holder died) is closed, and every worker exits
-after its last (`Closing.last`).
+Sarama, a broker placed again costs state here, not a process. A running worker is asked
+whether it is alive before a broker is placed on it (`alive`): one that died (killed, or its node
+lost) is forgotten, and the broker goes to another, or to a new process. At close
+(`release_all`) every broker still open (one nobody took, or one whose holder died) is closed,
+and every worker exits after its last (`Closing.last`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, NamedTuple
 
 StartWorker = Callable[[int, int, str, int], Any]  # (generation, node id, host, port) -> a new worker hosting it
 HostBroker = Callable[[Any, int, int, str, int], None]  # (worker, generation, node id, host, port): one more there
+Alive = Callable[[Any], bool]  # (worker): whether it still answers
 NO_BROKER = None  # a `Closing`'s generation for a worker that hosts none: it only exits
 
 
@@ -75,10 +78,11 @@ class Closing(NamedTuple):
 
 
 class BrokerRegistry:
-    def __init__(self, start: StartWorker, host: HostBroker, max_workers: int = 0):
+    def __init__(self, start: StartWorker, host: HostBroker, alive: Alive, max_workers: int = 0):
         """`max_workers`: how many worker processes may run at once (0: no cap, a worker per broker open at once)."""
         self.start = start
         self.host = host
+        self.alive = alive
         self.max_workers = max_workers
         self.brokers: dict[int, PlacedBroker] = {}  # node id -> where it is placed
         self.workers: list[WorkerProcess] = []  # the worker processes running, hosting brokers or none
@@ -119,6 +123,19 @@ class BrokerRegistry:
         self.workers.clear()
         return out
 
+    def _running_worker(self) -> WorkerProcess | None:
+        """The running worker to place the next broker on: one hosting none (a process to spare),
+        else, once as many run as may, the one hosting the fewest; None: start one. A worker that
+        no longer answers is forgotten (the brokers it hosted close when their holders let go)."""
+        while True:
+            idle = next((w for w in self.workers if not w.generations), None)
+            if idle is None and not 0 < self.max_workers <= len(self.workers):
+                return None
+            worker = idle or min(self.workers, key=lambda w: len(w.generations))
+            if self.alive(worker.handle):
+                return worker
+            self.workers.remove(worker)
+
     def _closing(self, broker: PlacedBroker) -> Closing:
         worker = broker.worker
         worker.generations.discard(broker.generation)
@@ -126,9 +143,8 @@ class BrokerRegistry:
 
     def _place(self, node_id: int, host: str, port: int) -> PlacedBroker:
         self.generation += 1
-        idle = next((w for w in self.workers if not w.generations), None)
-        if idle is not None or 0 < self.max_workers <= len(self.workers):  # a process to spare, or as many as may run
-            worker = idle or min(self.workers, key=lambda w: len(w.generations))
+        worker = self._running_worker()
+        if worker is not None:
             self.host(worker.handle, self.generation, node_id, host, port)
         else:
             worker = WorkerProcess(self.start(self.generation, node_id, host, port))

@@ -172,6 +172,15 @@ class PartitionMuter:
             del self.muted[tp]
             log.info("%s state change to [closed] on %s/%d", self.path, *tp)
 
+    def why_held(self, held: Held, index: int) -> tuple[Exception, bool]:
+        """The cause a batch held as request `index` goes round with, and whether it counts: as
+        held, unless it was held behind a cut and the partition has since failed in a request
+        before `index` (a failure counts, whatever came first)."""
+        mute = self.muted.get((held.batch.topic, held.batch.partition))
+        if not held.counted and mute is not None and mute.counted and mute.index < index:
+            return mute.cause, True
+        return held.cause, held.counted
+
     def hold(self, batches: Iterable[MessageBatch]) -> list[Held]:
         """The batches of muted partitions, each with its partition's cause (to be retried)."""
         if not self.muted:
@@ -296,7 +305,7 @@ class FlusherState:
 
     def retry_held(self, entry: HeldBatches) -> None:
         for held in entry.held:
-            self.retry_message(held.batch, held.cause, held.counted)
+            self.retry_message(held.batch, *self.muter.why_held(held, entry.index))
 
     def chaser_back(self, entry: Chaser) -> None:
         """The FIN came through after every request before it: its partition may open again."""
@@ -310,7 +319,7 @@ class FlusherState:
         """Sarama's retryMessage: give up at `retries` (unless the retry is a cut batch's half, not
         `counted`) or past delivery.timeout.ms, else count up and hand to the retry handler."""
         if not batch.is_control:
-            if counted and batch.retries >= self.max_retries:
+            if counted and batch.spent_retries >= self.max_retries:
                 self.report_error(batch, self._unknown(batch, cause) if batch.unanswered else cause)
                 return
             now_ms = time.time() * 1000 if now_ms is None else now_ms
@@ -322,6 +331,8 @@ class FlusherState:
                 return
         self.observer.retried(batch)
         batch.retries += 1
+        if not counted:
+            batch.uncounted += 1
         self._retry_out.append(batch)
 
     def _unknown(self, batch: MessageBatch, cause: Exception) -> OutcomeUnknownError:

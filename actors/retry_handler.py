@@ -65,6 +65,9 @@ log = logging.getLogger("raykafka.producer.retry")
 PRESTART_BROKERS = 3
 # how long (s) the start's look-up of the brokers may take; past it the first message starts them
 PRESTART_LOOKUP_S = 5.0
+# how long (s) a running BrokerWorker may take to answer before a broker is placed on it; one
+# that does not is taken for dead (a live one answers in milliseconds, between two sets it sends)
+WORKER_PING_TIMEOUT = 5.0
 
 
 def brokers_of(config: Mapping[str, Any]) -> list[tuple[int, str, int]]:
@@ -88,7 +91,8 @@ class RetryHandler:
         self.queue = RetryQueue(ctx.config["retry.backoff.ms"] / 1000)
         self.writers = RetryWriters()  # the open brokers on the BrokerWorkers (and the driver)
         self.names: dict[Any, str] = {}  # worker handle -> its name, for every worker started
-        self.brokers = BrokerRegistry(self._start_worker, self._host_broker, max_broker_workers(ctx.config))
+        self.brokers = BrokerRegistry(self._start_worker, self._host_broker, self._answers,
+                                      max_broker_workers(ctx.config))
         self.closing = False
         self.mailbox = Mailbox(notes=False)
         self.lock = threading.Lock()  # the worker list, shared with the `poll` and `ask` threads
@@ -209,6 +213,16 @@ class RetryHandler:
         self._placed(self.names[handle])
         log.info("producer/broker/%d placed on a running worker", node_id)
         handle.host.remote(generation, node_id, host, port)
+
+    def _answers(self, handle: Any) -> bool:
+        """Whether a running BrokerWorker answers, before a broker is placed on it (else it is dead)."""
+        try:
+            ray.get(handle.ping.remote(), timeout=WORKER_PING_TIMEOUT)
+            return True
+        except Exception as exc:  # dead, or too busy to answer: a broker goes to another process
+            log.warning("producer/retry: %s does not answer (%s): no broker is placed on it",
+                        self.names.get(handle, "a broker worker"), pipeline_error(exc))
+            return False
 
     def _placed(self, worker: str) -> None:
         """A broker placed on `worker`: its reference, released after its last response."""

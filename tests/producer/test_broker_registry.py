@@ -6,7 +6,9 @@ from __future__ import annotations
 from raykafka.actors.broker_registry import NO_BROKER, BrokerRegistry, Closing, RetryWriters
 
 
-def registry(max_workers: int = 0) -> tuple[BrokerRegistry, list[tuple], list[tuple]]:
+def registry(max_workers: int = 0, dead: set[str] | None = None) -> tuple[BrokerRegistry, list[tuple], list[tuple]]:
+    """A registry whose workers are names; those in `dead` do not answer."""
+    dead = set() if dead is None else dead
     started: list[tuple] = []
     hosted: list[tuple] = []
 
@@ -17,7 +19,7 @@ def registry(max_workers: int = 0) -> tuple[BrokerRegistry, list[tuple], list[tu
     def host(handle: str, generation: int, node_id: int, host: str, port: int) -> None:
         hosted.append((handle, node_id, generation))
 
-    return BrokerRegistry(start, host, max_workers), started, hosted
+    return BrokerRegistry(start, host, lambda worker: worker not in dead, max_workers), started, hosted
 
 
 def test_a_broker_closes_with_its_last_reference_and_its_worker_takes_the_next_placement():
@@ -107,4 +109,25 @@ def test_a_close_waits_for_the_brokers_of_living_workers_not_for_a_dead_idle_one
     assert writers.held(dead=["w1", "w3", "w3"]) == 1  # w3's two never let go; w2's still counts
     writers.drop("w2")
     assert writers.held(dead=["w1", "w3"]) == 0 and writers.held() == 2
+
+
+def test_a_dead_worker_is_forgotten_and_its_next_broker_goes_elsewhere():
+    """A worker killed while it hosts none would otherwise take every later placement (a
+    transactional producer, which does not heal, would send nowhere until it closes)."""
+    dead: set[str] = set()
+    reg, started, hosted = registry(dead=dead)
+    assert reg.get(1, "h", 9092) == ("worker-1-1", 1)
+    assert reg.unref(1, 1) == Closing("worker-1-1", 1, last=False)  # the worker hosts none now
+    dead.add("worker-1-1")
+    assert reg.get(1, "h", 9092) == ("worker-1-2", 2)  # a new process, not the dead one
+    assert started == [(1, 1), (1, 2)] and hosted == []
+
+    dead = set()
+    reg, started, hosted = registry(max_workers=1, dead=dead)
+    reg.get(1, "h", 9092)
+    assert reg.get(2, "h", 9093) == ("worker-1-1", 2)  # at the cap: hosted by the running one
+    dead.add("worker-1-1")
+    assert reg.get(3, "h", 9094) == ("worker-3-3", 3)  # it died: forgotten, so a process may start
+    assert hosted == [("worker-1-1", 2, 2)]
+    assert sorted(c.generation for c in reg.release_all()) == [1, 2, 3]  # every broker still closes
 

@@ -184,3 +184,32 @@ def test_with_retries_0_a_half_held_behind_its_sibling_s_cut_is_not_failed():
     outcomes, _ = s.take_results()
     assert [type(o.error).__name__ for o in outcomes] == ["BrokerError", "BrokerError"]
     assert all(o.error.code == NOT_LEADER for o in outcomes)
+
+
+def test_a_batch_held_behind_a_cut_counts_if_its_partition_failed_before_it_meanwhile():
+    """Request 3 is cut and request 5's batch is held behind the cut; then request 4, before
+    it, fails NOT_LEADER: the held batch goes round as a retry of that failure (retries=0: it fails)."""
+    s = state(max_retries=0)
+    held = batch(2, retries=0)
+    s.handle_response(3, [batch(4)], {TP: ProduceAnswer(TOO_LARGE)}, {})
+    entry = HeldBatches(5, s.muter.hold([held]))
+    s.handle_response(4, [batch()], {TP: ProduceAnswer(NOT_LEADER)}, {})
+    s.retry_held(entry)
+    outcomes, _ = s.take_results()
+    assert [(len(o.ids), o.error.code) for o in outcomes] == [(2, NOT_LEADER), (2, NOT_LEADER)]
+    assert [len(b) for b in s.take_retries()] == [2, 2]  # only the cut's halves go round
+
+
+def test_a_cut_spends_none_of_the_retries():
+    """retries=1: the halves of a cut batch still have their one retry for a failure of their own."""
+    s = state(max_retries=1)
+    s.handle_response(3, [batch(4)], {TP: ProduceAnswer(TOO_LARGE)}, {})
+    first, second = s.take_retries()
+    assert (first.retries, first.spent_retries) == (1, 0)
+    s.handle_response(5, [first], {TP: ProduceAnswer(NOT_LEADER)}, {})
+    (again,) = s.take_retries()  # its one retry
+    assert (again.retries, again.spent_retries) == (2, 1) and s.take_results() == ([], [])
+    s.handle_response(6, [again], {TP: ProduceAnswer(NOT_LEADER)}, {})
+    (outcome,), _ = s.take_results()
+    assert outcome.error.code == NOT_LEADER and s.take_retries() == []
+
