@@ -237,7 +237,7 @@ class BrokerWorker:
     async def close(self, generation: int | None, last: bool = True) -> None:
         """Close broker `generation` (None: no broker, the worker hosts none): flush, shut its
         Flusher down after its last response; then, if the producer is closing and this was the
-        `last` broker here, wait (up to `request.timeout.ms`) until every broker placed here has
+        `last` broker here, wait (up to `request.timeout.ms` + 5 s) until every broker placed here has
         closed, whatever order Ray started the calls in, and exit."""
         try:
             if generation is not None:

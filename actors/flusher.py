@@ -6,8 +6,8 @@ responses in the order the requests were sent.
 Called by its BrokerWorker only, on the worker's event loop (`submit(entries)`, in the order the
 sets were made; the future it returns is done once the set's requests are on the wire). Puts
 successes and final errors into its worker's `Mailbox` (a plain call: the driver polls the
-worker), and calls the RetryHandler (messages to retry; its worker holds a reference there,
-released here after the last response); in a transactional
+worker), and calls the RetryHandler (messages to retry; each broker holds a reference there, in its
+worker's name, released here after the broker's last response); in a transactional
 producer, the TransactionOwner too (`add_partitions` for each set's partitions, asked as the set
 comes in and awaited before its first Produce, as Java's Sender adds a partition before it
 drains it).
