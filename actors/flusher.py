@@ -368,8 +368,12 @@ class Flusher:
         """For each batch the broker took without giving its offset (no error or
         DUPLICATE_SEQUENCE_NUMBER, base offset -1): its offset, read from the partition's log on
         `lookup_conn` from the last offset known below it (else the log's start), or why not.
+        Not found past that offset, it is looked for again from the log's start: a broker that
+        lost batches it had acknowledged (tansu killed, a Kafka log truncated) writes the next
+        ones at lower offsets than those answered before, so the offset known is only a guess.
 
-        Bounded: LOOKUP_MAX_BYTES read, LOOKUP_ATTEMPTS requests lost, each within request.timeout.ms."""
+        Bounded: LOOKUP_MAX_BYTES read a scan, two scans (from the guess, then the start),
+        LOOKUP_ATTEMPTS requests lost, each scan within request.timeout.ms."""
         located: dict[Partition, int | Exception] = {}
         for batch in batches:
             tp = (batch.topic, batch.partition)
@@ -386,11 +390,12 @@ class Flusher:
             cause: Exception | None = None
             for _ in range(LOOKUP_ATTEMPTS):
                 try:
-                    await self._connected(self.lookup_conn)
-                    found = await find_batch_offset(
-                        self.lookup_conn, self.ctx.config, batch.topic, batch.partition, start,
-                        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                        base_sequence=batch.base_sequence, max_bytes=LOOKUP_MAX_BYTES)
+                    found = await self._find(batch, start)
+                    if found is None and start > 0:  # past the guess: from the log's start
+                        log.info("%s %s/%d: sequence %d not found from offset %d; reading from the log's start",
+                                 self.path, *tp, batch.base_sequence, start)
+                        start = 0
+                        found = await self._find(batch, start)
                 except Exception as exc:  # lost with its connection (retriable), or a broker's answer
                     cause = exc
                     if isinstance(exc, KafkaError) and exc.retriable:
@@ -404,6 +409,13 @@ class Flusher:
                 located[tp] = UnknownOffsetError(f"{what} (looking it up failed: {cause})")
             log.info("%s %s/%d: %s without an offset; looked up: %s", self.path, *tp, answer, located[tp])
         return located
+
+    async def _find(self, batch: MessageBatch, start: int) -> int | None:
+        """`batch`'s offset in its partition's log, read from `start`; None if it is not there."""
+        await self._connected(self.lookup_conn)
+        return await find_batch_offset(self.lookup_conn, self.ctx.config, batch.topic, batch.partition, start,
+                                       producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                                       base_sequence=batch.base_sequence, max_bytes=LOOKUP_MAX_BYTES)
 
     def _flush_calls(self) -> None:
         retries = self.state.take_retries()

@@ -168,3 +168,53 @@ def test_a_call_window_gives_finished_results_and_keeps_a_failed_call_for_drain_
     assert len(window) == 2  # the failed call and the one after it
     with pytest.raises(RuntimeError, match="stage bug"):
         window.drain()
+
+
+def test_a_batch_not_found_past_the_last_acked_offset_is_looked_for_from_the_log_start(monkeypatch):
+    """A broker that lost batches it had acknowledged (tansu killed on S3 storage) writes the next
+    at lower offsets than it answered before: a batch answered DUPLICATE_SEQUENCE_NUMBER without an
+    offset is then not past the last acked offset, and is looked for again from the log's start,
+    rather than failed "not found in the log" while the log holds it."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from raykafka.actors import flusher as flusher_module
+    from raykafka.actors.batch import MessageBatch
+    from raykafka.actors.flusher import Flusher
+    from raykafka.actors.flusher_state import ProduceAnswer
+    from raykafka.wire.config import parse_config
+    from raykafka.wire.errors import BY_NAME
+
+    log = {1040: 1050, 1050: 1060}  # offset -> base sequence: sequence 1040's batch was lost, 1050 is at 1040
+    asked: list[int] = []
+
+    async def find(conn, config, topic, partition, start, *, producer_id, producer_epoch, base_sequence, max_bytes):
+        asked.append(start)
+        for offset in sorted(o for o in log if o >= start):
+            if log[offset] == base_sequence:
+                return offset
+            if log[offset] > base_sequence:
+                return None
+        return None
+
+    async def connected(conn) -> None:
+        return None
+
+    monkeypatch.setattr(flusher_module, "find_batch_offset", find)
+    config = parse_config({"bootstrap.servers": "localhost:9092"})
+    flusher = Flusher(SimpleNamespace(config=config, prefix="p/"), 1, "localhost", 9092)
+    monkeypatch.setattr(flusher, "_connected", connected)
+    acked = MessageBatch(topic="t", partition=2, ids=range(10), values=[b"v"] * 10, producer_id=1,
+                         producer_epoch=0, base_sequence=1040)
+    flusher.state.succeed_at(acked, 1040)  # acknowledged at 1040, then lost in the crash
+    batch = MessageBatch(topic="t", partition=2, ids=range(10, 20), values=[b"v"] * 10, producer_id=1,
+                         producer_epoch=0, base_sequence=1050)
+    duplicate = ProduceAnswer(BY_NAME["DUPLICATE_SEQUENCE_NUMBER"].code, -1)
+    located = asyncio.run(flusher._locate_written([batch], {("t", 2): duplicate}))
+    assert located == {("t", 2): 1040}
+    assert asked == [1050, 0]  # past the acked batch first, then from the log's start
+    log[1040] = 1060  # not in the log at all: not found from either place, and the error says where it looked
+    asked.clear()
+    (error,) = asyncio.run(flusher._locate_written([batch], {("t", 2): duplicate})).values()
+    assert "sequence 1050 not found in the log from offset 0" in str(error) and asked == [1050, 0]
+
