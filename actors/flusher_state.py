@@ -316,8 +316,9 @@ class FlusherState:
 
     def retry_message(self, batch: MessageBatch, cause: Exception, counted: bool = True,
                       now_ms: float | None = None) -> None:
-        """Sarama's retryMessage: give up at `retries` (unless the retry is a cut batch's half, not
-        `counted`) or past delivery.timeout.ms, else count up and hand to the retry handler."""
+        """Sarama's retryMessage: give up once `retries` are spent (a round that is no retry, not
+        `counted`, spends none: a cut batch's half, a batch held behind a cut) or past
+        delivery.timeout.ms, else count up and hand to the retry handler."""
         if not batch.is_control:
             if counted and batch.spent_retries >= self.max_retries:
                 self.report_error(batch, self._unknown(batch, cause) if batch.unanswered else cause)
