@@ -62,9 +62,6 @@ from .producer_results import Mailbox, Reports, report_failed
 
 log = logging.getLogger("raykafka.producer.broker")
 
-# at most this long (s) a lingered set waits for the Flusher to put the previous one on the wire,
-# so that more gathers behind it (Nagle)
-LINGER_NAGLE_WAIT = 0.05
 # the linger timer looks again at least this often (s) with nothing buffered
 LINGER_IDLE = 1.0
 # a closing worker's last answer gets this long (s) on its way to the driver before the worker exits
@@ -153,6 +150,17 @@ class BrokerProducer:
         batches = [b for e in entries for b in (e.batches if isinstance(e, ProduceSet) else [e.batch])]
         report_failed(self.flusher.mailbox.report, batches, pipeline_error(future.exception()))
 
+    async def _wire_free(self) -> None:
+        """Wait while the Flusher has not yet put the last set on the wire (its requests in flight
+        are at `max.in.flight.requests.per.connection`): what lingers meanwhile stays here and
+        gathers into batches up to `batch.size`, as the Java producer drains a partition only when
+        a request can go. Handed on at once, it would queue behind as a set of small batches, a
+        request each: a broker slower than the producer's rate then falls further behind with
+        every request (and after a failure all of them go round the retry loop)."""
+        while (last := self.last) is not None and not last.done() and not self.closing \
+                and self.state.deadline() is not None:
+            await asyncio.wait([last])
+
     async def _linger_loop(self) -> None:
         while not self.closing:
             try:
@@ -163,10 +171,7 @@ class BrokerProducer:
                 except TimeoutError:
                     pass
                 self.wake.clear()
-                last = self.last
-                if last is not None and not last.done() and self.state.deadline() is not None:
-                    # Nagle: while the Flusher is still sending the previous set, let more gather
-                    await asyncio.wait([last], timeout=LINGER_NAGLE_WAIT)
+                await self._wire_free()
                 if not self.closing:
                     self._emit(self.state.poll(time.monotonic()))
             except asyncio.CancelledError:
@@ -234,7 +239,7 @@ class BrokerWorker:
         if sent:
             await asyncio.gather(*sent, return_exceptions=True)  # a failed set fails its own batches
 
-    async def close(self, generation: int | None, last: bool = True) -> None:
+    async def close(self, generation: int | None, last: bool) -> None:
         """Close broker `generation` (None: no broker, the worker hosts none): flush, shut its
         Flusher down after its last response; then, if the producer is closing and this was the
         `last` broker here, wait (up to `request.timeout.ms` + 5 s) until every broker placed here has

@@ -202,7 +202,7 @@ class RetryHandler:
         key = f"{node_id}-{generation}"
         handle = create(BrokerWorker, "broker_worker", self.ctx, key, generation, node_id, host, port)
         name = self.names[handle] = f"{self.ctx.prefix}broker_worker-{key}"
-        self._placed(name)
+        self.writers.add(name)  # the broker's reference, released after its last response
         with self.lock:
             self.workers[name] = handle
             self._workers_changed()
@@ -210,7 +210,7 @@ class RetryHandler:
 
     def _host_broker(self, handle: Any, generation: int, node_id: int, host: str, port: int) -> None:
         """Broker `node_id` on a running BrokerWorker, as `generation` (one hosting none, or the most workers run)."""
-        self._placed(self.names[handle])
+        self.writers.add(self.names[handle])
         log.info("producer/broker/%d placed on a running worker", node_id)
         handle.host.remote(generation, node_id, host, port)
 
@@ -223,10 +223,6 @@ class RetryHandler:
             log.warning("producer/retry: %s does not answer (%s): no broker is placed on it",
                         self.names.get(handle, "a broker worker"), pipeline_error(exc))
             return False
-
-    def _placed(self, worker: str) -> None:
-        """A broker placed on `worker`: its reference, released after its last response."""
-        self.writers.add(worker)
 
     def _look_up_brokers(self) -> None:
         """(Its own thread, once.) Have the first brokers' workers start now."""

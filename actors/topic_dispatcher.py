@@ -172,13 +172,17 @@ class TopicDispatcher:
                 timeout=self.ctx.timeout)
 
     def dispatch(self, batches: list[MessageBatch]) -> None:
-        for batch in batches:
-            if self.closed:
-                self._fail(batch, ProducerClosedError("producer closed before the message was sent"))
-            elif self.awaiting.holds(batch.topic):  # behind those already waiting for metadata
-                self.awaiting.hold(batch.topic, [batch], self.awaiting.last_error[batch.topic])
+        """Each topic's batches on, in the order they came, in one call to the PartitionDispatcher:
+        a burst of retries reaches a broker together, its partitions' batches side by side in
+        each request, not one batch a request."""
+        if self.closed:
+            self._fail_all(batches, ProducerClosedError("producer closed before the message was sent"))
+            return
+        for topic, own in by_topic(batches).items():
+            if self.awaiting.holds(topic):  # behind those already waiting for metadata
+                self.awaiting.hold(topic, own, self.awaiting.last_error[topic])
             else:
-                self._forward(batch.topic, [batch])
+                self._forward(topic, own)
         self._arm_timer()
 
     def retry_held(self) -> None:
@@ -275,9 +279,6 @@ class TopicDispatcher:
         """A call to the PartitionDispatcher failed (it died, say): its own batches fail with why."""
         report_failed(self.ctx.retry_handler.report.remote, batches, pipeline_error(exc))
 
-    def _fail(self, batch: MessageBatch, error: Exception) -> None:
-        report_failed(self.ctx.retry_handler.report.remote, [batch], error)
-
     def _fail_all(self, batches: list[MessageBatch], error: Exception | None) -> None:
         if batches and error is not None:
             report_failed(self.ctx.retry_handler.report.remote, batches, error)
@@ -299,3 +300,11 @@ class TopicDispatcher:
             self.loop.run(self.cluster.close(), 5)
         finally:
             self.loop.stop()
+
+
+def by_topic(batches: list[MessageBatch]) -> dict[str, list[MessageBatch]]:
+    """`batches` by topic, each topic's in the order they came (order matters within a partition only)."""
+    out: dict[str, list[MessageBatch]] = {}
+    for batch in batches:
+        out.setdefault(batch.topic, []).append(batch)
+    return out

@@ -2,8 +2,9 @@
 calls in the order it numbered them; a worker built without Ray, against the mock cluster,
 writes a partition's batches in the caller's order even when its calls start out of order (Ray
 does not promise an async actor starts one caller's calls in order), feeds the compression
-ratios its Flusher measures to its `AggregatorState` without a Ray call, and takes a second
-broker whose `host` call runs after the first `add` for it."""
+ratios its Flusher measures to its `AggregatorState` without a Ray call, takes a second
+broker whose `host` call runs after the first `add` for it, and, while its broker is slower than
+the messages come, gathers them into larger batches rather than queueing a small one a request."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from raykafka.actors.batch import MessageBatch
 from raykafka.actors.broker_worker import BrokerWorker, CallerOrder
 from raykafka.mock import MockCluster
+from raykafka.wire import messages
 from raykafka.wire.config import parse_config
 
 from ..reference import measured
@@ -128,3 +130,42 @@ def test_at_close_a_worker_exits_only_once_every_broker_placed_on_it_has_closed(
 
         asyncio.run(asyncio.wait_for(scenario(), 30))
     assert events == ["closed 7", "exit"]
+
+
+def test_while_the_broker_is_slower_than_the_messages_come_they_gather_into_larger_batches():
+    """One request in flight, each answered after 0.4 s, and a message every 10 ms for 0.8 s
+    (linger.ms=5): what lingers while the Flusher cannot put a request on the wire stays in the
+    worker and goes as one batch once it can (as the Java producer drains a partition only when a
+    request can go). Handed on every linger, it had queued behind as a request of ~5 records per
+    50 ms, falling further behind with every request."""
+    n = 80
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
+        config = parse_config({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": False,
+                               "linger.ms": 5, "max.in.flight.requests.per.connection": 1})
+        ctx = SimpleNamespace(config=config, retry_handler=Calls(), prefix="p/", transactions=None, window=8)
+        cluster.delay(messages.PRODUCE, 0.4)
+
+        async def scenario() -> None:
+            worker = BrokerWorker(ctx, 7, 1, "127.0.0.1", cluster.brokers[1].port)
+            broker = None
+            try:
+                for i in range(n):
+                    await worker.add(7, "ld", i, [batch(0, b"m%03d" % i)])
+                    await asyncio.sleep(0.01)
+                broker = worker.brokers[7]
+                deadline = time.monotonic() + 20
+                while len(cluster.records("t", 0)) < n:
+                    assert time.monotonic() < deadline, "every message reached the mock"
+                    await asyncio.sleep(0.02)
+            finally:
+                for broker in worker.brokers.values():
+                    broker.timer.cancel()
+                    for task in broker.flusher.tasks:
+                        task.cancel()
+                    await broker.flusher.conn.close()
+
+        asyncio.run(asyncio.wait_for(scenario(), 40))
+        requests = cluster.faults["delay/Produce"]
+        assert [r.value for r in cluster.records("t", 0)] == [b"m%03d" % i for i in range(n)]
+    # 0.8 s of messages at 0.4 s a request: a handful of requests, not one per linger (~16)
+    assert requests <= 8, requests
