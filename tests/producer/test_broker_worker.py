@@ -39,6 +39,15 @@ def batch(partition: int, *values: bytes) -> MessageBatch:
     return measured(MessageBatch(topic="t", partition=partition, ids=list(range(len(values))), values=list(values)))
 
 
+async def stop(worker: BrokerWorker) -> None:
+    """The worker's brokers stopped where they stand: their timers and Flushers, their connections closed."""
+    for broker in worker.brokers.values():
+        broker.timer.cancel()
+        for task in broker.flusher.tasks:
+            task.cancel()
+        await broker.flusher.conn.close()
+
+
 def test_a_callers_calls_are_taken_in_its_order_whatever_order_they_come_in():
     order = CallerOrder()
     assert order.take("a", 1, "a1") == []  # early: held for a0
@@ -76,11 +85,7 @@ def test_calls_that_start_out_of_order_reach_the_broker_in_the_callers_order():
                     assert time.monotonic() < deadline, "the batches reached the mock"
                     await asyncio.sleep(0.01)
             finally:
-                for broker in worker.brokers.values():
-                    broker.timer.cancel()
-                    for task in broker.flusher.tasks:
-                        task.cancel()
-                    await broker.flusher.conn.close()
+                await stop(worker)
             return worker
 
         worker = asyncio.run(asyncio.wait_for(scenario(), 30))
@@ -147,22 +152,16 @@ def test_while_the_broker_is_slower_than_the_messages_come_they_gather_into_larg
 
         async def scenario() -> None:
             worker = BrokerWorker(ctx, 7, 1, "127.0.0.1", cluster.brokers[1].port)
-            broker = None
             try:
                 for i in range(n):
                     await worker.add(7, "ld", i, [batch(0, b"m%03d" % i)])
                     await asyncio.sleep(0.01)
-                broker = worker.brokers[7]
                 deadline = time.monotonic() + 20
                 while len(cluster.records("t", 0)) < n:
                     assert time.monotonic() < deadline, "every message reached the mock"
                     await asyncio.sleep(0.02)
             finally:
-                for broker in worker.brokers.values():
-                    broker.timer.cancel()
-                    for task in broker.flusher.tasks:
-                        task.cancel()
-                    await broker.flusher.conn.close()
+                await stop(worker)
 
         asyncio.run(asyncio.wait_for(scenario(), 40))
         requests = cluster.faults["delay/Produce"]
