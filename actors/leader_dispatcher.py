@@ -15,10 +15,6 @@ order within a partition is kept by Sarama's chaser protocol, held in `LeaderDis
 - a chaser back at the retry level closes that level: the retry level steps down, flushing
   each level's buffer, until a level still expects its chaser or the retry level is 0.
 
-A new batch waiting in level 0's buffer (never sent) past its delivery.timeout.ms fails there as
-not delivered, on the actor's timer (`expire_waiting`): a chaser slow to come back does not leave
-it to the driver's watchdog, whose error could only say its outcome is unknown.
-
 A partition moves to another broker only for a batch back from the retry loop, and the broker's
 Flusher (in its BrokerWorker) that failed it muted the partition first (`flusher.PartitionMuter`): the partition's later
 batches there are retried, not sent. So without idempotence, with one request in flight per
@@ -212,34 +208,7 @@ class LeaderDispatcherState:
     numbering = property(lambda self: self.sequences.numbering)
     next_sequence = property(lambda self: self.sequences.next_sequence)
 
-    # -- the timer: waiting for a leader, or behind the retries ------------------
-
-    @property
-    def wants_timer(self) -> bool:
-        """Whether batches wait here for the timer: held for a leader, or new ones behind the retries."""
-        return bool(self.held) or bool((waiting := self.levels.get(0)) and waiting.buf)
-
-    def on_timer(self, now_ms: float) -> bool:
-        """The timer's round: the new batches waiting behind the retries past delivery.timeout.ms
-        fail (`expire_waiting`), and the held ones try the leader again (`retry_held`). True if
-        some are still held for a leader."""
-        self.expire_waiting(now_ms)
-        return self.retry_held(now_ms)
-
-    def expire_waiting(self, now_ms: float) -> None:
-        """Fail, as not delivered, the new batches buffered at retry level 0 (behind the
-        partition's retries, until their chaser is back) once their delivery.timeout.ms has run
-        out, as the Java producer expires a batch that waited too long to be drained. They never
-        left here, so they carry no sequence numbers and nothing of them can be in the log; the
-        retried batches of the levels above may be, and are left to their own ends."""
-        waiting = self.levels.get(0)
-        if waiting is None or not waiting.buf:
-            return
-        waiting.buf, expired = split_expired(waiting.buf, now_ms, self.delivery_timeout_ms)
-        if expired:
-            self.backend.return_errors(expired, DeliveryTimeoutError(
-                f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms}: never sent, waiting behind "
-                f"the retries of {self.topic}/{self.partition} (retry level {self.retry_level})"))
+    # -- waiting for a leader ---------------------------------------------------
 
     def retry_held(self, now_ms: float) -> bool:
         """Refresh the leader for the held batches: if found, dispatch them again in the order they
@@ -342,14 +311,13 @@ class LeaderDispatcher:
         self._arm_timer()
 
     def retry_held(self) -> None:
-        """Called by this actor's own timer: try the leaders of the partitions holding batches,
-        and expire the new batches waiting too long behind retries."""
+        """Called by this actor's own timer: try the leaders of the partitions holding batches."""
         self.timer.fired()
         now_ms = time.time() * 1000
         waiting = False
         try:
             for state in self.partitions.values():
-                waiting = state.on_timer(now_ms) or waiting
+                waiting = state.retry_held(now_ms) or waiting
         finally:
             self.outbox.send()
         if not waiting:
@@ -357,8 +325,8 @@ class LeaderDispatcher:
         self._arm_timer()
 
     def _arm_timer(self) -> None:
-        """While batches wait in a partition (`wants_timer`), call `retry_held` again after the next backoff."""
-        if not self.timer.armed and any(state.wants_timer for state in self.partitions.values()):
+        """While a partition holds batches, call `retry_held` again after the next backoff."""
+        if not self.timer.armed and any(state.held for state in self.partitions.values()):
             self.timer.arm(self.backoff.next())
 
     def shutdown(self) -> None:

@@ -292,8 +292,7 @@ class LocalPipeline:
                 report_failed(self.mailbox.report, batches, KafkaError(f"retry not forwarded: {exc}"))
 
     def _retry_held(self) -> None:
-        """The timer: try the leaders of the partitions holding batches, and expire the new
-        batches waiting too long behind retries (`LeaderDispatcherState.on_timer`)."""
+        """The timer: try the leaders of the partitions holding batches."""
         with self.lock:
             self.timer = None
             if self.closed:
@@ -301,14 +300,14 @@ class LocalPipeline:
             now_ms = time.time() * 1000
             waiting = False
             for state in self.partitions.values():
-                waiting = state.on_timer(now_ms) or waiting
+                waiting = state.retry_held(now_ms) or waiting
             self._send_outbox()
             if not waiting:
                 self.backoff.reset()
             self._arm_timer()
 
     def _arm_timer(self) -> None:
-        if self.timer is None and not self.closed and any(state.wants_timer for state in self.partitions.values()):
+        if self.timer is None and not self.closed and any(state.held for state in self.partitions.values()):
             self.timer = threading.Timer(self.backoff.next(), self._retry_held)
             self.timer.daemon = True
             self.timer.start()

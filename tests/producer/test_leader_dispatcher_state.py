@@ -235,26 +235,3 @@ def test_a_broken_sequence_behind_an_unresolved_batch_keeps_the_producer_id():
     reset.producer_id, reset.numbering = 7, 0
     state.dispatch(reset)  # a second report of the old numbering changes nothing more
     assert (state.producer_id, state.numbering) == (8, 1)
-
-
-def test_new_messages_waiting_behind_the_retries_fail_as_not_delivered_once_delivery_timeout_runs_out():
-    """Batches buffered at retry level 0 (never sent, not numbered) until the chaser comes back
-    fail on the timer past delivery.timeout.ms, with an error saying they were never sent;
-    younger ones keep waiting, and the retried batches of the level above are left alone."""
-    backend = FakeBackend()
-    state = LeaderDispatcherState("t", 0, backend, delivery_timeout_ms=1000)
-    state.dispatch(msg("a"))
-    state.dispatch(msg("a", retries=1))  # retry level 1: the chaser of level 0 is on its way
-    old, young = msg("old"), msg("young")
-    old.created_ms, young.created_ms = 10_000, 10_900
-    state.dispatch(old)
-    state.dispatch(young)
-    assert state.wants_timer and not state.held
-    assert state.on_timer(now_ms=10_500) is False and backend.errors == []  # none is past it yet
-    state.on_timer(now_ms=11_200)
-    [(failed, error)] = backend.errors
-    assert failed == [b"old"] and isinstance(error, DeliveryTimeoutError)
-    assert "never sent" in str(error) and "delivery.timeout.ms=1000" in str(error)
-    assert [b.values[0] for b in state.levels[0].buf] == [b"young"]
-    state.dispatch(chaser(1))  # the chaser back: the young one goes, and nothing waits
-    assert backend.data() == ["a", "a", "young"] and not state.wants_timer
