@@ -152,7 +152,8 @@ class BrokerProducer:
 
     async def _wire_free(self) -> None:
         """Wait while the Flusher has not yet put the last set on the wire (its requests in flight
-        are at `max.in.flight.requests.per.connection`): what lingers meanwhile stays here and
+        at `max.in.flight.requests.per.connection`, its connection being made again, or, in a
+        transaction, the set's partitions being added): what lingers meanwhile stays here and
         gathers into batches up to `batch.size`, as the Java producer drains a partition only when
         a request can go. Handed on at once, it would queue behind as a set of small batches, a
         request each: a broker slower than the producer's rate then falls further behind with

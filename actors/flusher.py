@@ -211,7 +211,10 @@ class Flusher:
         """In a transactional producer: ask the TransactionOwner to add the batches' partitions to
         the transaction (AddPartitionsToTxn; one added already costs no request), as Java's Sender
         does before it drains a partition. The call's ref, awaited before the first Produce; asked
-        as the set is submitted, so the answer is there by the time its turn comes."""
+        as the set is submitted, so that a set submitted behind others (one the worker's `add`
+        completed) has its answer by its turn; a set that lingered is submitted only once the
+        wire is free for it (`BrokerProducer._wire_free`), so it waits for the answer, once per
+        partition and transaction."""
         if self.ctx.transactions is None or not batches:
             return None
         return self.ctx.transactions.add_partitions.remote(sorted({(b.topic, b.partition) for b in batches}))
