@@ -32,6 +32,7 @@ if sys.argv[1] == "exit-without-prctl":  # as where prctl is absent: the atexit 
 broker = EmbeddedBroker().start()
 print(broker.process.pid, flush=True)
 if sys.argv[1].startswith("exit"):
+    sys.stdin.readline()  # until the test has seen tansu running: the exit below ends it at once
     sys.exit(0)  # without stop()
 time.sleep(600)  # until the test's signal
 """
@@ -82,6 +83,7 @@ def leave_nothing(starter: subprocess.Popen, tansu: int | None) -> None:
 
 def end(starter: subprocess.Popen, how: str) -> None:
     if how.startswith("exit"):
+        starter.stdin.close()  # the starter's go-ahead to exit
         starter.wait(STARTED_WITHIN)
     else:
         starter.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
@@ -90,7 +92,8 @@ def end(starter: subprocess.Popen, how: str) -> None:
 
 @pytest.mark.parametrize("how", ["exit", "exit-without-prctl", "sigterm", "sigkill"])
 def test_an_embedded_broker_dies_with_its_process(how):
-    starter = subprocess.Popen([sys.executable, "-c", STARTER, how], stdout=subprocess.PIPE, text=True)
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, how], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
     tansu = None
     try:
         tansu = int(starter.stdout.readline())
