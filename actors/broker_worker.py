@@ -48,7 +48,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from typing import Any
 
 import ray
@@ -56,6 +55,7 @@ import ray
 from ..wire.stats import merge
 from .aggregator import AggregatorState
 from .batch import SHUTDOWN, Control, Entry, MessageBatch, ProduceSet
+from .caller_order import CallerOrder
 from .calls import pipeline_error
 from .flusher import Flusher
 from .producer_results import Mailbox, Reports, report_failed
@@ -68,32 +68,6 @@ LINGER_IDLE = 1.0
 EXIT_GRACE = 0.2
 # how often (s) an exiting worker looks whether its other brokers have closed
 CLOSE_POLL = 0.02
-
-
-class CallerOrder:
-    """Each caller's calls in the order it numbered them, without Ray: `take` holds a call that
-    came before its turn and hands back, in order, every call whose turn has come."""
-
-    def __init__(self) -> None:
-        self.next: dict[str, int] = {}  # caller -> the sequence number whose turn it is
-        self.early: dict[str, dict[int, Any]] = {}  # caller -> calls that came before their turn
-
-    def take(self, caller: str, seq: int, item: Any) -> list[Any]:
-        waiting = self.early.setdefault(caller, {})
-        waiting[seq] = item
-        turn = self.next.get(caller, 0)
-        ready = []
-        while turn in waiting:
-            ready.append(waiting.pop(turn))
-            turn += 1
-        self.next[caller] = turn
-        if not waiting:
-            del self.early[caller]
-        return ready
-
-    def waiting(self) -> int:
-        """Calls held for an earlier one of their caller."""
-        return sum(len(calls) for calls in self.early.values())
 
 
 class BrokerProducer:
@@ -328,43 +302,3 @@ class BrokerWorker:
             await waiting
             broker = self.brokers[generation]
         return broker
-
-
-# ---------------------------------------------------------------------------- the callers' side
-
-
-class BrokerWorkerCalls:
-    """One process's calls to one broker on one BrokerWorker, numbered for `CallerOrder`; it
-    stands in for the worker's handle where a LeaderDispatcher sends (`add.remote(batches)`).
-    One per process and broker generation (`calls_to`), so that every partition of a
-    LeaderDispatcher on that broker shares one sequence, as they shared one caller's order with
-    a synchronous actor."""
-
-    def __init__(self, handle: Any, generation: int):
-        self.handle = handle
-        self.generation = generation
-        self.caller = uuid.uuid4().hex
-        self.seq = 0
-        self.add = _NumberedAdd(self)
-
-
-class _NumberedAdd:
-    def __init__(self, calls: BrokerWorkerCalls):
-        self.calls = calls
-
-    def remote(self, batches: list[MessageBatch]) -> Any:
-        calls = self.calls
-        ref = calls.handle.add.remote(calls.generation, calls.caller, calls.seq, batches)
-        calls.seq += 1
-        return ref
-
-
-_CALLS: dict[tuple[Any, int], BrokerWorkerCalls] = {}  # (worker handle, generation) -> this process's calls
-
-
-def calls_to(handle: Any, generation: int) -> BrokerWorkerCalls:
-    """This process's numbered calls to broker `generation` on the worker `handle`."""
-    calls = _CALLS.get((handle, generation))
-    if calls is None:
-        calls = _CALLS[(handle, generation)] = BrokerWorkerCalls(handle, generation)
-    return calls

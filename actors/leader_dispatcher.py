@@ -56,7 +56,7 @@ from ..wire.errors import (
 from ..wire.loop import LoopThread
 from ..wire.producer_id import init_producer_id
 from .batch import FIN, RESET, SYN, MessageBatch
-from .broker_worker import calls_to
+from .caller_order import calls_to
 from .calls import CallWindow, pipeline_error
 from .hold import HoldBackoff, SelfTimer, split_expired
 from .idempotence import PartitionSequences

@@ -18,6 +18,7 @@ import os
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -256,88 +257,109 @@ def demo_events(spark: Any, rows: int) -> Any:
         "array(named_struct('key', 'source', 'value', cast('demo' as binary))) as headers")
 
 
+def aggregate(spark: Any, df: Any) -> list[tuple[str, int, int]]:
+    """The demo's Spark SQL over what the group read: (kind, count, sum of amounts) by kind."""
+    view = f"demo_events_{uuid.uuid4().hex[:8]}"  # one per job: a session may run several
+    df.createOrReplaceTempView(view)
+    try:
+        rows = spark.sql(f"""
+            SELECT get_json_object(CAST(value AS STRING), '$.kind') AS kind,
+                   COUNT(*) AS n,
+                   SUM(CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)) AS amount
+            FROM {view} GROUP BY kind ORDER BY kind""").collect()
+    finally:
+        spark.catalog.dropTempView(view)
+    return [(r["kind"], int(r["n"]), int(r["amount"])) for r in rows]
+
+
 def run_demo(rows: int = 1_000_000, partitions: int = 6, members: int = 2, out: Any = sys.stdout,
              progress_stream: Any = sys.stderr) -> DemoReport:
-    from ..driver.admin import Admin
-    from ..driver.consumer_group import ConsumerGroup
+    """The demo as `raykafka demo` runs it: its own tansu, local Ray and Spark session, the job
+    (`demo_job`) on them, then everything it started stopped."""
     from ..driver.embedded_broker import EmbeddedBroker
-    from ..spark_bridge import write_kafka
     from ..spark_bridge.producer_cache import PRODUCERS
     from ..spark_bridge.session import init_ray, init_spark, stop_spark
+
+    with EmbeddedBroker() as broker:
+        print(f"broker   tansu on {broker.bootstrap}", file=out, flush=True)
+        init_ray(num_cpus=2)
+        spark = init_spark("raykafka-demo")
+        try:
+            return demo_job(spark, {"bootstrap.servers": broker.bootstrap}, rows, partitions, members,
+                            out=out, progress_stream=progress_stream)
+        finally:
+            PRODUCERS.close_all()  # the write's cached producer, while Ray is still up
+            stop_spark()
+            ray.shutdown()
+
+
+def demo_job(spark: Any, config: dict[str, Any], rows: int, partitions: int = 6, members: int = 2,
+             topic: str = "demo-events", group_id: str = "raykafka-demo", out: Any = sys.stdout,
+             progress_stream: Any = sys.stderr) -> DemoReport:
+    """The demo's job on a running broker (`config`), Ray and Spark session, which it leaves
+    running: creates `topic`, writes the events to it, reads them back through a group
+    `group_id` of `members` Ray actors into Spark, aggregates, and checks every count
+    (AssertionError when one is wrong). Its collector actor is gone when it returns."""
+    from ..driver.admin import Admin
+    from ..driver.consumer_group import ConsumerGroup
+    from ..spark_bridge import write_kafka
     from ..spark_bridge.sink import WriteMarks
     from ..spark_bridge.to_spark import tables_to_spark
 
     def say(text: str) -> None:
         print(text, file=out, flush=True)
 
-    topic = "demo-events"
-    with EmbeddedBroker() as broker:
-        say(f"broker   tansu on {broker.bootstrap}")
-        config = {"bootstrap.servers": broker.bootstrap}
-        with Admin(config) as admin:
-            admin.create_topics({topic: partitions})
-        init_ray(num_cpus=2)
-        spark = init_spark("raykafka-demo")
-        try:
-            say(f"spark    RayDP session up; generating {rows:,} events")
-            events = demo_events(spark, rows)
+    with Admin(config) as admin:
+        admin.create_topics({topic: partitions})
+    say(f"spark    RayDP session up; generating {rows:,} events")
+    events = demo_events(spark, rows)
 
-            timeline = Timeline()
-            bar = Progress("write", rows, timeline, progress_stream)
-            marks = WriteMarks()
-            started = timeline.now()
-            counts = write_kafka(events, topic, config, on_progress=bar.add, marks=marks)
-            write = Side.of("write", counts["delivered"], started, timeline.now(), WRITE_STEPS,
-                            [timeline.at(m) for m in (marks.spark_done, marks.handed_over, marks.writers_up,
-                                                      marks.first_acked, marks.written)])
-            bar.close()
-            say(write_line(write, counts["failed"]))
+    timeline = Timeline()
+    bar = Progress("write", rows, timeline, progress_stream)
+    marks = WriteMarks()
+    started = timeline.now()
+    counts = write_kafka(events, topic, config, on_progress=bar.add, marks=marks)
+    write = Side.of("write", counts["delivered"], started, timeline.now(), WRITE_STEPS,
+                    [timeline.at(m) for m in (marks.spark_done, marks.handed_over, marks.writers_up,
+                                              marks.first_acked, marks.written)])
+    bar.close()
+    say(write_line(write, counts["failed"]))
 
-            collector = remote_class(BatchCollector, "demo_collector").remote()
+    collector = remote_class(BatchCollector, "demo_collector").remote()
 
-            def handle(batch: Any) -> None:
-                ray.get(collector.add.remote(batch))
+    def handle(batch: Any) -> None:
+        ray.get(collector.add.remote(batch))
 
-            bar = Progress("read", rows, timeline, progress_stream)
-            started = timeline.now()
-            group_config = {**config, "group.id": "raykafka-demo", "auto.offset.reset": "earliest",
-                            "session.timeout.ms": GROUP_SESSION_MS, "heartbeat.interval.ms": GROUP_HEARTBEAT_MS}
-            with ConsumerGroup(group_config, [topic], handle, members=members):
-                seen = 0
-                while seen < rows:
-                    now, _ = ray.get(collector.count.remote())
-                    bar.add(now - seen)
-                    seen = now
-                    if seen < rows:
-                        time.sleep(0.2)  # polling a counter for the bar; no event to await
-                        if timeline.now() - started > 600:
-                            raise TimeoutError(f"the group consumed {seen:,} of {rows:,} rows in 600 s")
-            ended = timeline.now()
-            bar.close()
-            consumed, duplicates = ray.get(collector.count.remote())
-            first, last = ray.get(collector.times.remote())
-            read = Side.of("read", consumed, started, ended, READ_STEPS, [timeline.at(first), timeline.at(last)])
-            say(read_line(read, members, duplicates))
-
-            df = tables_to_spark(spark, ray.get(collector.tables.remote()))
-            df.createOrReplaceTempView("events")
-            rows_out = spark.sql("""
-                SELECT get_json_object(CAST(value AS STRING), '$.kind') AS kind,
-                       COUNT(*) AS n,
-                       SUM(CAST(get_json_object(CAST(value AS STRING), '$.amount') AS BIGINT)) AS amount
-                FROM events GROUP BY kind ORDER BY kind""").collect()
-            aggregates = [(r["kind"], int(r["n"]), int(r["amount"])) for r in rows_out]
-            say("spark    SELECT kind, COUNT(*), SUM(amount) FROM events GROUP BY kind")
-            for kind, n, amount in aggregates:
-                say(f"           {kind:<9} {n:>10,} {amount:>14,}")
-            expected = expected_aggregates(rows)
-            got = {kind: (n, amount) for kind, n, amount in aggregates}
-            if got != expected or consumed != rows or counts["delivered"] != rows:
-                raise AssertionError(f"demo counts are wrong: got {got}, expected {expected}")
-            say("check    every count matches what was generated")
-            return DemoReport(rows, counts["delivered"], consumed, duplicates, aggregates, timeline,
-                              DemoPhases(write, read))
-        finally:
-            PRODUCERS.close_all()  # the write's cached producer, while Ray is still up
-            stop_spark()
-            ray.shutdown()
+    try:
+        bar = Progress("read", rows, timeline, progress_stream)
+        started = timeline.now()
+        group_config = {**config, "group.id": group_id, "auto.offset.reset": "earliest",
+                        "session.timeout.ms": GROUP_SESSION_MS, "heartbeat.interval.ms": GROUP_HEARTBEAT_MS}
+        with ConsumerGroup(group_config, [topic], handle, members=members):
+            seen = 0
+            while seen < rows:
+                now, _ = ray.get(collector.count.remote())
+                bar.add(now - seen)
+                seen = now
+                if seen < rows:
+                    time.sleep(0.2)  # polling a counter for the bar; no event to await
+                    if timeline.now() - started > 600:
+                        raise TimeoutError(f"the group consumed {seen:,} of {rows:,} rows in 600 s")
+        ended = timeline.now()
+        bar.close()
+        consumed, duplicates = ray.get(collector.count.remote())
+        first, last = ray.get(collector.times.remote())
+        read = Side.of("read", consumed, started, ended, READ_STEPS, [timeline.at(first), timeline.at(last)])
+        say(read_line(read, members, duplicates))
+        aggregates = aggregate(spark, tables_to_spark(spark, ray.get(collector.tables.remote())))
+    finally:
+        ray.kill(collector)  # after Spark read its tables: the collector owns them
+    say("spark    SELECT kind, COUNT(*), SUM(amount) FROM events GROUP BY kind")
+    for kind, n, amount in aggregates:
+        say(f"           {kind:<9} {n:>10,} {amount:>14,}")
+    expected = expected_aggregates(rows)
+    got = {kind: (n, amount) for kind, n, amount in aggregates}
+    if got != expected or consumed != rows or counts["delivered"] != rows:
+        raise AssertionError(f"demo counts are wrong: got {got}, expected {expected}")
+    say("check    every count matches what was generated")
+    return DemoReport(rows, counts["delivered"], consumed, duplicates, aggregates, timeline, DemoPhases(write, read))

@@ -23,19 +23,24 @@ from typing import Any, NamedTuple
 
 from . import messages
 from .config import Config
-from .errors import BrokerError, DecodeError, LookupTimeoutError
-from .fetcher import LEADER_ERRORS, OFFSET_OUT_OF_RANGE, RESET_POLICIES
+from .errors import BY_NAME, BrokerError, DecodeError, LookupTimeoutError
 from .record_batch import LENGTH_OFFSET, SEQUENCE_MASK
 from .record_batch_reader import read_batch_header
 from .record_decoding import decode_record_batches
-
-__all__ = ["LEADER_ERRORS", "OFFSET_OUT_OF_RANGE", "RESET_POLICIES", "fetch_body", "fetch_version"]
 
 FETCH_MAX_VERSION = 12
 EARLIEST, LATEST = -2, -1
 
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+OFFSET_OUT_OF_RANGE = BY_NAME["OFFSET_OUT_OF_RANGE"].code
+# errors after which a partition's leader must be looked up again
+LEADER_ERRORS = frozenset(BY_NAME[name].code for name in (
+    "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER", "REPLICA_NOT_AVAILABLE",
+    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "INCONSISTENT_TOPIC_ID"))
+# the `auto.offset.reset` values that reset a position; any other (none, error) fails the partition
+RESET_POLICIES = ("earliest", "latest")
 
 
 def isolation_level(config: Config) -> int:

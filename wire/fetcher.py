@@ -38,7 +38,6 @@ from typing import Any, NamedTuple
 from .arrow_batches import records_to_arrow
 from .config import Config
 from .errors import (
-    BY_NAME,
     BrokerError,
     ConsumerError,
     DecodeError,
@@ -46,17 +45,10 @@ from .errors import (
     RecordTooLargeError,
     code_for,
 )
+from .fetch import LEADER_ERRORS, OFFSET_OUT_OF_RANGE, RESET_POLICIES
 from .read_committed import CommittedReader, fetched_batches
 from .record_batch import LENGTH_OFFSET
 from .record_batch_reader import InflationBudget, cut_batch, next_offset, read_batch_header
-
-OFFSET_OUT_OF_RANGE = BY_NAME["OFFSET_OUT_OF_RANGE"].code
-# errors after which a partition's leader must be looked up again
-LEADER_ERRORS = frozenset(BY_NAME[name].code for name in (
-    "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER", "REPLICA_NOT_AVAILABLE",
-    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "INCONSISTENT_TOPIC_ID"))
-# the `auto.offset.reset` values that reset a position; any other (none, error) fails the partition
-RESET_POLICIES = ("earliest", "latest")
 
 
 class Data(NamedTuple):

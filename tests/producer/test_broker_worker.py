@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 from raykafka.actors.batch import MessageBatch
-from raykafka.actors.broker_worker import BrokerWorker, CallerOrder
+from raykafka.actors.broker_worker import BrokerWorker
+from raykafka.actors.caller_order import CallerOrder
 from raykafka.mock import MockCluster
 from raykafka.wire import messages
 from raykafka.wire.config import parse_config

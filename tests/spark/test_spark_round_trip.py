@@ -145,6 +145,47 @@ def phase_table(lines: list[str]) -> dict[str, tuple[float, list[tuple[str, floa
     return table
 
 
+def check_phases(lines: list[str], said: str) -> None:
+    """Every phase boundary was seen (no phase joined to the next), and each side's phases add
+    up to its total, which is the time its own line in `said` gives."""
+    phases = phase_table(lines)
+    assert [name for name, _ in phases["write"][1]] == ["Spark's job", "hand-over", "pipeline start", "first message",
+                                                        "Kafka write", "release"], lines
+    assert [name for name, _ in phases["read"][1]] == ["group forming", "reading", "group close"], lines
+    for side, (total, rows) in phases.items():
+        seconds = [s for _, s in rows]
+        rounding = 0.005 * len(seconds)  # each figure is rounded to 0.01 s
+        assert min(seconds) >= 0 and sum(seconds) <= total + rounding, (side, lines)
+        assert sum(seconds) >= total - rounding, (side, lines)  # and nothing left out
+        line = re.search(rf"^{side} .* in (\d+\.\d)s \(", said, re.M)
+        assert abs(float(line[1]) - total) <= 0.051, (side, said)  # the line rounds to 0.1 s
+
+
+def test_the_demos_job_on_the_runs_spark_writes_reads_back_and_checks_every_count(spark, bootstrap, topic_name,
+                                                                                   tmp_path, wait_for, live_actors_of):
+    """The demo's job (`demo_job`, what `raykafka demo` runs on the broker, Ray and Spark it
+    starts) on the run's ones, at 20,000 rows: written through the producer actors, read back by
+    a group of 2 Ray actors, aggregated in Spark, every count checked; its lines, its phases and
+    its plot as the command shows them. The command itself, in a process of its own, is the slow
+    test below."""
+    import io
+
+    from raykafka.app.demo import demo_job, expected_aggregates, plot_rates
+
+    out = io.StringIO()
+    report = demo_job(spark, {"bootstrap.servers": bootstrap}, 20_000, topic=topic_name("demo"),
+                      group_id=topic_name("demo-g"), out=out, progress_stream=io.StringIO())
+    said = out.getvalue()
+    assert (report.delivered, report.consumed) == (20_000, 20_000)
+    assert {kind: (n, amount) for kind, n, amount in report.aggregates} == expected_aggregates(20_000)
+    assert "write    20,000 delivered, 0 failed" in said and "read     20,000 rows" in said, said
+    assert said.rstrip().endswith("check    every count matches what was generated"), said
+    check_phases(report.phases.lines(), said)
+    assert plot_rates(report.timeline, report.phases, tmp_path / "rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    wait_for(lambda: not live_actors_of(("BatchCollector",)), timeout=30)  # the job left its collector behind
+
+
+@pytest.mark.slow  # about 2 minutes beside the run's Ray; the default tier keeps the job above, on the run's Spark
 def test_demo_runs_end_to_end_cleanly_and_checks_its_counts(tmp_path):
     """`raykafka demo` (a smaller run, with `--plot`): its own broker, Ray and Spark; exit 0 and
     correct counts; its own lines, a summary and where each side's time went on stdout, nothing on
@@ -164,17 +205,7 @@ def test_demo_runs_end_to_end_cleanly_and_checks_its_counts(tmp_path):
     assert summary.startswith("summary  20,000 events written at ")
     assert result.stderr == ""
 
-    phases = phase_table(lines[lines.index(summary) + 1:])
-    assert [name for name, _ in phases["write"][1]] == ["Spark's job", "hand-over", "pipeline start", "first message",
-                                                        "Kafka write", "release"], result.stdout
-    assert [name for name, _ in phases["read"][1]] == ["group forming", "reading", "group close"], result.stdout
-    for side, (total, rows) in phases.items():
-        seconds = [s for _, s in rows]
-        rounding = 0.005 * len(seconds)  # each figure is rounded to 0.01 s
-        assert min(seconds) >= 0 and sum(seconds) <= total + rounding, (side, result.stdout)
-        assert sum(seconds) >= total - rounding, (side, result.stdout)  # and nothing left out
-        said = re.search(rf"^{side} .* in (\d+\.\d)s \(", result.stdout, re.M)
-        assert abs(float(said[1]) - total) <= 0.051, (side, result.stdout)  # the line rounds to 0.1 s
+    check_phases(lines[lines.index(summary) + 1:], result.stdout)
     assert (tmp_path / "rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     log = summary.rsplit("Ray and Spark logged to ", 1)[1]
