@@ -19,6 +19,7 @@ import pytest
 
 from raykafka.driver.embedded_broker import EmbeddedBroker, free_port
 
+from .processes import PROPERTY, WorkerCount
 from .tiers import slow_tier
 
 
@@ -27,6 +28,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_WORKER_COUNT] = WorkerCount()  # Ray's sessions from before the run are not counted
     if config.getoption("--run-slow"):
         os.environ["RAYKAFKA_SLOW"] = "1"  # read as the test modules are collected (tests/tiers.py)
 
@@ -41,6 +43,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+_WORKER_COUNT = pytest.StashKey[WorkerCount]()
+_WORKERS_AT_SETUP = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_WORKERS_AT_SETUP] = item.config.stash[_WORKER_COUNT].started()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    """The Ray worker processes a test started (tests/processes.py), on its teardown's report,
+    where the JUnit XML takes a test's properties from."""
+    report = yield
+    at_setup = item.stash.get(_WORKERS_AT_SETUP, None)
+    if call.when == "teardown" and at_setup is not None:
+        report.user_properties.append((PROPERTY, item.config.stash[_WORKER_COUNT].started() - at_setup))
+    return report
 
 
 # session.timeout.ms for a consumer group on tansu, in a test that does not wait for a member to

@@ -4,9 +4,13 @@ docs/tests.md is written by this, never by hand.
     python -m pytest --junitxml=run.xml            # the run measured (the README's test command)
     python -m pytest --run-slow -m "slow or fuzz" --junitxml=slow.xml   # the slow tier alone
     python -m raykafka.tests.timings run.xml --slow slow.xml --out docs/tests.md
+    python -m raykafka.tests.timings run.xml --record tests/records/suite-run.xml.gz
 
-The runs behind today's section are kept, trimmed to each test's name, time and outcome, in
-tests/records/suite-run.xml.gz and tests/records/slow-run.xml.gz (gzip is read as it is).
+The runs behind today's section are kept, trimmed to each test's name, time, outcome and the Ray
+worker processes it started (`--record`), in tests/records/suite-run.xml.gz and
+tests/records/slow-run.xml.gz (gzip is read as it is). The processes are counted by
+tests/processes.py; a record made before it counted them has none, and the tables leave the
+column out.
 
 Called by: a contributor, after a run. Calls: nothing of the package; reads the XML pytest wrote.
 Each test's time is pytest's (its setup, call and teardown), so a module's first test carries
@@ -23,10 +27,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
+from .processes import PROPERTY
+
 HEADING = "## Where the time goes"
 SLOWEST_MODULES = 15
 SLOWEST_TESTS = 20
 SLOWEST_SLOW_TESTS = 10
+MESSAGE_CHARS = 300  # of a failure's or skip's message, in a record
+SUITE_FIELDS = ("name", "errors", "failures", "skipped", "tests", "time", "timestamp")
 
 
 class Case(NamedTuple):
@@ -34,6 +42,7 @@ class Case(NamedTuple):
     name: str
     seconds: float
     outcome: str  # passed, failed, error, skipped
+    workers: int | None  # Ray worker processes it started (tests/processes.py); None when not counted
 
 
 def cases(path: Path) -> tuple[list[Case], float]:
@@ -44,9 +53,32 @@ def cases(path: Path) -> tuple[list[Case], float]:
     found = []
     for case in suite.iter("testcase"):
         outcome = next((kind for kind in ("failure", "error", "skipped") if case.find(kind) is not None), "passed")
+        counted = case.find(f"properties/property[@name='{PROPERTY}']")
         found.append(Case(module_of(case.get("classname", "")), case.get("name", ""), float(case.get("time", 0.0)),
-                          outcome))
+                          outcome, None if counted is None else int(counted.get("value", "0"))))
     return found, float(suite.get("time", 0.0))
+
+
+def record(source: Path, target: Path) -> None:
+    """`source`, a run's JUnit XML, trimmed for tests/records/ and gzipped into `target`: the
+    suite's totals, and each test's name, time, outcome (its message cut to 300 characters) and
+    Ray worker processes."""
+    with (gzip.open(source) if source.suffix == ".gz" else open(source, "rb")) as f:
+        root = ET.parse(f).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    out = ET.Element("testsuites")
+    kept = ET.SubElement(out, "testsuite", {k: v for k, v in suite.attrib.items() if k in SUITE_FIELDS})
+    for case in suite.iter("testcase"):
+        trimmed = ET.SubElement(kept, "testcase", {k: case.get(k, "") for k in ("classname", "name", "time")})
+        counted = case.find(f"properties/property[@name='{PROPERTY}']")
+        if counted is not None:
+            ET.SubElement(ET.SubElement(trimmed, "properties"), "property", dict(counted.attrib))
+        for kind in ("failure", "error", "skipped"):
+            outcome = case.find(kind)
+            if outcome is not None:
+                ET.SubElement(trimmed, kind, {"message": (outcome.get("message") or "")[:MESSAGE_CHARS]})
+    with gzip.open(target, "wb") as f:
+        f.write(ET.tostring(out, encoding="utf-8", xml_declaration=True))
 
 
 def module_of(classname: str) -> str:
@@ -68,21 +100,29 @@ def section(found: list[Case], wall: float, source: str) -> str:
         by_module[case.module].append(case)
     ran = [c for c in found if c.outcome != "skipped"]
     failed = [c for c in ran if c.outcome != "passed"]
+    workers = _workers if any(c.workers is not None for c in found) else None
     out = [HEADING, "",
            f"Written by `python -m raykafka.tests.timings` from `{source}`, a run of "
            f"`python -m pytest`: {len(ran):,} tests ran"
            + (f" ({len(failed):,} failed: {', '.join(_cell(c.module + '::' + c.name) for c in failed)})" if failed else "")
            + f" and {len(found) - len(ran):,} were skipped in "
            f"{wall:,.0f} s of wall time, {sum(c.seconds for c in found):,.0f} s of it in the tests (their "
-           f"setup, call and teardown; a module's fixtures are counted in its first test).", "",
-           "| folder | tests | seconds | share |", "| --- | ---: | ---: | ---: |"]
+           f"setup, call and teardown; a module's fixtures are counted in its first test)."
+           + (f" They started {workers(found):,} Ray worker processes (tests/processes.py), each a Python "
+              "interpreter that imports Ray: every actor runs in one of its own." if workers else ""), "",
+           "| folder | tests | seconds | share |" + (" Ray processes |" if workers else ""),
+           "| --- | ---: | ---: | ---: |" + (" ---: |" if workers else "")]
     total = sum(c.seconds for c in found) or 1.0
     for folder, group in sorted(by_dir.items(), key=lambda kv: -sum(c.seconds for c in kv[1])):
         spent = sum(c.seconds for c in group)
-        out.append(f"| {folder} | {len(group):,} | {spent:,.0f} | {spent / total:.0%} |")
-    out += ["", f"The {SLOWEST_MODULES} slowest modules:", "", "| module | tests | seconds |", "| --- | ---: | ---: |"]
+        out.append(f"| {folder} | {len(group):,} | {spent:,.0f} | {spent / total:.0%} |"
+                   + (f" {workers(group):,} |" if workers else ""))
+    out += ["", f"The {SLOWEST_MODULES} slowest modules:", "",
+            "| module | tests | seconds |" + (" Ray processes |" if workers else ""),
+            "| --- | ---: | ---: |" + (" ---: |" if workers else "")]
     modules = sorted(by_module.items(), key=lambda kv: -sum(c.seconds for c in kv[1]))[:SLOWEST_MODULES]
-    out += [f"| {m} | {len(g):,} | {sum(c.seconds for c in g):,.0f} |" for m, g in modules]
+    out += [f"| {m} | {len(g):,} | {sum(c.seconds for c in g):,.0f} |" + (f" {workers(g):,} |" if workers else "")
+            for m, g in modules]
     out += ["", f"The {SLOWEST_TESTS} slowest tests:", "", "| test | seconds |", "| --- | ---: |"]
     slowest = sorted(found, key=lambda c: -c.seconds)[:SLOWEST_TESTS]
     out += [f"| {c.module}::{_cell(c.name)} | {c.seconds:,.1f} |" for c in slowest]
@@ -99,6 +139,10 @@ def slow_section(found: list[Case], wall: float, source: str) -> str:
     slowest = sorted(found, key=lambda c: -c.seconds)[:SLOWEST_SLOW_TESTS]
     out += [f"| {c.module}::{_cell(c.name)} | {c.seconds:,.1f} |" for c in slowest]
     return "\n".join(out) + "\n"
+
+
+def _workers(group: list[Case]) -> int:
+    return sum(c.workers or 0 for c in group)
 
 
 def _cell(text: str) -> str:
@@ -119,7 +163,11 @@ def main() -> int:
     parser.add_argument("junit")
     parser.add_argument("--slow", help="the JUnit XML of a run of the slow tier alone, for its part")
     parser.add_argument("--out", help="the page whose section it rewrites (default: print it)")
+    parser.add_argument("--record", help="write the run, trimmed and gzipped, here (tests/records/) and stop")
     args = parser.parse_args()
+    if args.record:
+        record(Path(args.junit), Path(args.record))
+        return 0
     found, wall = cases(Path(args.junit))
     text = section(found, wall, args.junit)
     if args.slow:

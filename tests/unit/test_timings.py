@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..timings import HEADING, cases, module_of, replace_section, section, slow_section
+import gzip
+
+from ..timings import HEADING, cases, module_of, record, replace_section, section, slow_section
 
 XML = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" time="100.5">
 <testcase classname="tests.producer.test_a" name="test_one" time="40.0"/>
@@ -50,3 +52,24 @@ def test_a_run_with_failures_names_them(tmp_path):
     path.write_text(XML.replace('name="test_two" time="10.0"/>', 'name="test_two" time="10.0"><failure message="x"/></testcase>'))
     text = section(*cases(path), "run.xml")
     assert "3 tests ran (1 failed: tests/producer/test_a.py::test_two) and 1 were skipped" in text
+
+
+def test_the_ray_processes_each_test_started_are_summed_and_kept_in_the_record(tmp_path):
+    counted = XML.replace('name="test_one" time="40.0"/>',
+                          'name="test_one" time="40.0"><properties><property name="ray_workers" value="7"/>'
+                          '<property name="other" value="x"/></properties><system-out>long</system-out></testcase>')
+    counted = counted.replace('name="test_two" time="10.0"/>', 'name="test_two" time="10.0"><properties>'
+                              '<property name="ray_workers" value="5"/></properties></testcase>')
+    (tmp_path / "run.xml").write_text(counted)
+    record(tmp_path / "run.xml", tmp_path / "run.xml.gz")
+    found, wall = cases(tmp_path / "run.xml.gz")
+    assert wall == 100.5 and [c.workers for c in found] == [7, 5, None, None]
+    assert [c.outcome for c in found] == ["passed", "passed", "passed", "skipped"]
+    assert b"long" not in gzip.open(tmp_path / "run.xml.gz").read(), "only names, times, outcomes and processes"
+    text = section(found, wall, "run.xml.gz")
+    assert "They started 12 Ray worker processes" in text
+    assert "| tests/producer | 2 | 50 | 62% | 12 |" in text and "| tests/unit | 1 | 1 | 1% | 0 |" in text
+    assert "| tests/producer/test_a.py | 2 | 50 | 12 |" in text
+    (tmp_path / "plain.xml").write_text(XML)
+    plain = section(*cases(tmp_path / "plain.xml"), "plain.xml")
+    assert "Ray processes" not in plain and "Ray worker" not in plain, "a run that did not count them has no column"
