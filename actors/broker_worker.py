@@ -32,12 +32,13 @@ An async actor (the Flushers await their brokers), and Ray does not promise that
 starts one caller's calls in the order they were submitted: a call whose arguments are still
 being fetched may be overtaken by the next, and the RetryHandler's `host` by a
 LeaderDispatcher's first `add`. So each `add` carries its caller's sequence number
-(`BrokerWorkerCalls`, on the caller's side, numbers them), and `CallerOrder` takes a caller's
-batches in that order; an `add` or `close` for a broker whose `host` has not run yet waits for
-it. A call's batches enter the `AggregatorState` before anything awaits, and the sets it makes
-go to the Flusher in the order they were made; the linger timer, an asyncio task of the same
-actor, does the same. So a partition's messages reach the broker in the order its
-LeaderDispatcher sent them, and a control message (SYN, FIN) stays in-band.
+(`BrokerWorkerCalls`, on the caller's side, numbers them; both in actors/caller_order.py), and
+`CallerOrder` takes a caller's batches in that order; an `add` or `close` for a broker whose
+`host` has not run yet waits for it. A call's batches enter the `AggregatorState` before
+anything awaits, and the sets it makes go to the Flusher in the order they were made; the linger
+timer, an asyncio task of the same actor, does the same. So a partition's messages reach the
+broker in the order its LeaderDispatcher sent them, and a control message (SYN, FIN) stays
+in-band.
 
 The compression ratios a Flusher measures go straight to its `AggregatorState.observe`, a plain
 call in the same process.
