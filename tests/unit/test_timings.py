@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import os
 
+from ..processes import WorkerCount
 from ..timings import HEADING, cases, module_of, record, replace_section, section, slow_section
 
 XML = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" time="100.5">
@@ -73,3 +75,22 @@ def test_the_ray_processes_each_test_started_are_summed_and_kept_in_the_record(t
     (tmp_path / "plain.xml").write_text(XML)
     plain = section(*cases(tmp_path / "plain.xml"), "plain.xml")
     assert "Ray processes" not in plain and "Ray worker" not in plain, "a run that did not count them has no column"
+
+
+def test_the_worker_count_takes_only_the_runs_sessions_and_sees_a_new_worker(tmp_path):
+    def worker(session: str, n: int) -> None:
+        logs = tmp_path / session / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / f"python-core-worker-{n}.log").touch()
+        (logs / f"worker-{n}.out").touch()  # not the one counted: one core-worker log a process
+        os.utime(logs, ns=(n, n))  # a new mtime, whatever the clock's tick
+
+    worker("session_old", 1)
+    count = WorkerCount(tmp_path)
+    assert count.started() == 0, "a session from before the run is not the run's"
+    worker("session_new", 2)
+    (tmp_path / "session_latest").symlink_to(tmp_path / "session_new")
+    assert count.started() == 1
+    worker("session_new", 3)
+    worker("session_old", 4)
+    assert count.started() == 2
