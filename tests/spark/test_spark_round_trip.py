@@ -182,7 +182,7 @@ def test_the_demos_job_on_the_runs_spark_writes_reads_back_and_checks_every_coun
     assert said.rstrip().endswith("check    every count matches what was generated"), said
     check_phases(report.phases.lines(), said)
     assert plot_rates(report.timeline, report.phases, tmp_path / "rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    wait_for(lambda: not live_actors_of(("BatchCollector",)), timeout=30)  # the job left its collector behind
+    wait_for(lambda: not live_actors_of(("BatchCollector",)), timeout=30)  # and left no collector behind
 
 
 @pytest.mark.slow  # about 2 minutes beside the run's Ray; the default tier keeps the job above, on the run's Spark
