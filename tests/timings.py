@@ -134,7 +134,9 @@ def slow_section(found: list[Case], wall: float, source: str) -> str:
     ran = [c for c in found if c.outcome != "skipped"]
     out = ["### The slow tier", "",
            f"A run of the slow tier alone (`{source}`): "
-           f"{len(ran):,} ran and {len(found) - len(ran):,} were skipped in {wall:,.0f} s of wall time.", "",
+           f"{len(ran):,} ran and {len(found) - len(ran):,} were skipped in {wall:,.0f} s of wall time"
+           + (f", and started {_workers(found):,} Ray worker processes." if any(c.workers is not None for c in found)
+              else "."), "",
            f"Its {SLOWEST_SLOW_TESTS} slowest tests:", "", "| test | seconds |", "| --- | ---: |"]
     slowest = sorted(found, key=lambda c: -c.seconds)[:SLOWEST_SLOW_TESTS]
     out += [f"| {c.module}::{_cell(c.name)} | {c.seconds:,.1f} |" for c in slowest]

@@ -72,6 +72,7 @@ def test_the_ray_processes_each_test_started_are_summed_and_kept_in_the_record(t
     assert "They started 12 Ray worker processes" in text
     assert "| tests/producer | 2 | 50 | 62% | 12 |" in text and "| tests/unit | 1 | 1 | 1% | 0 |" in text
     assert "| tests/producer/test_a.py | 2 | 50 | 12 |" in text
+    assert "in 100 s of wall time, and started 12 Ray worker processes." in slow_section(found, wall, "slow.xml.gz")
     (tmp_path / "plain.xml").write_text(XML)
     plain = section(*cases(tmp_path / "plain.xml"), "plain.xml")
     assert "Ray processes" not in plain and "Ray worker" not in plain, "a run that did not count them has no column"
