@@ -45,15 +45,25 @@ class Case(NamedTuple):
     workers: int | None  # Ray worker processes it started (tests/processes.py); None when not counted
 
 
-def cases(path: Path) -> tuple[list[Case], float]:
-    """Every test case of the run, and the run's wall time as pytest reported it."""
+def _suite(path: Path) -> ET.Element:
+    """The run's `testsuite` element, from a JUnit XML file (gzipped or not)."""
     with (gzip.open(path) if path.suffix == ".gz" else open(path, "rb")) as f:
         root = ET.parse(f).getroot()
-    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    return root if root.tag == "testsuite" else root.find("testsuite")
+
+
+def _workers_of(case: ET.Element) -> ET.Element | None:
+    """A test case's `ray_workers` property (tests/processes.py), if it was counted."""
+    return case.find(f"properties/property[@name='{PROPERTY}']")
+
+
+def cases(path: Path) -> tuple[list[Case], float]:
+    """Every test case of the run, and the run's wall time as pytest reported it."""
+    suite = _suite(path)
     found = []
     for case in suite.iter("testcase"):
         outcome = next((kind for kind in ("failure", "error", "skipped") if case.find(kind) is not None), "passed")
-        counted = case.find(f"properties/property[@name='{PROPERTY}']")
+        counted = _workers_of(case)
         found.append(Case(module_of(case.get("classname", "")), case.get("name", ""), float(case.get("time", 0.0)),
                           outcome, None if counted is None else int(counted.get("value", "0"))))
     return found, float(suite.get("time", 0.0))
@@ -63,14 +73,12 @@ def record(source: Path, target: Path) -> None:
     """`source`, a run's JUnit XML, trimmed for tests/records/ and gzipped into `target`: the
     suite's totals, and each test's name, time, outcome (its message cut to 300 characters) and
     Ray worker processes."""
-    with (gzip.open(source) if source.suffix == ".gz" else open(source, "rb")) as f:
-        root = ET.parse(f).getroot()
-    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    suite = _suite(source)
     out = ET.Element("testsuites")
     kept = ET.SubElement(out, "testsuite", {k: v for k, v in suite.attrib.items() if k in SUITE_FIELDS})
     for case in suite.iter("testcase"):
         trimmed = ET.SubElement(kept, "testcase", {k: case.get(k, "") for k in ("classname", "name", "time")})
-        counted = case.find(f"properties/property[@name='{PROPERTY}']")
+        counted = _workers_of(case)
         if counted is not None:
             ET.SubElement(ET.SubElement(trimmed, "properties"), "property", dict(counted.attrib))
         for kind in ("failure", "error", "skipped"):
