@@ -185,6 +185,20 @@ def test_the_demos_job_on_the_runs_spark_writes_reads_back_and_checks_every_coun
     wait_for(lambda: not live_actors_of(("BatchCollector",)), timeout=30)  # and left no collector behind
 
 
+def test_the_demos_job_with_a_group_id_of_the_wrong_type_names_it_and_leaves_no_collector(
+        spark, bootstrap, topic_name, wait_for, live_actors_of):
+    """A bad value met after the write, once the collector runs (the group's config): the job
+    raises the ValueError naming the key, and its collector goes with it."""
+    import io
+
+    from raykafka.app.demo import demo_job
+
+    with pytest.raises(ValueError, match="group.id: expected a string"):
+        demo_job(spark, {"bootstrap.servers": bootstrap}, 200, topic=topic_name("demo"), group_id=12345,
+                 out=io.StringIO(), progress_stream=io.StringIO())
+    wait_for(lambda: not live_actors_of(("BatchCollector",)), timeout=30)
+
+
 @pytest.mark.slow  # about 2 minutes beside the run's Ray; the default tier keeps the job above, on the run's Spark
 def test_demo_runs_end_to_end_cleanly_and_checks_its_counts(tmp_path):
     """`raykafka demo` (a smaller run, with `--plot`): its own broker, Ray and Spark; exit 0 and
