@@ -6,7 +6,7 @@ and nodes on this machine.
     python -m raykafka.benchmarks.scaling nodes    [--rows 1000000] [--runs 3]   # 1, 2, 3 simulated nodes of 1 CPU
     python -m raykafka.benchmarks.scaling sends    [--rows 500000] [--runs 3] [--keyed | --batch | --confluent]
     python -m raykafka.benchmarks.scaling reads    [--rows 200000] [--runs 3]   # 1 reader, 2: single-record and 10,000-record batches
-    python -m raykafka.benchmarks.scaling demo-write [--rows 1000000] [--runs 3]  # the demo's write, step by step, and Spark alone
+    python -m raykafka.benchmarks.scaling demo-write [--rows 1000000] [--runs 3]  # the demo's write, step by step, Spark alone, a writer of one process
     python -m raykafka.benchmarks.scaling hops     [--rows 500] [--runs 3]      # what one actor hop costs here
 
 `sends --batch --keyed`: the table has a key column too (the 100 keys in turn).
@@ -304,8 +304,12 @@ def run_demo_write(args: argparse.Namespace, config: dict[str, Any]) -> int:
     first write (the pool of pipelines and the topic's stages start in it); the same rows again
     to a topic whose stages are up (the write alone). And, in one more cold process a run, Spark's
     job alone: the same events into Spark's noop sink, which writes nowhere (the floor under any
-    writer's time in the demo); and in another, the same events through `write_kafka`, timed
-    whole (what the bridge adds is this less Spark's job alone)."""
+    writer's time in the demo); in another, the same events through `write_kafka`, timed
+    whole (what the bridge adds is this less Spark's job alone); and in two more, write_kafka's
+    steps with a writer of one process a node (benchmarks/in_process_writer.py), started after
+    the hand-over as write_kafka starts its pool (`in_process_write_s`), before Spark's job
+    (`in_process_early_s`), and before Spark's job with each writer fetching its partitions from
+    Spark itself, in place of RayDP's fetch tasks (`in_process_pull_s`)."""
     import subprocess
 
     def once(*extra: str) -> dict[str, Any]:
@@ -316,13 +320,16 @@ def run_demo_write(args: argparse.Namespace, config: dict[str, Any]) -> int:
         print(json.dumps(taken), flush=True)
         return taken
 
-    runs = [{**once(), **once("--spark-only"), **once("--write-kafka")} for _ in range(args.runs)]
-    for step in ("spark_alone_s", "write_kafka_s", "spark_to_ray_s", "first_write_s", "write_alone_s"):
+    runs = [{**once(), **once("--spark-only"), **once("--write-kafka"), **once("--in-process"),
+             **once("--in-process", "--early"), **once("--in-process", "--pull")} for _ in range(args.runs)]
+    for step in ("spark_alone_s", "write_kafka_s", "in_process_write_s", "in_process_early_s", "in_process_pull_s",
+                 "spark_to_ray_s", "first_write_s", "write_alone_s"):
         print(summary(f"demo write: {step}", [r[step] for r in runs], " s"))
     return 0
 
 
-def demo_write_once(rows: int, bootstrap: str, spark_only: bool = False, write_kafka: bool = False) -> int:
+def demo_write_once(rows: int, bootstrap: str, spark_only: bool = False, write_kafka: bool = False,
+                    in_process: bool = False, early: bool = False, pull: bool = False) -> int:
     import ray
 
     from raykafka.app.demo import demo_events
@@ -349,6 +356,25 @@ def demo_write_once(rows: int, bootstrap: str, spark_only: bool = False, write_k
             start = time.perf_counter()
             assert write(demo_events(spark, rows), first, config) == {"delivered": rows, "failed": 0}
             print(json.dumps({"rows": rows, "write_kafka_s": round(time.perf_counter() - start, 3)}), flush=True)
+            return 0
+        if in_process:  # write_kafka's steps, each node's writer running its producer's stages itself
+            from raykafka.benchmarks.in_process_writer import pull_in_process, start_writers, write_in_process
+
+            start = time.perf_counter()
+            writers = start_writers(config) if early or pull else None  # their processes start while Spark works
+            events = demo_events(spark, rows)
+            cached = from_spark.cache(events)
+            try:
+                if pull:  # each writer fetches its partitions from Spark itself
+                    result = pull_in_process(writers, from_spark.sources(cached), first)
+                else:
+                    blocks = from_spark.fetched(from_spark.fetch(events, cached))
+                    result = write_in_process(writers or start_writers(config), blocks, first)
+            finally:
+                from_spark.release(events, cached)
+            assert result.counts() == {"delivered": rows, "failed": 0}, result
+            figure = "in_process_pull_s" if pull else "in_process_early_s" if early else "in_process_write_s"
+            print(json.dumps({"rows": rows, figure: round(time.perf_counter() - start, 3)}), flush=True)
             return 0
         start = time.perf_counter()
         events = demo_events(spark, rows)
@@ -497,6 +523,14 @@ def main() -> int:
                         help="with `demo-write-once`: Spark's job alone, into Spark's noop sink")
     parser.add_argument("--write-kafka", action="store_true",
                         help="with `demo-write-once`: the same events through `write_kafka`, timed whole")
+    parser.add_argument("--in-process", action="store_true",
+                        help="with `demo-write-once`: write_kafka's steps, each node's writer running its "
+                             "producer's stages in its own process (benchmarks/in_process_writer.py), timed whole")
+    parser.add_argument("--early", action="store_true",
+                        help="with `--in-process`: the writers asked to start before Spark's job, not after the hand-over")
+    parser.add_argument("--pull", action="store_true",
+                        help="with `--in-process`: started early, and each writer fetches its Spark partitions "
+                             "itself (no fetch tasks)")
     parser.add_argument("--out", help="also write the run's summaries here, as JSON (`hops`: SCALING.hops.json, "
                                       "which BENCHMARKS.md's latency profile quotes)")
     args = parser.parse_args()
@@ -509,7 +543,8 @@ def main() -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.what == "demo-write-once":
-        return demo_write_once(args.rows, args.bootstrap, args.spark_only, args.write_kafka)
+        return demo_write_once(args.rows, args.bootstrap, args.spark_only, args.write_kafka, args.in_process,
+                               args.early, args.pull)
 
     import ray
 

@@ -58,7 +58,16 @@ from ..wire.errors import KafkaError
 from ..wire.loop import LoopThread
 from ..wire.producer_id import NO_PRODUCER_ID, init_producer_id
 from ..wire.serde import get_serializer, serialize_many
-from .producer_input import oversized, packed, partition_column, record_sizes, too_large_error
+from .producer_input import (
+    batch_columns,
+    check_lengths,
+    oversized,
+    packed,
+    partition_column,
+    record_sizes,
+    timestamp_column,
+    too_large_error,
+)
 
 log = logging.getLogger("raykafka.producer.local")
 
@@ -159,18 +168,26 @@ class LocalPipeline:
 
     # -- new messages ----------------------------------------------------------------
 
-    def send_batch(self, topic: str, values: list, keys: list | None = None,
-                   partitions: list[int] | None = None) -> list[Outcome]:
+    def send_batch(self, topic: str, values: Any, keys: list | None = None, partitions: list[int] | None = None,
+                   headers: Any = None, timestamps: Any = None) -> list[Outcome]:
         """Hand these messages on, once `buffer.memory` has room for them (waiting as long as
         that takes); the outcomes taken while waiting. Every message ends in the outcomes of this
-        or a later call, or of `wait_outcomes`."""
+        or a later call, or of `wait_outcomes`.
+
+        The columns are a `Producer.send_batch`'s (`batch_columns`): lists, or a pyarrow table
+        with Kafka sink columns; one topic a call (a `topic` column is refused)."""
+        values, keys, headers, partitions, timestamps, topics = batch_columns(values, keys, headers, partitions,
+                                                                              timestamps)
+        if topics is not None:
+            raise ValueError("the in-process pipeline takes one topic a send_batch: give topic, not a topic column")
         n = len(values)
         if n == 0:
             return []
         values = packed(serialize_many(self.value_serializer, values, "values"))
         if keys is not None:
             keys = packed(serialize_many(self.key_serializer, keys, "keys"))
-        sizes = record_sizes(values, keys, None)
+        check_lengths(n, keys, headers, partitions, timestamps)
+        sizes = record_sizes(values, keys, headers)
         total = int(sizes.sum())
         taken: list[Outcome] = []
         while self.buffered and self.buffered + total > self.buffer_memory:
@@ -180,8 +197,9 @@ class LocalPipeline:
         self.starts.append(start)
         self.buffered += total
         now_ms = int(time.time() * 1000)
-        batch = MessageBatch(topic=topic, ids=range(start, start + n), values=values, keys=keys, timestamps=now_ms,
-                             partitions=None if partitions is None else partition_column(partitions),
+        batch = MessageBatch(topic=topic, ids=range(start, start + n), values=values, keys=keys,
+                             timestamps=now_ms if timestamps is None else timestamp_column(timestamps, now_ms),
+                             headers=headers, partitions=None if partitions is None else partition_column(partitions),
                              created_ms=now_ms, nbytes=total)
         bad = oversized(sizes, self.config["max.request.size"])
         if bad.any():  # failed here alone, as a Producer fails them

@@ -43,7 +43,6 @@ below). The state's one lock guards the accumulator and the ledger.
 from __future__ import annotations
 
 import logging
-import numbers
 import queue
 import threading
 import time
@@ -75,6 +74,7 @@ from .producer_healer import Healer
 from .producer_input import (
     MAX_PARTITION,
     batch_columns,
+    check_lengths,
     oversized,
     packed,
     partition_column,
@@ -258,9 +258,7 @@ class Producer:
         values = packed(serialize_many(self.value_serializer, values, "values"))
         if keys is not None:
             keys = packed(serialize_many(self.key_serializer, keys, "keys"))
-        for name, column in (("keys", keys), ("headers", headers), ("partitions", partitions), ("timestamps", timestamps)):
-            if column is not None and not isinstance(column, numbers.Real) and len(column) != n:
-                raise ValueError(f"{name} has {len(column)} entries for {n} values")
+        check_lengths(n, keys, headers, partitions, timestamps)
         sizes = record_sizes(values, keys, headers)
         total = int(sizes.sum())
         future: Future = Future()

@@ -113,6 +113,13 @@ def batch_columns(values: Any, keys: Any, headers: Any, partitions: Any, timesta
     return values, keys, headers, partitions, timestamps, topics
 
 
+def check_lengths(n: int, keys: Any, headers: Any, partitions: Any, timestamps: Any) -> None:
+    """Each column given has one entry per value (a timestamp may be one number for all)."""
+    for name, column in (("keys", keys), ("headers", headers), ("partitions", partitions), ("timestamps", timestamps)):
+        if column is not None and not isinstance(column, numbers.Real) and len(column) != n:
+            raise ValueError(f"{name} has {len(column)} entries for {n} values")
+
+
 def as_list(name: str, column: Any, pa: Any) -> Any:
     """A `send_batch` column as a list (a BinaryColumn as it is), or a TypeError naming it."""
     if column is None or isinstance(column, list | BinaryColumn):  # HeaderColumn is one too

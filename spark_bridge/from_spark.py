@@ -57,9 +57,10 @@ def release(df: Any, cached: CachedPartitions) -> None:
         cached.rdd_id)
 
 
-def _fetch_partition(executor: str, rdd_id: int, partition: int, schema_json: str,
-                     agent_url: str) -> tuple[pa.Table, int]:
-    """(A Ray task.) One cached partition, from the executor actor that holds it, and its rows."""
+def fetch_partition(executor: str, rdd_id: int, partition: int, schema_json: str,
+                    agent_url: str) -> tuple[pa.Table, int]:
+    """(In a Ray task, `fetch`'s.) One cached partition, from the executor actor that holds it,
+    and its rows; its arguments are the partition's `sources` entry."""
     from raydp.spark.dataset import _enable_load_code_from_local
 
     _enable_load_code_from_local()  # this worker may call the JVM executor actor
@@ -68,7 +69,13 @@ def _fetch_partition(executor: str, rdd_id: int, partition: int, schema_json: st
     return table, table.num_rows
 
 
-_FETCH = remote_task(_fetch_partition, "spark_fetch")
+_FETCH = remote_task(fetch_partition, "spark_fetch")
+
+
+def sources(cached: CachedPartitions) -> list[tuple[str, int, int, str, str]]:
+    """Each cached partition's `fetch_partition` arguments, in partition order."""
+    return [(f"raydp-executor-{executor}", cached.rdd_id, i, cached.schema_json, cached.agent_url)
+            for i, executor in enumerate(cached.executors)]
 
 
 def fetch(df: Any, cached: CachedPartitions) -> list[tuple[Any, Any]]:
@@ -78,9 +85,7 @@ def fetch(df: Any, cached: CachedPartitions) -> list[tuple[Any, Any]]:
     conf = df.sparkSession.sparkContext.getConf()
     options = spark_fetch_options(float(conf.get(FETCH_CPU_CONF, "0") or 0),
                                   float(parse_memory_size(conf.get(FETCH_MEMORY_CONF, "0") or "0")))
-    return [tuple(_FETCH.options(**options).remote(f"raydp-executor-{executor}", cached.rdd_id, i,
-                                                   cached.schema_json, cached.agent_url))
-            for i, executor in enumerate(cached.executors)]
+    return [tuple(_FETCH.options(**options).remote(*source)) for source in sources(cached)]
 
 
 def fetched(fetches: list[tuple[Any, Any]], marks: WriteMarks | None = None) -> list[BlockRef]:

@@ -276,6 +276,12 @@ DEMO_WRITE_FIGURES_TEXT = (
     "noop sink (which writes nowhere) in a fresh process of its own, takes {alone}: over the target\n"
     "before any writer runs. The same events through `write_kafka`, timed whole in a fresh process,\n"
     "take {whole}: the bridge adds the difference to Spark's own job. ")
+DEMO_WRITE_IN_PROCESS_TEXT = (
+    "With a writer of one process a node, which runs its producer's stages itself where a\n"
+    "`write_kafka` writer starts five more actors (`benchmarks/in_process_writer.py`: an experiment\n"
+    "for DESIGN.md's process budget, not a public path), write_kafka's steps take {in_process};\n"
+    "{early} with that writer started before Spark's job; and {pull} with it started before Spark's\n"
+    "job and fetching its Spark partitions itself, in place of RayDP's fetch tasks. ")
 DEMO_WRITE_CLOSE = (
     "The write itself is the write-alone figure; the rest is Spark's job on a cold JVM and RayDP's recoverable\n"
     "conversion (Arrow bytes cached in Spark, then fetched by Ray tasks from the executors), and\n"
@@ -286,13 +292,22 @@ DEMO_WRITE_CLOSE = (
     "writers as each is made, and fewer processes to start.")
 
 
+def _in_process(figures: dict[str, str]) -> str:
+    """The in-process writer's sentence, when the run took it (runs before 2026-11-28 did not)."""
+    if "demo write: in_process_write_s" not in figures:
+        return ""
+    return DEMO_WRITE_IN_PROCESS_TEXT.format(in_process=figures["demo write: in_process_write_s"],
+                                             early=figures["demo write: in_process_early_s"],
+                                             pull=figures["demo write: in_process_pull_s"])
+
+
 def demo_write(path: Path = DEMO_WRITE_FIGURES) -> str:
     """The demo write's profile, with the figures of the last `scaling demo-write --out` run
     (when that file is missing, the profile names the command only)."""
     figures = _quoted(path, "s", lambda command, day, f: DEMO_WRITE_FIGURES_TEXT.format(
         command=command, taken=day, spark=f["demo write: spark_to_ray_s"], first=f["demo write: first_write_s"],
         again=f["demo write: write_alone_s"], alone=f["demo write: spark_alone_s"],
-        whole=f["demo write: write_kafka_s"]),
+        whole=f["demo write: write_kafka_s"]) + _in_process(f),
         "Step by step: `python -m raykafka.benchmarks.scaling demo-write --rows 1000000 --runs 3 --out "
         "SCALING.demo-write.json`. ")
     return DEMO_WRITE + figures + DEMO_WRITE_CLOSE

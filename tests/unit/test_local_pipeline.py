@@ -87,3 +87,36 @@ def test_the_local_retry_handler_answers_every_call_a_flusher_makes_to_the_retry
     assert called, "the Flusher calls the RetryHandler"
     local = LocalRetryHandler(queue=None)
     assert {name for name in called if not hasattr(local, name)} == set()
+
+
+def test_a_table_of_kafka_sink_columns_goes_in_with_its_keys_headers_and_timestamps():
+    """What a `Producer.send_batch` takes, the in-process pipeline takes: a pyarrow table with
+    `key`, `value`, `headers` and `timestamp`; each record is written with all four."""
+    import pyarrow as pa
+
+    table = pa.table({
+        "key": [b"k%d" % i for i in range(6)],
+        "value": [b"v%d" % i for i in range(6)],
+        "headers": [[{"key": "source", "value": b"h%d" % i}] for i in range(6)],
+        "timestamp": pa.array([1_700_000_000_000 + i for i in range(6)], pa.timestamp("ms")),
+    })
+    with MockCluster(n_brokers=1, topics={TOPIC: 1}) as cluster, \
+            LocalPipeline({"bootstrap.servers": cluster.bootstrap, "linger.ms": 1}) as pipeline:
+        outcomes = end_all(pipeline, pipeline.send_batch(TOPIC, table))
+        assert sum(len(o.ids) for o in outcomes) == 6 and all(o.error is None for o in outcomes)
+        records = cluster.records(TOPIC, 0)
+    assert [(r.key, r.value, r.headers, r.timestamp) for r in records] == [
+        (b"k%d" % i, b"v%d" % i, [("source", b"h%d" % i)], 1_700_000_000_000 + i) for i in range(6)]
+
+
+def test_a_topic_column_or_a_column_of_the_wrong_length_is_refused_before_anything_is_sent():
+    import pyarrow as pa
+
+    with MockCluster(n_brokers=1, topics={TOPIC: 1}) as cluster, \
+            LocalPipeline({"bootstrap.servers": cluster.bootstrap}) as pipeline:
+        with pytest.raises(ValueError, match="topic column"):
+            pipeline.send_batch(TOPIC, pa.table({"value": [b"a"], "topic": [TOPIC]}))
+        with pytest.raises(ValueError, match="keys has 1 entries for 2 values"):
+            pipeline.send_batch(TOPIC, [b"a", b"b"], keys=[b"k"])
+        assert pipeline.pending() == 0
+        assert not cluster.requests(messages.PRODUCE)

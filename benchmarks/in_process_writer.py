@@ -1,0 +1,108 @@
+"""A node writer whose producer's stages run in its own process: the experiment behind a
+proposal to DESIGN.md's process budget, for the Spark write (issue: the Spark path).
+
+`write_kafka` hands each block to a `NodeWriter` (spark_bridge/node_writers.py), an actor that
+owns a `Producer`, whose stages are five more actors: six processes a node to start before the
+first row goes. `InProcessWriter` takes the same calls (`write`, `where`, `close`, so that
+`node_writers.write_refs` drives it unchanged) and hosts the same stages' Ray-free states in its
+own process instead, through `driver/local_pipeline.py`: one process a node.
+
+It is not a public path: the in-process pipeline has no transactions and no healing of its own
+(a writer that dies is a block sent again, as for a `NodeWriter`), and it fails a topic's
+look-up at once instead of holding the rows up to `delivery.timeout.ms`. It runs one block at a
+time (`max_concurrency=1`), where a `NodeWriter` runs two: if anything, it is the slower shape.
+
+`python -m raykafka.benchmarks.scaling demo-write` times it beside `write_kafka`, each in a
+fresh process, on the demo's events (`in_process_write_s`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from ..driver.local_pipeline import LocalPipeline
+from ..spark_bridge.from_spark import fetch_partition
+from ..spark_bridge.node_writers import BlockOutcome, Routes, write_nodes, write_refs
+from ..spark_bridge.sink import WriteResult, count_causes, sink_table
+
+OUTCOME_POLL = 0.5  # s, the longest one wait for the pipeline's outcomes
+
+
+class InProcessWriter:
+    """A node's writer and its producer's stages, in one process (see the module's docstring)."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        self.node_id = ray.get_runtime_context().get_node_id()
+        self.pipeline = LocalPipeline(config)
+
+    def write(self, topic: str | None, block: Any, rows: tuple[int, int] | None = None,
+              key: Any = None) -> BlockOutcome:
+        """`block`'s rows (those of `rows`, if given) through the pipeline, once all have ended."""
+        table = sink_table(block, topic)
+        if rows is not None:
+            table = table.slice(rows[0], rows[1] - rows[0])
+        outcomes = self.pipeline.send_batch(topic, table)
+        while self.pipeline.pending():  # one block at a time: every outcome is this block's
+            outcomes += self.pipeline.wait_outcomes(OUTCOME_POLL)
+        errors = [o.error for o in outcomes for _ in o.ids if o.error is not None]
+        delivered = sum(len(o.ids) for o in outcomes if o.error is None)
+        return BlockOutcome(delivered, len(errors), count_causes(errors), self.node_id)
+
+    def write_partition(self, topic: str, source: tuple) -> BlockOutcome:
+        """A Spark partition fetched by this writer itself from the executor that caches it
+        (`source`: its `from_spark.sources` entry), then written: no fetch task, and no copy of
+        its table in Ray's object store."""
+        table, _ = fetch_partition(*source)
+        return self.write(topic, table)
+
+    def where(self) -> tuple[str, str]:
+        return self.node_id, "in-process"
+
+    def close(self) -> None:
+        self.pipeline.close()
+
+
+def start_writers(config: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """One `InProcessWriter` per node with CPUs, asked to start (Ray starts its process in the
+    background: this returns at once)."""
+    actor = ray.remote(num_cpus=0, max_concurrency=1)(InProcessWriter)
+    return {node: (actor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True)).remote(
+        dict(config)),) for node in write_nodes()}
+
+
+def write_in_process(writers: dict[str, tuple[Any, ...]], blocks: Any, topic: str) -> WriteResult:
+    """`blocks` (`BlockRef`s) through `writers` (`start_writers`), which are stopped after."""
+    return _stopped_after(writers, lambda: write_refs(Routes(writers), topic, blocks))
+
+
+def pull_in_process(writers: dict[str, tuple[Any, ...]], sources: list[tuple], topic: str) -> WriteResult:
+    """Each Spark partition (its `from_spark.sources` entry) fetched and written by one of
+    `writers`, in turn; the writers are stopped after. (The experiment runs on one node: where
+    the executor is does not choose the writer.)"""
+    handles = [w for ws in writers.values() for w in ws]
+
+    def write() -> WriteResult:
+        result = WriteResult()
+        outcomes = [handles[i % len(handles)].write_partition.remote(topic, source)
+                    for i, source in enumerate(sources)]
+        for outcome in ray.get(outcomes):
+            result.add_outcome(outcome)
+        return result
+
+    return _stopped_after(writers, write)
+
+
+def _stopped_after(writers: dict[str, tuple[Any, ...]], write: Any) -> WriteResult:
+    """`write()` once every writer answers; then every writer closed and killed, whatever happened."""
+    handles = [w for ws in writers.values() for w in ws]
+    try:
+        ray.get([w.where.remote() for w in handles])
+        return write()
+    finally:
+        ray.get([w.close.remote() for w in handles])
+        for writer in handles:
+            ray.kill(writer)
