@@ -3,7 +3,8 @@
 terminal command costs seconds).
 
 Called by `app/cli_produce.py` (`send_batch`, `take_outcomes`, `wait_outcomes`, `close`), from
-one thread. Calls the Ray-free state the pipeline's actors are thin shells over, so that every
+one thread; so do `tests/producer/local_producer.py` (the mock-cluster scenarios) and the Spark
+write's experiment `benchmarks/in_process_writer.py`. Calls the Ray-free state the pipeline's actors are thin shells over, so that every
 decision is the pipeline's own:
 - a `TopicPartitioner` per topic (actors/partition_dispatcher.py): which partition, the
   Producer's partitioner, so keyed messages land where a `Producer` puts them;
@@ -64,6 +65,7 @@ from .producer_input import (
     oversized,
     packed,
     partition_column,
+    raw_arrow,
     record_sizes,
     timestamp_column,
     too_large_error,
@@ -134,6 +136,7 @@ class LocalPipeline:
         if self.config["transactional.id"] is not None:
             raise KafkaError("transactional.id: the in-process pipeline has no transactions")
         self.key_serializer = get_serializer(self.config["key.serializer"])
+        self.raw_arrow = raw_arrow(self.config)
         self.value_serializer = get_serializer(self.config["value.serializer"])
         self.buffer_memory = self.config["buffer.memory"]
         self.retries = RetryQueue(self.config["retry.backoff.ms"] / 1000)
@@ -168,27 +171,33 @@ class LocalPipeline:
 
     # -- new messages ----------------------------------------------------------------
 
-    def send_batch(self, topic: str, values: Any, keys: list | None = None, partitions: list[int] | None = None,
+    def send_batch(self, topic: str, values: Any, keys: Any = None, partitions: Any = None, *,
                    headers: Any = None, timestamps: Any = None) -> list[Outcome]:
         """Hand these messages on, once `buffer.memory` has room for them (waiting as long as
         that takes); the outcomes taken while waiting. Every message ends in the outcomes of this
         or a later call, or of `wait_outcomes`.
 
         The columns are a `Producer.send_batch`'s (`batch_columns`): lists, or a pyarrow table
-        with Kafka sink columns; one topic a call (a `topic` column is refused)."""
-        values, keys, headers, partitions, timestamps, topics = batch_columns(values, keys, headers, partitions,
-                                                                              timestamps)
+        with Kafka sink columns; one topic a call (a `topic` column is refused). A column that
+        is wrong is raised before any of its messages is counted."""
+        columns = batch_columns(values, keys, headers, partitions, timestamps, self.raw_arrow)
+        values, keys, headers, partitions, timestamps, topics = columns
         if topics is not None:
             raise ValueError("the in-process pipeline takes one topic a send_batch: give topic, not a topic column")
+        if not isinstance(topic, str) or not topic:
+            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
         n = len(values)
+        check_lengths(n, keys, headers, partitions, timestamps)
         if n == 0:
             return []
         values = packed(serialize_many(self.value_serializer, values, "values"))
         if keys is not None:
             keys = packed(serialize_many(self.key_serializer, keys, "keys"))
-        check_lengths(n, keys, headers, partitions, timestamps)
         sizes = record_sizes(values, keys, headers)
         total = int(sizes.sum())
+        now_ms = int(time.time() * 1000)
+        stamps = now_ms if timestamps is None else timestamp_column(timestamps, now_ms)
+        explicit = None if partitions is None else partition_column(partitions)
         taken: list[Outcome] = []
         while self.buffered and self.buffered + total > self.buffer_memory:
             taken += self.wait_outcomes(self.ctx.timeout)
@@ -196,11 +205,8 @@ class LocalPipeline:
         self.chunks[start] = [n, total]
         self.starts.append(start)
         self.buffered += total
-        now_ms = int(time.time() * 1000)
-        batch = MessageBatch(topic=topic, ids=range(start, start + n), values=values, keys=keys,
-                             timestamps=now_ms if timestamps is None else timestamp_column(timestamps, now_ms),
-                             headers=headers, partitions=None if partitions is None else partition_column(partitions),
-                             created_ms=now_ms, nbytes=total)
+        batch = MessageBatch(topic=topic, ids=range(start, start + n), values=values, keys=keys, timestamps=stamps,
+                             headers=headers, partitions=explicit, created_ms=now_ms, nbytes=total)
         bad = oversized(sizes, self.config["max.request.size"])
         if bad.any():  # failed here alone, as a Producer fails them
             self.mailbox.report([Outcome.failed(batch.take(np.flatnonzero(bad).tolist()).ids,

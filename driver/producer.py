@@ -78,6 +78,7 @@ from .producer_input import (
     oversized,
     packed,
     partition_column,
+    raw_arrow,
     record_headers,
     record_sizes,
     slice_bounds,
@@ -136,10 +137,7 @@ class Producer:
         self._state = ProducerState()  # the lock, conditions and flags the threads below share
         self._bytes_values = self.config["value.serializer"] == "bytes"
         self._bytes_keys = self.config["key.serializer"] == "bytes"
-        # Arrow binary/string columns can be sliced to bytes directly when the serializer would
-        # only have encoded them to utf-8 anyway
-        self._raw_arrow = (self.config["value.serializer"] in ("bytes", "str"),
-                           self.config["key.serializer"] in ("bytes", "str"))
+        self._raw_arrow = raw_arrow(self.config)
         self._acc = Accumulator()  # what send gathered, and the batches ready to hand on (the state's lock guards it)
         # healing: without transactional.id a pipeline an actor died in is rebuilt, and what it
         # held sent again (`Healer`); the batches handed on are kept until their messages end

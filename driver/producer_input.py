@@ -2,7 +2,8 @@
 or a pyarrow Table/RecordBatch (`KAFKA_WRITE_COLUMNS`), headers, timestamps, partitions
 and topics checked with an error naming the argument, and each record's size for buffer.memory.
 
-Plain functions, no Ray and no state; called by driver/producer.py, and `check_write_columns`
+Plain functions, no Ray and no state; called by driver/producer.py and driver/local_pipeline.py
+(the same columns in, the same errors), and `check_write_columns`
 by the sinks too (`spark_bridge.sink`, `spark_bridge.ray_data`, `spark_bridge.node_writers`).
 """
 
@@ -111,6 +112,12 @@ def batch_columns(values: Any, keys: Any, headers: Any, partitions: Any, timesta
     if headers is not None and not isinstance(headers, HeaderColumn):
         headers = encode_header_lists([record_headers(h, f"headers[{i}]") for i, h in enumerate(headers)])
     return values, keys, headers, partitions, timestamps, topics
+
+
+def raw_arrow(config: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Whether Arrow binary and string value and key columns may be sliced to bytes from their
+    buffers (`batch_columns`' `raw`): when the serializer would only have encoded them to utf-8."""
+    return config["value.serializer"] in ("bytes", "str"), config["key.serializer"] in ("bytes", "str")
 
 
 def check_lengths(n: int, keys: Any, headers: Any, partitions: Any, timestamps: Any) -> None:

@@ -223,9 +223,7 @@ class NodeWriter:
         """Send `block` (an Arrow table or pandas frame with Kafka sink columns; only its rows
         [start, end) if `rows` is given) and wait until every row of it has ended. `key`: the
         block's identity in its write (transactional writers only answer it once)."""
-        table = sink_table(block, topic)
-        if rows is not None:
-            table = table.slice(rows[0], rows[1] - rows[0])
+        table = block_table(block, topic, rows)
         watch = self.producer.metrics.watch_deliveries()  # the first acknowledgement since the block came
         try:
             if self.transactions is not None:
@@ -360,6 +358,13 @@ class WriterPool:
             except Exception as exc:
                 log.debug("raykafka/writer: removing a placement group: %s", exc)
         self.writers, self.groups = {}, []
+
+
+def block_table(block: Any, topic: str | None, rows: tuple[int, int] | None) -> Any:
+    """What a writer sends of `block`: its Kafka sink columns (`sink_table`), only the rows
+    [start, end) of `rows` if given."""
+    table = sink_table(block, topic)
+    return table if rows is None else table.slice(rows[0], rows[1] - rows[0])
 
 
 def block_topic(topic: str | None, table: Any) -> str:

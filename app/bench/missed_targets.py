@@ -294,7 +294,8 @@ DEMO_WRITE_CLOSE = (
 
 def _in_process(figures: dict[str, str]) -> str:
     """The in-process writer's sentence, when the run took it (runs before 2026-11-28 did not)."""
-    if "demo write: in_process_write_s" not in figures:
+    names = ("in_process_write_s", "in_process_early_s", "in_process_pull_s")
+    if any(f"demo write: {name}" not in figures for name in names):
         return ""
     return DEMO_WRITE_IN_PROCESS_TEXT.format(in_process=figures["demo write: in_process_write_s"],
                                              early=figures["demo write: in_process_early_s"],

@@ -17,6 +17,8 @@ from raykafka.driver.admin import Admin  # noqa: E402
 from raykafka.spark_bridge.node_writers import blocks_of  # noqa: E402
 from raykafka.spark_bridge.ray_data import KafkaDatasource  # noqa: E402
 
+pytestmark = [pytest.mark.broker, pytest.mark.ray]
+
 ROWS = 4000
 
 

@@ -6,6 +6,7 @@ it, and the writer is gone after."""
 from __future__ import annotations
 
 import pytest
+import ray
 
 from raykafka.driver.admin import Admin
 
@@ -28,12 +29,13 @@ def test_writers_that_fetch_their_partitions_from_spark_write_every_row_once(spa
     writers = start_writers(config)
     cached = from_spark.cache(df)
     try:
-        sources = from_spark.sources(cached)
-        assert [s[2] for s in sources] == [0, 1, 2]  # a source a Spark partition, in order
-        result = pull_in_process(writers, sources, topic)
+        result = pull_in_process(writers, from_spark.sources(cached), topic)
     finally:
         from_spark.release(df, cached)
     assert result.counts() == {"delivered": ROWS, "failed": 0}
+    for writer in (w for ws in writers.values() for w in ws):  # stopped after the write
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(writer.where.remote(), timeout=30)
     back = read_kafka(spark, topic, config=config).selectExpr(
         "cast(key as string) k", "cast(value as string) v", "cast(headers[0].value as string) h").collect()
     assert sorted((r.k, r.v, r.h) for r in back) == sorted((str(i % 7), str(i), str(i)) for i in range(ROWS))

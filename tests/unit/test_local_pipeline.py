@@ -98,7 +98,7 @@ def test_a_table_of_kafka_sink_columns_goes_in_with_its_keys_headers_and_timesta
         "key": [b"k%d" % i for i in range(6)],
         "value": [b"v%d" % i for i in range(6)],
         "headers": [[{"key": "source", "value": b"h%d" % i}] for i in range(6)],
-        "timestamp": pa.array([1_700_000_000_000 + i for i in range(6)], pa.timestamp("ms")),
+        "timestamp": pa.array([1_700_000_000_000 + i for i in range(6)], pa.timestamp("ms", tz="UTC")),
     })
     with MockCluster(n_brokers=1, topics={TOPIC: 1}) as cluster, \
             LocalPipeline({"bootstrap.servers": cluster.bootstrap, "linger.ms": 1}) as pipeline:
@@ -109,7 +109,7 @@ def test_a_table_of_kafka_sink_columns_goes_in_with_its_keys_headers_and_timesta
         (b"k%d" % i, b"v%d" % i, [("source", b"h%d" % i)], 1_700_000_000_000 + i) for i in range(6)]
 
 
-def test_a_topic_column_or_a_column_of_the_wrong_length_is_refused_before_anything_is_sent():
+def test_a_topic_column_a_wrong_column_or_no_topic_is_refused_before_anything_is_counted():
     import pyarrow as pa
 
     with MockCluster(n_brokers=1, topics={TOPIC: 1}) as cluster, \
@@ -118,5 +118,11 @@ def test_a_topic_column_or_a_column_of_the_wrong_length_is_refused_before_anythi
             pipeline.send_batch(TOPIC, pa.table({"value": [b"a"], "topic": [TOPIC]}))
         with pytest.raises(ValueError, match="keys has 1 entries for 2 values"):
             pipeline.send_batch(TOPIC, [b"a", b"b"], keys=[b"k"])
-        assert pipeline.pending() == 0
+        with pytest.raises(ValueError, match="keys has 1 entries for 0 values"):
+            pipeline.send_batch(TOPIC, [], keys=[b"k"])
+        with pytest.raises(ValueError, match=r"timestamps\[1\]"):  # before 1970: counted nowhere
+            pipeline.send_batch(TOPIC, [b"a", b"b"], timestamps=[1, -5])
+        with pytest.raises(TypeError, match="topic must be a non-empty str"):
+            pipeline.send_batch("", [b"a"])
+        assert pipeline.pending() == 0 and pipeline.buffered == 0
         assert not cluster.requests(messages.PRODUCE)
