@@ -15,3 +15,7 @@ fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
+# An editable install leaves the package's bytecode to the processes that import it, and where
+# PYTHONDONTWRITEBYTECODE is set none writes it: every Ray worker would compile the modules it
+# imports again. Compiled once here instead (benchmarks/stage_processes.py times the difference).
+.venv/bin/python -m compileall -q __init__.py actors app driver mock spark_bridge wire >/dev/null
