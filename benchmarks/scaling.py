@@ -305,7 +305,7 @@ def run_demo_write(args: argparse.Namespace, config: dict[str, Any]) -> int:
     to a topic whose stages are up (the write alone). And, in one more cold process a run, Spark's
     job alone: the same events into Spark's noop sink, which writes nowhere (the floor under any
     writer's time in the demo); in another, the same events through `write_kafka`, timed
-    whole (what the bridge adds is this less Spark's job alone); and in two more, write_kafka's
+    whole (what the bridge adds is this less Spark's job alone); and in three more, write_kafka's
     steps with a writer of one process a node (benchmarks/in_process_writer.py), started after
     the hand-over as write_kafka starts its pool (`in_process_write_s`), before Spark's job
     (`in_process_early_s`), and before Spark's job with each writer fetching its partitions from

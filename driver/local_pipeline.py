@@ -3,9 +3,9 @@
 terminal command costs seconds).
 
 Called by `app/cli_produce.py` (`send_batch`, `take_outcomes`, `wait_outcomes`, `close`), from
-one thread; so do `tests/producer/local_producer.py` (the mock-cluster scenarios) and the Spark
-write's experiment `benchmarks/in_process_writer.py`. Calls the Ray-free state the pipeline's actors are thin shells over, so that every
-decision is the pipeline's own:
+one thread; so are `tests/producer/local_producer.py` (the mock-cluster scenarios) and the Spark
+write's experiment `benchmarks/in_process_writer.py`. Calls the Ray-free state the pipeline's
+actors are thin shells over, so that every decision is the pipeline's own:
 - a `TopicPartitioner` per topic (actors/partition_dispatcher.py): which partition, the
   Producer's partitioner, so keyed messages land where a `Producer` puts them;
 - a `LeaderDispatcherState` per partition (actors/leader_dispatcher.py): the leader
