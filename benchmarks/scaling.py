@@ -304,7 +304,8 @@ def run_demo_write(args: argparse.Namespace, config: dict[str, Any]) -> int:
     first write (the pool of pipelines and the topic's stages start in it); the same rows again
     to a topic whose stages are up (the write alone). And, in one more cold process a run, Spark's
     job alone: the same events into Spark's noop sink, which writes nowhere (the floor under any
-    writer's time in the demo); in another, the same events through `write_kafka`, timed
+    writer's time in the demo; `spark_job_s` is the first process's Spark job alone, RayDP's
+    Arrow conversion and cache, before its fetches); in another, the same events through `write_kafka`, timed
     whole (what the bridge adds is this less Spark's job alone); and in three more, write_kafka's
     steps with a writer of one process a node (benchmarks/in_process_writer.py), started after
     the hand-over as write_kafka starts its pool (`in_process_write_s`), before Spark's job
@@ -316,14 +317,15 @@ def run_demo_write(args: argparse.Namespace, config: dict[str, Any]) -> int:
         done = subprocess.run([sys.executable, "-m", "raykafka.benchmarks.scaling", "demo-write-once", "--rows",
                                str(args.rows), "--bootstrap", config["bootstrap.servers"], *extra],
                               capture_output=True, text=True, check=True)
-        taken = json.loads(done.stdout.strip().splitlines()[-1])
+        # the run's figures are its last line that starts so (Ray may print after it, at shutdown)
+        taken = json.loads(next(line for line in reversed(done.stdout.splitlines()) if line.startswith('{"rows"')))
         print(json.dumps(taken), flush=True)
         return taken
 
     runs = [{**once(), **once("--spark-only"), **once("--write-kafka"), **once("--in-process"),
              **once("--in-process", "--early"), **once("--in-process", "--pull")} for _ in range(args.runs)]
     for step in ("spark_alone_s", "write_kafka_s", "in_process_write_s", "in_process_early_s", "in_process_pull_s",
-                 "spark_to_ray_s", "first_write_s", "write_alone_s"):
+                 "spark_to_ray_s", "spark_job_s", "first_write_s", "write_alone_s"):
         print(summary(f"demo write: {step}", [r[step] for r in runs], " s"))
     return 0
 
@@ -379,6 +381,7 @@ def demo_write_once(rows: int, bootstrap: str, spark_only: bool = False, write_k
         start = time.perf_counter()
         events = demo_events(spark, rows)
         cached = from_spark.cache(events)  # Spark's job, then the hand-over, as write_kafka takes them
+        spark_job = time.perf_counter() - start
         ds = ray.data.from_arrow_refs([block.ref for block in from_spark.fetched(from_spark.fetch(events, cached))])
         made = time.perf_counter()
         assert write_dataset(ds, first, config) == {"delivered": rows, "failed": 0}
@@ -387,7 +390,8 @@ def demo_write_once(rows: int, bootstrap: str, spark_only: bool = False, write_k
         start_again = time.perf_counter()
         assert write_dataset(ds, again, config) == {"delivered": rows, "failed": 0}
         alone = time.perf_counter() - start_again
-        print(json.dumps({"rows": rows, "spark_to_ray_s": round(made - start, 3), "first_write_s": round(first_write, 3),
+        print(json.dumps({"rows": rows, "spark_to_ray_s": round(made - start, 3), "spark_job_s": round(spark_job, 3),
+                          "first_write_s": round(first_write, 3),
                           "write_alone_s": round(alone, 3)}), flush=True)
     finally:
         POOLS.close_all()

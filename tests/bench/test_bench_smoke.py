@@ -314,14 +314,16 @@ def test_the_demo_write_profile_quotes_the_demo_write_run_and_is_printed_with_an
     assert "Ray,\n7.00 s (6.75–7.50); the first write" in text and "stages up, 2.00 s (1.75–2.50)" in text
     assert "takes 6.00 s (5.75–6.50): over the target" in text
     assert "timed whole in a fresh process,\ntake 11.00 s (10.75–11.50): the bridge adds" in text
-    assert "in_process_writer" not in text  # a run before the in-process writer was measured
+    assert "in_process_writer" not in text and "Spark's job (the events" not in text  # a run before either
     assert "scaling demo-write --rows 1000000" in missed_targets.demo_write(tmp_path / "none.json")
     assert "**The demo's write" in missed_targets.section([MEMORY_TARGET])
     path = _figures_file(tmp_path / "e.json", "python -m raykafka.benchmarks.scaling demo-write --runs 3",
                          {"demo write: spark_to_ray_s": 7.0, "demo write: first_write_s": 4.0,
                           "demo write: write_alone_s": 2.0, "demo write: spark_alone_s": 6.0,
                           "demo write: write_kafka_s": 11.0, "demo write: in_process_write_s": 9.0,
-                          "demo write: in_process_early_s": 8.0, "demo write: in_process_pull_s": 7.0})
+                          "demo write: in_process_early_s": 8.0, "demo write: in_process_pull_s": 7.0,
+                          "demo write: spark_job_s": 5.0})
     text = missed_targets.demo_write(path)
     assert "write_kafka's steps take 9.00 s (8.75–9.50);\n8.00 s (7.75–8.50) with that writer" in text
     assert "and 7.00 s (6.75–7.50) with it started before Spark's\njob and fetching" in text
+    assert "cached in Spark) takes 5.00 s (4.75–5.50); the fetches" in text
