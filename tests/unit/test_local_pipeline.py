@@ -122,6 +122,8 @@ def test_a_topic_column_a_wrong_column_or_no_topic_is_refused_before_anything_is
             pipeline.send_batch(TOPIC, [], keys=[b"k"])
         with pytest.raises(ValueError, match=r"timestamps\[1\]"):  # before 1970: counted nowhere
             pipeline.send_batch(TOPIC, [b"a", b"b"], timestamps=[1, -5])
+        with pytest.raises(ValueError, match="partitions must be between 0"):  # counted before the mend
+            pipeline.send_batch(TOPIC, [b"a"], partitions=[-5])
         with pytest.raises(TypeError, match="topic must be a non-empty str"):
             pipeline.send_batch("", [b"a"])
         assert pipeline.pending() == 0 and pipeline.buffered == 0
