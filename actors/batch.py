@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..wire.columns import BinaryColumn, HeaderColumn
+from ..wire.errors import DeliveryTimeoutError, OutcomeUnknownError
 from .idempotence import SEQUENCE_MASK
 from .shared_column import SharedColumn, positions_at, read_shared
 
@@ -94,7 +95,9 @@ class MessageBatch:
     numbering: int = 0  # which numbering of its partition the sequences belong to (see LeaderDispatcher)
     created_ms: int = 0  # when the oldest message was sent, for delivery.timeout.ms
     nbytes: int = 0  # record bytes (estimate), for batch.size and buffer accounting
-    unanswered: bool = False  # a request that carried it got no answer: the broker may have written it
+    # the broker may have written it: a request that carried it got no answer, or a heal sends it
+    # again after a dead pipeline (whose late request may still land); `timed_out` reads it
+    possibly_written: bool = False
 
     def __len__(self) -> int:
         return len(self.values)
@@ -190,8 +193,18 @@ class MessageBatch:
         return replace(first, ids=ids, values=values, keys=keys, headers=headers, timestamps=timestamps,
                        partitions=None, retries=max(b.retries for b in batches),
                        uncounted=max(b.retries for b in batches) - max(b.spent_retries for b in batches),
-                       unanswered=any(b.unanswered for b in batches),
+                       possibly_written=any(b.possibly_written for b in batches),
                        created_ms=min(b.created_ms for b in batches), nbytes=sum(b.nbytes for b in batches))
+
+
+def timed_out(possibly_written: bool, delivery_timeout_ms: int | None, why: str) -> DeliveryTimeoutError:
+    """The error of messages whose delivery.timeout.ms ran out, wherever they waited: an
+    `OutcomeUnknownError` if the broker may have written them (`MessageBatch.possibly_written`),
+    else a `DeliveryTimeoutError`, which says they are not in the log. `why` says where they waited."""
+    if possibly_written:
+        return OutcomeUnknownError(f"outcome unknown within delivery.timeout.ms={delivery_timeout_ms} "
+                                   f"(a request may have written it): {why}")
+    return DeliveryTimeoutError(f"not delivered within delivery.timeout.ms={delivery_timeout_ms}: {why}")
 
 
 class ProduceSet(NamedTuple):

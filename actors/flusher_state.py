@@ -30,9 +30,9 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from ..wire.errors import BY_NAME, BrokerError, DeliveryTimeoutError, KafkaError, OutcomeUnknownError
+from ..wire.errors import BY_NAME, BrokerError, KafkaError, OutcomeUnknownError
 from ..wire.transactions import send_error
-from .batch import RESET, MessageBatch
+from .batch import RESET, MessageBatch, timed_out
 from .idempotence import SequenceSpan, sequence_span
 from .producer_results import Outcome
 
@@ -291,7 +291,7 @@ class FlusherState:
         """Request `index` got no answer (dropped connection, timeout): every batch in it is retried."""
         log.info("%s request %d failed: %s", self.path, index, error)
         for batch in batches:
-            batch.unanswered = True
+            batch.possibly_written = True
             self.muter.mute((batch.topic, batch.partition), error, index)
             self.retry_message(batch, error)
 
@@ -321,14 +321,12 @@ class FlusherState:
         delivery.timeout.ms, else count up and hand to the retry handler."""
         if not batch.is_control:
             if counted and batch.spent_retries >= self.max_retries:
-                self.report_error(batch, self._unknown(batch, cause) if batch.unanswered else cause)
+                self.report_error(batch, self._unknown(batch, cause) if batch.possibly_written else cause)
                 return
             now_ms = time.time() * 1000 if now_ms is None else now_ms
             if batch.created_ms and now_ms - batch.created_ms > self.delivery_timeout_ms:
-                timed_out = OutcomeUnknownError if batch.unanswered else DeliveryTimeoutError
-                self.report_error(batch, timed_out(
-                    f"{'outcome unknown' if batch.unanswered else 'not delivered'} within delivery.timeout.ms="
-                    f"{self.delivery_timeout_ms} after {batch.retries} retries; last error: {cause}"))
+                self.report_error(batch, timed_out(batch.possibly_written, self.delivery_timeout_ms,
+                                                   f"after {batch.retries} retries; last error: {cause}"))
                 return
         self.observer.retried(batch)
         batch.retries += 1
@@ -337,9 +335,9 @@ class FlusherState:
         self._retry_out.append(batch)
 
     def _unknown(self, batch: MessageBatch, cause: Exception) -> OutcomeUnknownError:
-        """Giving up on a batch a request of which went unanswered: it may be in the log."""
+        """Giving up on a batch the broker may have written (`possibly_written`)."""
         error = OutcomeUnknownError(f"outcome unknown after {batch.retries} retries: a request that carried it "
-                                    f"got no answer and may have been written; last error: {cause}")
+                                    f"may have been written; last error: {cause}")
         error.__cause__ = cause
         return error
 

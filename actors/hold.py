@@ -6,20 +6,25 @@ the order they came, and:
 
 - `HoldBackoff` says how long to wait before the next look-up;
 - `SelfTimer` calls a method of the actor itself after that wait (a synchronous actor cannot
-  sleep without stopping its other callers);
-- `split_expired` picks the held batches whose delivery.timeout.ms has run out, to fail them
-  with the look-up's last error.
+  sleep without stopping its other callers), and `Wake` any callable (the in-process pipeline's);
+- `split_expired` picks the held batches whose delivery.timeout.ms has run out, and
+  `timed_out_groups` gives each its error, naming the look-up's last error (`batch.timed_out`:
+  whether the broker may have written it).
 
-Plain Python but for `SelfTimer.arm`, which asks Ray for the current actor's handle.
+Plain Python but for `SelfTimer`, which asks Ray for the current actor's handle as it arms.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
 import ray
 
-from .batch import MessageBatch
+from ..wire.errors import DeliveryTimeoutError
+from .batch import MessageBatch, timed_out
 
 
 class HoldBackoff:
@@ -42,23 +47,36 @@ class HoldBackoff:
         self.attempts = 0
 
 
-class SelfTimer:
-    """One pending call of `method` on the current actor, after a delay. The method calls
-    `fired()` first, so that the next `arm` starts a new wait."""
+class Wake:
+    """One pending call, after a delay, in a thread of its own. `target()` gives the callable, and
+    is asked when the wait is armed (in the caller's thread). The call made calls `fired()`
+    first, so that the next `arm` starts a new wait. Plain Python: `SelfTimer` gives it an
+    actor's method, the in-process pipeline its own."""
 
-    def __init__(self, method: str):
-        self.method = method
+    def __init__(self, target: Callable[[], Callable[[], Any]]):
+        self.target = target
         self._timer: threading.Timer | None = None
+        self._due = 0.0  # time.monotonic() when the armed wait ends
 
     @property
     def armed(self) -> bool:
         return self._timer is not None
 
     def arm(self, delay_s: float) -> None:
-        if self._timer is not None:
+        """Wait `delay_s`, unless a wait is armed already."""
+        if self._timer is None:
+            self._start(delay_s)
+
+    def arm_by(self, delay_s: float) -> None:
+        """Fire within `delay_s`: an armed wait that ends sooner stays, a later one is moved up."""
+        if self._timer is not None and self._due <= time.monotonic() + delay_s:
             return
-        me = ray.get_runtime_context().current_actor
-        self._timer = threading.Timer(delay_s, lambda: getattr(me, self.method).remote())
+        self.cancel()
+        self._start(delay_s)
+
+    def _start(self, delay_s: float) -> None:
+        self._due = time.monotonic() + delay_s
+        self._timer = threading.Timer(delay_s, self.target())
         self._timer.daemon = True
         self._timer.start()
 
@@ -69,6 +87,14 @@ class SelfTimer:
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
+
+
+class SelfTimer(Wake):
+    """One pending call of `method` on the current actor, after a delay (a synchronous actor
+    cannot sleep without stopping its other callers)."""
+
+    def __init__(self, method: str):
+        super().__init__(lambda: getattr(ray.get_runtime_context().current_actor, method).remote)
 
 
 def split_expired(held: list[MessageBatch], now_ms: float,
@@ -83,3 +109,15 @@ def split_expired(held: list[MessageBatch], now_ms: float,
         old = not batch.is_control and batch.created_ms and now_ms - batch.created_ms > delivery_timeout_ms
         (expired if old else kept).append(batch)
     return kept, expired
+
+
+def timed_out_groups(expired: list[MessageBatch], delivery_timeout_ms: int | None,
+                     why: str) -> list[tuple[list[MessageBatch], DeliveryTimeoutError]]:
+    """The expired batches with the error each ends with (`batch.timed_out`): those the broker
+    may have written apart from those it has not, each group in the order it came."""
+    groups = []
+    for possibly in (False, True):
+        group = [b for b in expired if b.possibly_written is possibly]
+        if group:
+            groups.append((group, timed_out(possibly, delivery_timeout_ms, why)))
+    return groups

@@ -25,7 +25,11 @@ A partition whose leader cannot be found (the broker unreachable, or restarting)
 batches, in the order they came and whatever their retry level, behind nothing else: the actor's
 timer calls `retry_held` on itself after `HoldBackoff`'s wait, and once a refresh finds the leader
 they go through `dispatch` again in that order; those still held when their delivery.timeout.ms
-runs out fail with `DeliveryTimeoutError` naming the refresh's error.
+runs out fail with `DeliveryTimeoutError` naming the refresh's error (`OutcomeUnknownError` for a
+batch the broker may have written: `batch.timed_out`). New batches waiting behind a retry (retry
+level 0's buffer) fail the same way when their delivery.timeout.ms runs out before the chaser
+comes back, on the actor's deadline timer (`expire_waiting`): nothing else would end them but the
+driver's watchdog, later, and as "outcome unknown" though they were never sent.
 
 Calls: the BrokerWorker of the leader's broker (`add`; get/ref on selection, unref on abandon,
 through the RetryHandler's registry), and the RetryHandler's mailbox (`report`: messages that
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,7 +53,6 @@ from ..wire.cluster import Cluster
 from ..wire.errors import (
     BY_NAME,
     BrokerError,
-    DeliveryTimeoutError,
     KafkaError,
     ProducerClosedError,
     TransactionStateError,
@@ -58,16 +62,19 @@ from ..wire.producer_id import init_producer_id
 from .batch import FIN, RESET, SYN, MessageBatch
 from .caller_order import calls_to
 from .calls import CallWindow, pipeline_error
-from .hold import HoldBackoff, SelfTimer, split_expired
+from .hold import HoldBackoff, SelfTimer, split_expired, timed_out_groups
 from .idempotence import PartitionSequences
 from .options import ASK_GROUP
 from .producer_results import report_failed
 
-__all__ = ["HoldBackoff", "LeaderDispatcher", "LeaderDispatcherState", "find_leader"]
+__all__ = ["HoldBackoff", "LeaderDispatcher", "LeaderDispatcherState", "find_leader", "seconds_to_deadline"]
 
 log = logging.getLogger("raykafka.producer.leader")
 
 LEADER_NOT_AVAILABLE = BY_NAME["LEADER_NOT_AVAILABLE"].code
+# a deadline's wake comes this long after it (a batch is past its delivery.timeout.ms only once
+# more than that has passed), and never sooner, so a wake cannot spin
+DEADLINE_SLACK_S = 0.01
 
 
 class LeaderBackend(Protocol):
@@ -232,10 +239,35 @@ class LeaderDispatcherState:
 
     def _expire_held(self, now_ms: float) -> None:
         self.held, expired = split_expired(self.held, now_ms, self.delivery_timeout_ms)
-        if expired:
-            self.backend.return_errors(expired, DeliveryTimeoutError(
-                f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms}: no leader for "
-                f"{self.topic}/{self.partition}; last error: {self._last_error}"))
+        why = f"no leader for {self.topic}/{self.partition}; last error: {self._last_error}"
+        for batches, error in timed_out_groups(expired, self.delivery_timeout_ms, why):
+            self.backend.return_errors(batches, error)
+
+    # -- new batches waiting behind a retry -------------------------------------
+
+    def next_deadline_ms(self) -> float | None:
+        """When the oldest new batch waiting behind a retry (retry level 0's buffer) reaches its
+        delivery.timeout.ms; None if none waits or nothing bounds it."""
+        waiting = self.levels.get(0)
+        if self.delivery_timeout_ms is None or waiting is None:
+            return None
+        created = [b.created_ms for b in waiting.buf if b.created_ms]
+        return min(created) + self.delivery_timeout_ms if created else None
+
+    def expire_waiting(self, now_ms: float) -> None:
+        """Fail the new batches that waited behind a retry past their delivery.timeout.ms, its
+        chaser not back yet. This pipeline has not sent them: they have no sequence yet, so the
+        partition's numbering keeps no gap, and they fail as not delivered unless a dead
+        pipeline may have written them (`possibly_written`: a heal's resend). A retried batch
+        waiting at a higher level was sent: it keeps the driver's bound (outcome unknown)."""
+        waiting = self.levels.get(0)
+        if waiting is None or not waiting.buf:
+            return
+        waiting.buf, expired = split_expired(waiting.buf, now_ms, self.delivery_timeout_ms)
+        why = (f"waiting behind a retry of {self.topic}/{self.partition} (retry level {self.retry_level}) "
+               f"whose chaser has not come back")
+        for batches, error in timed_out_groups(expired, self.delivery_timeout_ms, why):
+            self.backend.return_errors(batches, error)
 
     # -- utilities -------------------------------------------------------------
 
@@ -282,6 +314,7 @@ class LeaderDispatcher:
         self.partitions: dict[tuple[str, int], LeaderDispatcherState] = {}
         self.backoff = HoldBackoff(ctx.config["retry.backoff.ms"])
         self.timer = SelfTimer("retry_held")
+        self.deadline = SelfTimer("expire_waiting")
         self.outbox = Outbox()
 
     def ping(self) -> bool:
@@ -324,14 +357,28 @@ class LeaderDispatcher:
             self.backoff.reset()
         self._arm_timer()
 
+    def expire_waiting(self) -> None:
+        """Called by this actor's deadline timer: fail the new batches that waited behind a
+        retry past their delivery.timeout.ms."""
+        self.deadline.fired()
+        now_ms = time.time() * 1000
+        for state in self.partitions.values():
+            state.expire_waiting(now_ms)
+        self._arm_timer()
+
     def _arm_timer(self) -> None:
-        """While a partition holds batches, call `retry_held` again after the next backoff."""
+        """While a partition holds batches, call `retry_held` again after the next backoff; while
+        new batches wait behind a retry, `expire_waiting` by the first one's deadline."""
         if not self.timer.armed and any(state.held for state in self.partitions.values()):
             self.timer.arm(self.backoff.next())
+        wait = seconds_to_deadline(self.partitions.values(), time.time() * 1000)
+        if wait is not None:
+            self.deadline.arm_by(wait)
 
     def shutdown(self) -> None:
         """Release the brokers (a leader's BrokerWorker closes it when its last writer has)."""
         self.timer.cancel()
+        self.deadline.cancel()
         try:
             fail_waiting(self.partitions.values())
             for state in self.partitions.values():
@@ -353,6 +400,15 @@ def fail_waiting(states: Any) -> None:
         state.held = []
         if pending:
             state.backend.return_errors(pending, closed)
+
+
+def seconds_to_deadline(states: Iterable[LeaderDispatcherState], now_ms: float) -> float | None:
+    """How long until the first new batch waiting behind a retry in these partitions reaches its
+    delivery.timeout.ms (at least `DEADLINE_SLACK_S`, so the wake finds it past); None if none waits."""
+    deadlines = [d for state in states if (d := state.next_deadline_ms()) is not None]
+    if not deadlines:
+        return None
+    return max(DEADLINE_SLACK_S, (min(deadlines) - now_ms) / 1000 + DEADLINE_SLACK_S)
 
 
 def find_leader(loop: Any, cluster: Any, topic: str, partition: int, timeout: float) -> Any:

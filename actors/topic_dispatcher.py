@@ -44,7 +44,7 @@ from ..wire.loop import LoopThread
 from ..wire.producer_id import init_producer_id
 from .batch import MessageBatch
 from .calls import CallWindow, pipeline_error
-from .hold import HoldBackoff, SelfTimer, split_expired
+from .hold import HoldBackoff, SelfTimer, split_expired, timed_out_groups
 from .producer_results import report_failed
 
 log = logging.getLogger("raykafka.producer.topic")
@@ -91,21 +91,19 @@ class TopicsAwaitingMetadata:
         self.last_error.pop(topic, None)
         return self.held.pop(topic, [])
 
-    def expire(self, topic: str, now_ms: float) -> tuple[list[MessageBatch], Exception | None]:
-        """The topic's batches past delivery.timeout.ms, taken out, with the error to fail them with."""
+    def expire(self, topic: str, now_ms: float) -> list[tuple[list[MessageBatch], DeliveryTimeoutError]]:
+        """The topic's batches past delivery.timeout.ms, taken out, each with the error to fail it with."""
         kept, expired = split_expired(self.held.get(topic, []), now_ms, self.delivery_timeout_ms)
         if not expired:
-            return [], None
+            return []
         if kept:
             self.held[topic] = kept
         else:
             self.held.pop(topic, None)
-        error = DeliveryTimeoutError(
-            f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms}: no metadata for topic "
-            f"{topic!r}; last error: {self.last_error.get(topic)}")
+        why = f"no metadata for topic {topic!r}; last error: {self.last_error.get(topic)}"
         if not kept:
             self.last_error.pop(topic, None)
-        return expired, error
+        return timed_out_groups(expired, self.delivery_timeout_ms, why)
 
     def take_all(self) -> list[MessageBatch]:
         """Every held batch (at close), topic by topic."""
@@ -204,8 +202,8 @@ class TopicDispatcher:
                     self._fail_all(self.awaiting.release(topic), exc)
                     continue
                 self.awaiting.failed_again(topic, exc)
-                expired, error = self.awaiting.expire(topic, time.time() * 1000)
-                self._fail_all(expired, error)
+                for expired, error in self.awaiting.expire(topic, time.time() * 1000):
+                    self._fail_all(expired, error)
                 continue
             log.info("producer/topic/%s metadata found again: releasing its held batches", topic)
             self._forward(topic, self.awaiting.release(topic))

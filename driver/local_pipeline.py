@@ -20,7 +20,8 @@ actors are thin shells over, so that every decision is the pipeline's own:
 The Flushers run on a `LoopThread` (wire/loop.py) with the metadata look-ups. The state
 machines run under one lock, one call at a time, as the LeaderDispatcher actor runs them: the
 caller's new messages, the retries a forwarding thread takes from the `RetryQueue`, and the
-held batches a timer tries again (`HoldBackoff`). In place of the RetryHandler, the Flushers
+held batches a timer tries again (`HoldBackoff`), and the new batches waiting behind a retry that a
+second timer fails at their delivery.timeout.ms (`expire_waiting`). In place of the RetryHandler, the Flushers
 get `LocalRetryHandler`: `retry` puts into the queue, `unref` has nothing to release.
 
 Every message ends once, in the mailbox: written at its offset, or failed with its cause.
@@ -47,8 +48,8 @@ import numpy as np
 
 from ..actors.batch import MessageBatch
 from ..actors.broker_worker import BrokerProducer
-from ..actors.hold import HoldBackoff
-from ..actors.leader_dispatcher import LeaderDispatcherState, fail_waiting, find_leader
+from ..actors.hold import HoldBackoff, Wake
+from ..actors.leader_dispatcher import LeaderDispatcherState, fail_waiting, find_leader, seconds_to_deadline
 from ..actors.options import PipelineContext
 from ..actors.partition_dispatcher import TopicPartitioner
 from ..actors.producer_results import Mailbox, Outcome, report_failed
@@ -151,7 +152,8 @@ class LocalPipeline:
         self.brokers: dict[int, BrokerProducer] = {}
         self.outbox: list[tuple[BrokerProducer, MessageBatch]] = []  # sends of the state machines' current call
         self.backoff = HoldBackoff(self.config["retry.backoff.ms"])
-        self.timer: threading.Timer | None = None  # tries the held batches again
+        self.timer = Wake(lambda: self._retry_held)  # tries the held batches again
+        self.deadline = Wake(lambda: self._expire_waiting)  # ends new batches waiting behind a retry too long
         self.next_id = 0
         self.ended = 0
         self.buffered = 0  # bytes sent and not yet ended
@@ -318,7 +320,7 @@ class LocalPipeline:
     def _retry_held(self) -> None:
         """The timer: try the leaders of the partitions holding batches."""
         with self.lock:
-            self.timer = None
+            self.timer.fired()
             if self.closed:
                 return
             now_ms = time.time() * 1000
@@ -330,11 +332,28 @@ class LocalPipeline:
                 self.backoff.reset()
             self._arm_timer()
 
+    def _expire_waiting(self) -> None:
+        """The deadline timer: fail the new batches that waited behind a retry past their
+        delivery.timeout.ms."""
+        with self.lock:
+            self.deadline.fired()
+            if self.closed:
+                return
+            now_ms = time.time() * 1000
+            for state in self.partitions.values():
+                state.expire_waiting(now_ms)
+            self._arm_timer()
+
     def _arm_timer(self) -> None:
-        if self.timer is None and not self.closed and any(state.held for state in self.partitions.values()):
-            self.timer = threading.Timer(self.backoff.next(), self._retry_held)
-            self.timer.daemon = True
-            self.timer.start()
+        """The LeaderDispatcher's two timers: the held batches' next try, and the first deadline of
+        new batches waiting behind a retry."""
+        if self.closed:
+            return
+        if not self.timer.armed and any(state.held for state in self.partitions.values()):
+            self.timer.arm(self.backoff.next())
+        wait = seconds_to_deadline(self.partitions.values(), time.time() * 1000)
+        if wait is not None:
+            self.deadline.arm_by(wait)
 
     # -- the end -----------------------------------------------------------------------
 
@@ -343,8 +362,8 @@ class LocalPipeline:
         Messages not ended by then (close before every outcome came) fail as not delivered."""
         with self.lock:
             self.closed = True
-            if self.timer is not None:
-                self.timer.cancel()
+            self.timer.cancel()
+            self.deadline.cancel()
             fail_waiting(self.partitions.values())
         try:
             for broker in self.brokers.values():

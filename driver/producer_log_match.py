@@ -100,12 +100,15 @@ class KeptBatches:
 
     def unresolved(self, ledger: Ledger) -> list[MessageBatch]:
         """The messages of the kept batches not yet ended, as batches in id order (each topic's
-        order kept), fresh for a new pipeline: no partition, no sequence, no retry count."""
+        order kept), fresh for a new pipeline: no partition, no sequence, no retry count. Each is
+        `possibly_written`: the dead pipeline may have sent it, and a request of it may still
+        land after the log was read, so its time running out is "outcome unknown", never "not
+        delivered"."""
         out = []
         for part in still_open(self.batches, ledger):
             out.append(MessageBatch(topic=part.topic, ids=part.ids, values=part.values, keys=part.keys,
                                     timestamps=part.timestamps, headers=part.headers, partitions=part.partitions,
-                                    created_ms=part.created_ms, nbytes=part.nbytes))
+                                    created_ms=part.created_ms, nbytes=part.nbytes, possibly_written=True))
         self.batches = deque(out)
         return out
 

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import time
+
 from raykafka.actors.batch import FIN, RESET, SYN, MessageBatch
-from raykafka.actors.leader_dispatcher import HoldBackoff, LeaderDispatcherState
-from raykafka.wire.errors import BrokerError, DeliveryTimeoutError
+from raykafka.actors.hold import Wake
+from raykafka.actors.leader_dispatcher import (
+    DEADLINE_SLACK_S,
+    HoldBackoff,
+    LeaderDispatcherState,
+    seconds_to_deadline,
+)
+from raykafka.wire.errors import BrokerError, DeliveryTimeoutError, OutcomeUnknownError
 
 
 class FakeBackend:
@@ -171,6 +179,96 @@ def test_held_messages_fail_naming_the_cause_once_delivery_timeout_runs_out():
     backend.fail_leader = 0
     assert not state.retry_held(now_ms=2600)
     assert backend.data() == ["new"]
+
+
+def test_a_held_batch_the_broker_may_have_written_times_out_as_outcome_unknown():
+    """A retry whose request went unanswered, held while no leader answers: its time running out
+    must not call it "not delivered"."""
+    backend = FakeBackend(fail_leader=10)
+    state = LeaderDispatcherState("t", 0, backend, delivery_timeout_ms=1000)
+    fresh, sent = msg("fresh"), msg("sent", retries=1)
+    fresh.created_ms = sent.created_ms = 1000
+    sent.possibly_written = True
+    state.dispatch(fresh)
+    state.dispatch(sent)
+    assert not state.retry_held(now_ms=2500)
+    (fresh_names, not_delivered), (sent_names, unknown) = backend.errors
+    assert fresh_names == [b"fresh"] and type(not_delivered) is DeliveryTimeoutError
+    assert sent_names == [b"sent"] and isinstance(unknown, OutcomeUnknownError)
+    assert "LEADER_NOT_AVAILABLE" in str(unknown)
+
+
+def waiting_behind_a_retry(delivery_timeout_ms: int = 1000) -> tuple[FakeBackend, LeaderDispatcherState]:
+    """A partition at retry level 1 ("a" came back), its chaser still out."""
+    backend = FakeBackend()
+    state = LeaderDispatcherState("t", 0, backend, delivery_timeout_ms=delivery_timeout_ms)
+    state.dispatch(msg("a"))
+    state.dispatch(msg("a", retries=1))
+    assert state.retry_level == 1
+    return backend, state
+
+
+def test_new_batches_waiting_behind_a_retry_fail_as_not_delivered_at_their_deadline():
+    backend, state = waiting_behind_a_retry()
+    old, new, resent = msg("old"), msg("new"), msg("resent")
+    old.created_ms, new.created_ms, resent.created_ms = 1000, 1900, 1200
+    resent.possibly_written = True  # a heal's resend: a dead pipeline may have written it
+    for batch in (old, resent, new):
+        state.dispatch(batch)
+    assert state.next_deadline_ms() == 2000
+    state.expire_waiting(now_ms=2000)  # not past yet
+    assert backend.errors == []
+    state.expire_waiting(now_ms=2500)
+    (old_names, not_delivered), (resent_names, unknown) = backend.errors
+    assert old_names == [b"old"] and type(not_delivered) is DeliveryTimeoutError
+    assert "behind a retry of t/0" in str(not_delivered) and "delivery.timeout.ms=1000" in str(not_delivered)
+    assert resent_names == [b"resent"] and isinstance(unknown, OutcomeUnknownError)
+    assert state.next_deadline_ms() == 2900
+    state.dispatch(chaser(1))  # the chaser comes back: only what did not fail goes, in order
+    assert backend.data() == ["a", "a", "new"] and state.retry_level == 0
+    assert state.next_deadline_ms() is None
+
+
+def test_a_retried_batch_waiting_behind_a_higher_level_keeps_the_drivers_bound():
+    """A batch at retry level 1 was sent and numbered: failing it here would leave a gap in its
+    partition's sequence and call something "not delivered" that may be in the log."""
+    backend, state = waiting_behind_a_retry()
+    state.dispatch(msg("a", retries=2))  # level 2
+    straggler = msg("b", retries=1)
+    straggler.created_ms = 1000
+    state.dispatch(straggler)  # buffered at level 1
+    assert state.next_deadline_ms() is None
+    state.expire_waiting(now_ms=99_000)
+    assert backend.errors == [] and [b.values[0] for b in state.levels[1].buf] == [b"b"]
+
+
+def test_the_deadline_wake_comes_just_after_the_first_deadline_and_never_spins():
+    backend, state = waiting_behind_a_retry()
+    late = msg("late")
+    late.created_ms = 5000
+    state.dispatch(late)
+    assert seconds_to_deadline([state], now_ms=5500) == 0.5 + DEADLINE_SLACK_S
+    assert seconds_to_deadline([state], now_ms=9000) == DEADLINE_SLACK_S  # overdue: at once, not at 0
+    assert seconds_to_deadline([LeaderDispatcherState("t", 1, backend, delivery_timeout_ms=1000)], 0) is None
+    assert seconds_to_deadline([], now_ms=0) is None
+
+
+def test_a_wake_armed_by_a_deadline_moves_up_never_back():
+    calls: list[str] = []
+    wake = Wake(lambda: lambda: calls.append("woke"))
+    wake.arm_by(60)
+    first = wake._timer
+    wake.arm_by(120)  # later: the sooner wait stays
+    assert wake._timer is first
+    wake.arm_by(0.01)  # sooner: moved up
+    assert wake._timer is not first and first.finished.is_set()  # the later wait was cancelled
+    deadline = time.monotonic() + 5
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert calls == ["woke"]
+    wake.fired()
+    assert not wake.armed
+    wake.cancel()
 
 
 def test_hold_backoff_doubles_up_to_its_cap_and_resets():

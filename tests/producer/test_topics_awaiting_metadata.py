@@ -10,6 +10,7 @@ from raykafka.wire.errors import (
     BrokerConnectionError,
     BrokerError,
     DeliveryTimeoutError,
+    OutcomeUnknownError,
     UnknownTopicError,
 )
 
@@ -38,10 +39,10 @@ def test_expiry_fails_only_those_past_delivery_timeout_naming_the_last_cause():
     awaiting = TopicsAwaitingMetadata(delivery_timeout_ms=1000)
     awaiting.hold("t", [msg("old", 1000), msg("new", 1900)], BrokerConnectionError("no bootstrap server reachable"))
     assert awaiting.next_deadline_ms("t") == 2000
-    assert awaiting.expire("t", now_ms=1500) == ([], None)
-    expired, error = awaiting.expire("t", now_ms=2500)
+    assert awaiting.expire("t", now_ms=1500) == []
+    [(expired, error)] = awaiting.expire("t", now_ms=2500)
     assert names(expired) == [b"old"]
-    assert isinstance(error, DeliveryTimeoutError)
+    assert type(error) is DeliveryTimeoutError and not error.possibly_written
     assert "delivery.timeout.ms=1000" in str(error) and "'t'" in str(error)
     assert "no bootstrap server reachable" in str(error)
     assert names(awaiting.release("t")) == [b"new"]
@@ -51,9 +52,23 @@ def test_a_cut_short_lookup_keeps_the_cause_before_it():
     awaiting = TopicsAwaitingMetadata(delivery_timeout_ms=1000)
     awaiting.hold("t", [msg("a", 1000)], BrokerConnectionError("no bootstrap server reachable"))
     awaiting.failed_again("t", TimeoutError())
-    _, error = awaiting.expire("t", now_ms=5000)
+    [(_, error)] = awaiting.expire("t", now_ms=5000)
     assert "no bootstrap server reachable" in str(error)
     assert not awaiting
+
+
+def test_a_held_batch_a_request_may_have_written_times_out_as_outcome_unknown():
+    """A retried batch whose request went unanswered (or a heal's resend) may be in the log: its
+    time running out while no metadata comes must not call it "not delivered"."""
+    awaiting = TopicsAwaitingMetadata(delivery_timeout_ms=1000)
+    sent = msg("sent", 1000)
+    sent.possibly_written = True
+    awaiting.hold("t", [msg("a", 1000), sent, msg("b", 1000)], BrokerConnectionError("no bootstrap server reachable"))
+    (fresh, not_delivered), (written, unknown) = awaiting.expire("t", now_ms=2500)
+    assert names(fresh) == [b"a", b"b"] and not not_delivered.possibly_written
+    assert names(written) == [b"sent"]
+    assert isinstance(unknown, OutcomeUnknownError) and unknown.possibly_written
+    assert "outcome unknown" in str(unknown) and "no bootstrap server reachable" in str(unknown)
 
 
 def test_split_expired_keeps_control_batches_and_order():
