@@ -73,6 +73,41 @@ def test_a_message_larger_than_max_request_size_fails_alone_before_it_is_sent():
         assert [r.value for r in cluster.records(TOPIC, 0)] == [b"small", b"small too"]
 
 
+def test_a_new_message_waiting_behind_a_slow_chaser_fails_as_not_delivered_at_its_deadline():
+    """Partition 0 moves to another broker while its old one answers slowly behind a queue of
+    partition 1's requests: the chaser sent down the old path comes back only after that queue.
+    A message sent to partition 0 meanwhile waits behind the retry. Its delivery.timeout.ms runs
+    out first: it fails then, as not delivered and naming why, and is not in the log (it was
+    written late, after its time, before the LeaderDispatcher had a deadline of its own)."""
+    from raykafka.wire.errors import DeliveryTimeoutError
+
+    with MockCluster(n_brokers=2, topics={TOPIC: 2}) as cluster:
+        old = cluster.leader(TOPIC, 0)
+        cluster.move_leader(TOPIC, 1, old)
+        config = {"bootstrap.servers": cluster.bootstrap, "linger.ms": 0, "retry.backoff.ms": 10,
+                  "request.timeout.ms": 1000, "delivery.timeout.ms": 1000, "batch.size": 64,
+                  "max.in.flight.requests.per.connection": 1}
+        with LocalPipeline(config) as pipeline:
+            outcomes = end_all(pipeline, pipeline.send_batch(TOPIC, [b"first"], partitions=[0]))
+            cluster.delay(messages.PRODUCE, 0.3, node_id=old)  # a queue forms there
+            cluster.fail_next(messages.PRODUCE, NOT_LEADER, 1, node_id=old, topic=TOPIC, partition=0)
+            cluster.move_leader(TOPIC, 0, next(n for n in cluster.brokers if n != old))
+            outcomes += pipeline.send_batch(TOPIC, [b"retried"], partitions=[0])
+            waited = time.monotonic() + 10
+            while pipeline.partitions[(TOPIC, 0)].retry_level == 0:  # until "retried" comes back
+                assert time.monotonic() < waited, "partition 0 never went round the retry loop"
+                outcomes += pipeline.send_batch(TOPIC, [b"queue"], partitions=[1])
+                time.sleep(0.03)
+            late = pipeline.next_id
+            outcomes += pipeline.send_batch(TOPIC, [b"new"], partitions=[0])
+            outcomes = end_all(pipeline, outcomes)
+        [new] = [o for o in outcomes if late in list(o.ids)]
+        assert type(new.error) is DeliveryTimeoutError and not new.error.possibly_written, new.error
+        assert "waiting behind a retry of local/0" in str(new.error)
+        assert [r.value for r in cluster.records(TOPIC, 0)] == [b"first", b"retried"]
+        assert sum(len(o.ids) for o in outcomes) == pipeline.next_id  # every message ended once
+
+
 def test_the_local_retry_handler_answers_every_call_a_flusher_makes_to_the_retry_handler():
     """A Flusher calls `ctx.retry_handler.<name>.remote(...)`; in this process those calls go to
     `LocalRetryHandler`, which must have each (a renamed call once raised AttributeError at close,
