@@ -218,3 +218,24 @@ def test_a_batch_not_found_past_the_last_acked_offset_is_looked_for_from_the_log
     (error,) = asyncio.run(flusher._locate_written([batch], {("t", 2): duplicate})).values()
     assert "sequence 1050 not found in the log from offset 0" in str(error) and asked == [1050, 0]
 
+
+
+def test_every_timer_a_stage_arms_calls_a_method_of_its_own():
+    """A `SelfTimer("name")` calls `name` on its actor from a thread, where a misspelt name would
+    only log an AttributeError, and the batches it should end would wait for the driver's bound."""
+    import ast
+    from pathlib import Path
+
+    import raykafka.actors
+
+    timers = {}
+    for module in Path(raykafka.actors.__file__).parent.glob("*.py"):
+        for cls in (n for n in ast.walk(ast.parse(module.read_text())) if isinstance(n, ast.ClassDef)):
+            methods = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
+            for call in (n for n in ast.walk(cls) if isinstance(n, ast.Call)):
+                if getattr(call.func, "id", None) == "SelfTimer":
+                    name = call.args[0].value
+                    timers[f"{module.stem}.{cls.name}.{name}"] = name in methods
+    assert timers, "the stages arm SelfTimers"
+    assert "leader_dispatcher.LeaderDispatcher.expire_waiting" in timers
+    assert [timer for timer, found in timers.items() if not found] == []
