@@ -31,8 +31,9 @@ level 0's buffer) fail the same way when their delivery.timeout.ms runs out befo
 comes back, on the actor's deadline timer (`expire_waiting`): nothing else would end them but the
 driver's watchdog, later, and as "outcome unknown" though they were never sent.
 
-Calls: the BrokerWorker of the leader's broker (`add`; get/ref on selection, unref on abandon,
-through the RetryHandler's registry), and the RetryHandler's mailbox (`report`: messages that
+Calls: the BrokerWorker of the leader's broker (`add`; get/ref on selection, unref once the
+calls a partition had in flight there when it left have returned, `LeftBrokers`, through the
+RetryHandler's registry), and the RetryHandler's mailbox (`report`: messages that
 cannot be routed, and the batch of a call to the BrokerWorker that failed, with its cause; on
 a RESET, `first_unresolved`). With idempotence, each batch gets its partition's
 sequence numbers here as it leaves, in the partition's order, from the partition's
@@ -43,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -75,6 +76,8 @@ LEADER_NOT_AVAILABLE = BY_NAME["LEADER_NOT_AVAILABLE"].code
 # a deadline's wake comes this long after it (a batch is past its delivery.timeout.ms only once
 # more than that has passed), and never sooner, so a wake cannot spin
 DEADLINE_SLACK_S = 0.01
+# how often the actor looks whether the calls to a broker its partitions left have returned
+RELEASE_POLL_S = 0.05
 
 
 class LeaderBackend(Protocol):
@@ -316,6 +319,8 @@ class LeaderDispatcher:
         self.timer = SelfTimer("retry_held")
         self.deadline = SelfTimer("expire_waiting")
         self.outbox = Outbox()
+        self.leaving = LeftBrokers()  # the old paths partitions left, released once their calls end
+        self.release_timer = SelfTimer("release_left")
 
     def ping(self) -> bool:
         return True
@@ -341,6 +346,12 @@ class LeaderDispatcher:
                 state.dispatch(batch)
         finally:
             self.outbox.send()
+        self._arm_timer()
+
+    def release_left(self) -> None:
+        """Called by this actor's release timer: drop the references on the brokers partitions
+        left whose calls have all returned."""
+        self.release_timer.fired()
         self._arm_timer()
 
     def retry_held(self) -> None:
@@ -374,17 +385,24 @@ class LeaderDispatcher:
         wait = seconds_to_deadline(self.partitions.values(), time.time() * 1000)
         if wait is not None:
             self.deadline.arm_by(wait)
+        if self.leaving.release_finished(self._release):
+            self.release_timer.arm(RELEASE_POLL_S)
+
+    def _release(self, node_id: int, generation: int) -> None:
+        ray.get(self.ctx.retry_handler.release_broker.remote(node_id, generation))
 
     def shutdown(self) -> None:
         """Release the brokers (a leader's BrokerWorker closes it when its last writer has)."""
         self.timer.cancel()
         self.deadline.cancel()
+        self.release_timer.cancel()
         try:
             fail_waiting(self.partitions.values())
             for state in self.partitions.values():
                 if state.selected:
                     state.backend.abandon()
                 state.backend.window.drain()
+            self.leaving.release_all(self._release)
             self.loop.run(self.cluster.close(), 5)
         finally:
             self.loop.stop()
@@ -465,16 +483,53 @@ class PartitionRoute:
         self.return_errors(batches, pipeline_error(exc))
 
     def abandon(self) -> None:
-        self.actor.outbox.send()  # the chaser just put, before the window is drained
-        self.window.drain()
+        """Leave the selected broker. Its calls in flight (the chaser's among them: it returns
+        once the requests before it are on the wire) finish on their own, and the reference is
+        dropped once they have (`LeftBrokers`): waiting here would hold up every partition of
+        the actor for as long as the old broker takes to send its queue."""
+        self.actor.outbox.send()  # the chaser just put
         aggregator, self.aggregator = self.aggregator, None
         if aggregator is not None:
-            ray.get(self.ctx.retry_handler.release_broker.remote(self.node_id, self.generation))
+            self.actor.leaving.add(self.window, self.node_id, self.generation)
+            self.window = CallWindow(self.ctx.window, self._call_failed)
 
     def return_errors(self, batches: list[MessageBatch], error: Exception) -> None:
         for batch in batches:
             batch.partition = self.partition
         report_failed(self.ctx.retry_handler.report.remote, batches, error)
+
+
+class LeftBrokers:
+    """The brokers partitions have left (Sarama's abandonBrokerConnection), each with the calls
+    the partition still had in flight there: the reference on the broker's worker is dropped
+    (the RetryHandler's `release_broker`, Sarama's unrefBrokerProducer) once they have all
+    returned, so the worker is not closed under them. A failed call fails its own batches through
+    its route, as before it left."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[CallWindow, int, int]] = []  # (calls, node id, generation)
+
+    def add(self, calls: CallWindow, node_id: int, generation: int) -> None:
+        self.pending.append((calls, node_id, generation))
+
+    def release_finished(self, release: Callable[[int, int], None]) -> bool:
+        """`release(node_id, generation)` for each broker whose calls have all returned; whether
+        some are still waiting."""
+        waiting = []
+        for calls, node_id, generation in self.pending:
+            if calls.drain(timeout=0):
+                waiting.append((calls, node_id, generation))
+            else:
+                release(node_id, generation)
+        self.pending = waiting
+        return bool(waiting)
+
+    def release_all(self, release: Callable[[int, int], None]) -> None:
+        """At close: wait for every call, then release each broker."""
+        pending, self.pending = self.pending, []
+        for calls, node_id, generation in pending:
+            calls.drain()
+            release(node_id, generation)
 
 
 class Outbox:

@@ -10,6 +10,7 @@ from raykafka.actors.leader_dispatcher import (
     DEADLINE_SLACK_S,
     HoldBackoff,
     LeaderDispatcherState,
+    LeftBrokers,
     seconds_to_deadline,
 )
 from raykafka.wire.errors import BrokerError, DeliveryTimeoutError, OutcomeUnknownError
@@ -333,3 +334,39 @@ def test_a_broken_sequence_behind_an_unresolved_batch_keeps_the_producer_id():
     reset.producer_id, reset.numbering = 7, 0
     state.dispatch(reset)  # a second report of the old numbering changes nothing more
     assert (state.producer_id, state.numbering) == (8, 1)
+
+
+class FakeCalls:
+    """A `CallWindow`'s `drain`: `outstanding` calls left, each `drain` without a timeout waits them out."""
+
+    def __init__(self, outstanding: int):
+        self.outstanding = outstanding
+
+    def drain(self, timeout: float | None = None) -> int:
+        if timeout is None:
+            self.outstanding = 0
+        return self.outstanding
+
+
+def test_a_broker_left_is_released_once_its_calls_have_returned_not_before():
+    """Leaving a broker does not wait for its calls (the chaser's returns only once the old
+    broker's queue is on the wire); its reference goes once they have all returned."""
+    left = LeftBrokers()
+    slow, done = FakeCalls(2), FakeCalls(0)
+    left.add(slow, 1, 7)
+    left.add(done, 2, 3)
+    released = []
+    assert left.release_finished(lambda node, generation: released.append((node, generation)))
+    assert released == [(2, 3)]  # the broker whose calls returned, and only it
+    slow.outstanding = 0
+    assert not left.release_finished(lambda node, generation: released.append((node, generation)))
+    assert released == [(2, 3), (1, 7)] and not left.pending
+
+
+def test_at_close_every_broker_left_is_released_after_its_calls():
+    left = LeftBrokers()
+    calls = FakeCalls(3)
+    left.add(calls, 1, 1)
+    released = []
+    left.release_all(lambda node, generation: released.append((node, generation, calls.outstanding)))
+    assert released == [(1, 1, 0)] and not left.pending

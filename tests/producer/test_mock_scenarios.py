@@ -312,6 +312,45 @@ def test_delivery_timeout_bounds_a_message_whose_retries_never_end(make_producer
             assert 1.4 <= time.monotonic() - start < 15
 
 
+# slow: tests/unit/test_local_pipeline.py's test_a_new_message_waiting_behind_a_slow_chaser_... keeps
+# the deadline in the default tier, and tests/producer/test_producer_units.py's
+# test_every_timer_a_stage_arms_calls_a_method_of_its_own the actor's wiring of it
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_new_message_waiting_behind_a_slow_chaser_fails_at_its_deadline_through_the_actors(ray_session):
+    """As the local case, through the actors: the LeaderDispatcher leaves the slow broker without
+    waiting for its queue (`LeftBrokers`), and its own deadline timer ends the message as not
+    delivered at its delivery.timeout.ms, before the driver's watchdog would call it "outcome
+    unknown" (delivery.timeout.ms + request.timeout.ms). Partition 2 is led by the new leader
+    from the start, so its BrokerWorker is up before partition 0 moves there."""
+    with MockCluster(n_brokers=2, topics={"t": 3}) as cluster:
+        old = cluster.leader("t", 0)
+        new_leader = next(n for n in cluster.brokers if n != old)
+        cluster.move_leader("t", 1, old)
+        cluster.move_leader("t", 2, new_leader)
+        with Producer(config(cluster, **{"linger.ms": 0, "retry.backoff.ms": 10, "request.timeout.ms": 2000,
+                                         "delivery.timeout.ms": 4000, "batch.size": 64,
+                                         "max.in.flight.requests.per.connection": 1})) as producer:
+            assert [producer.send("t", b"first", partition=p).result(30).offset for p in (0, 2)] == [0, 0]
+            # each answer there comes just within request.timeout.ms: a queue of them forms, and the
+            # chaser goes behind it
+            cluster.delay(messages.PRODUCE, 1.5, node_id=old)
+            cluster.fail_next(messages.PRODUCE, NOT_LEADER, 1, node_id=old, topic="t", partition=0)
+            cluster.move_leader("t", 0, new_leader)
+            retried = producer.send("t", b"retried", partition=0)
+            # seven requests of partition 1 queue behind it (fewer than a partition's calls in
+            # flight, CALLS_IN_FLIGHT, so that its backpressure holds up no other partition)
+            queue = [producer.send("t", b"queue", partition=1) for _ in range(7)]
+            assert retried.result(30).offset == 1  # written at the new leader once its retry level opened
+            sent = time.monotonic()
+            with pytest.raises(DeliveryTimeoutError, match="waiting behind a retry of t/0") as failed:
+                producer.send("t", b"new", partition=0).result(30)
+            assert not failed.value.possibly_written and time.monotonic() - sent < 5.5  # the watchdog: 6
+            for future in queue:  # partition 1's queue ends too, one way or the other
+                assert future.exception(60) is None or isinstance(future.exception(), DeliveryTimeoutError)
+        assert log_of(cluster, "t", 0) == [b"first", b"retried"]
+
+
 @pytest.mark.ray
 def test_no_reachable_broker_fails_construction_with_the_cause(ray_session, wait_for):
     from raykafka.driver.embedded_broker import free_port
