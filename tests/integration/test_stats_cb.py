@@ -95,7 +95,9 @@ def test_consumer_stats_cb_counts_what_was_consumed(bootstrap, ray_session, topi
     assert total(m, "raykafka_consumer_bytes_total", topic=topic) > value_bytes  # record batches as fetched
     assert total(m, "raykafka_consumer_lag", topic=topic) == 0  # read to the end of both partitions
     assert {item["tags"]["partition"] for item in m["raykafka_consumer_lag"]} == {"0", "1"}
-    assert total(m, "raykafka_consumer_fetch_latency_seconds") >= 2  # at least a fetch per partition
+    # at least one fetch timed: one Fetch asks for both partitions of the broker, and when the
+    # producer packed each partition into one record batch, one answer carries them all
+    assert total(m, "raykafka_consumer_fetch_latency_seconds") >= 1
 
 
 def test_group_stats_cb_counts_records_rebalances_and_commits(bootstrap, ray_session, topic_name, wait_for,
