@@ -108,6 +108,26 @@ def test_a_new_message_waiting_behind_a_slow_chaser_fails_as_not_delivered_at_it
         assert sum(len(o.ids) for o in outcomes) == pipeline.next_id  # every message ended once
 
 
+def test_a_retry_the_broker_may_have_written_held_for_a_leader_ends_as_outcome_unknown():
+    """The broker writes a message and the connection drops before its answer; then no leader is
+    found for its partition until its delivery.timeout.ms runs out. It is in the log: its error
+    must say it may be (it said "not delivered" before, with `possibly_written` False)."""
+    from raykafka.wire.errors import OutcomeUnknownError
+
+    with MockCluster(n_brokers=1, topics={TOPIC: 1}) as cluster:
+        config = {"bootstrap.servers": cluster.bootstrap, "linger.ms": 0, "retry.backoff.ms": 10,
+                  "request.timeout.ms": 1000, "delivery.timeout.ms": 1500, "enable.idempotence": "false"}
+        with LocalPipeline(config) as pipeline:
+            outcomes = end_all(pipeline, pipeline.send_batch(TOPIC, [b"a"]))
+            cluster.drop_after_request(messages.PRODUCE, 1, apply=True)  # written, then no answer
+            cluster.fail_next(messages.METADATA, BY_NAME["LEADER_NOT_AVAILABLE"].code, 10_000, topic=TOPIC)
+            outcomes = end_all(pipeline, outcomes + pipeline.send_batch(TOPIC, [b"b"]))
+        assert [r.value for r in cluster.records(TOPIC, 0)] == [b"a", b"b"]
+        [held] = [o for o in outcomes if o.error is not None]
+        assert isinstance(held.error, OutcomeUnknownError) and held.error.possibly_written, held.error
+        assert "no leader for local/0" in str(held.error)
+
+
 def test_the_local_retry_handler_answers_every_call_a_flusher_makes_to_the_retry_handler():
     """A Flusher calls `ctx.retry_handler.<name>.remote(...)`; in this process those calls go to
     `LocalRetryHandler`, which must have each (a renamed call once raised AttributeError at close,
