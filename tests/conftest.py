@@ -19,6 +19,7 @@ import pytest
 
 from raykafka.driver.embedded_broker import EmbeddedBroker, free_port
 
+from .cpu_time import CPU_PROPERTY, CPUS_PROPERTY, cpus, spent
 from .processes import PROPERTY, WorkerCount
 from .tiers import slow_tier
 
@@ -29,6 +30,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_WORKER_COUNT] = WorkerCount()  # Ray's sessions from before the run are not counted
+    config.stash[_CPU_AT_START] = spent()
     if config.getoption("--run-slow"):
         os.environ["RAYKAFKA_SLOW"] = "1"  # read as the test modules are collected (tests/tiers.py)
 
@@ -46,6 +48,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _WORKER_COUNT = pytest.StashKey[WorkerCount]()
+_CPU_AT_START = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run's CPU (tests/cpu_time.py), into the JUnit XML's suite properties when one is
+    written: the session's fixtures (Ray, the broker, Spark) are down by now, and the XML not
+    yet written."""
+    from _pytest.junitxml import xml_key
+
+    xml = session.config.stash.get(xml_key, None)
+    if xml is not None:
+        xml.add_global_property(CPU_PROPERTY, f"{spent() - session.config.stash[_CPU_AT_START]:.1f}")
+        xml.add_global_property(CPUS_PROPERTY, str(cpus()))
 _WORKERS_AT_SETUP = pytest.StashKey[int]()
 
 

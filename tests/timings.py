@@ -27,6 +27,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
+from .cpu_time import CPU_PROPERTY, CPUS_PROPERTY
 from .processes import PROPERTY
 
 HEADING = "## Where the time goes"
@@ -57,6 +58,14 @@ def _workers_of(case: ET.Element) -> ET.Element | None:
     return case.find(f"properties/property[@name='{PROPERTY}']")
 
 
+def cpu_of(path: Path) -> tuple[float, int] | None:
+    """The run's CPU seconds and the cores it had (tests/cpu_time.py), if the run counted them."""
+    props = {p.get("name"): p.get("value") for p in _suite(path).findall("properties/property")}
+    if CPU_PROPERTY not in props:
+        return None
+    return float(props[CPU_PROPERTY]), int(props.get(CPUS_PROPERTY) or 1)
+
+
 def cases(path: Path) -> tuple[list[Case], float]:
     """Every test case of the run, and the run's wall time as pytest reported it."""
     suite = _suite(path)
@@ -76,6 +85,11 @@ def record(source: Path, target: Path) -> None:
     suite = _suite(source)
     out = ET.Element("testsuites")
     kept = ET.SubElement(out, "testsuite", {k: v for k, v in suite.attrib.items() if k in SUITE_FIELDS})
+    props = [p for p in suite.findall("properties/property") if p.get("name") in (CPU_PROPERTY, CPUS_PROPERTY)]
+    if props:
+        held = ET.SubElement(kept, "properties")
+        for prop in props:
+            ET.SubElement(held, "property", dict(prop.attrib))
     for case in suite.iter("testcase"):
         trimmed = ET.SubElement(kept, "testcase", {k: case.get(k, "") for k in ("classname", "name", "time")})
         counted = _workers_of(case)
@@ -99,8 +113,9 @@ def module_of(classname: str) -> str:
     return "/".join(parts[:files[0] + 1]) + ".py" if files else classname
 
 
-def section(found: list[Case], wall: float, source: str) -> str:
-    """The section's Markdown: totals, each folder, the slowest modules and tests."""
+def section(found: list[Case], wall: float, source: str, cpu: tuple[float, int] | None = None) -> str:
+    """The section's Markdown: totals (with `cpu`, the run's CPU seconds and cores), each folder,
+    the slowest modules and tests."""
     by_dir: dict[str, list[Case]] = defaultdict(list)
     by_module: dict[str, list[Case]] = defaultdict(list)
     for case in found:
@@ -117,7 +132,10 @@ def section(found: list[Case], wall: float, source: str) -> str:
            f"{wall:,.0f} s of wall time, {sum(c.seconds for c in found):,.0f} s of it in the tests (their "
            f"setup, call and teardown; a module's fixtures are counted in its first test)."
            + (f" They started {workers(found):,} Ray worker processes (tests/processes.py), each a Python "
-              "interpreter that imports Ray: every actor runs in one of its own." if workers else ""), "",
+              "interpreter that imports Ray: every actor runs in one of its own." if workers else "")
+           + (f" The run spent {cpu[0]:,.0f} s of CPU (tests/cpu_time.py, a floor) on {cpu[1]} cores, "
+              f"{cpu[0] / (cpu[1] * wall):.0%} of what they could give in that time: on {cpu[1]} cores this "
+              f"work cannot end in under {cpu[0] / cpu[1]:,.0f} s, whatever runs in parallel." if cpu else ""), "",
            "| folder | tests | seconds | share |" + (" Ray processes |" if workers else ""),
            "| --- | ---: | ---: | ---: |" + (" ---: |" if workers else "")]
     total = sum(c.seconds for c in found) or 1.0
@@ -179,7 +197,7 @@ def main() -> int:
         record(Path(args.junit), Path(args.record))
         return 0
     found, wall = cases(Path(args.junit))
-    text = section(found, wall, args.junit)
+    text = section(found, wall, args.junit, cpu_of(Path(args.junit)))
     if args.slow:
         text += "\n" + slow_section(*cases(Path(args.slow)), args.slow)
     if args.out:

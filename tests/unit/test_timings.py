@@ -95,3 +95,20 @@ def test_the_worker_count_takes_only_the_runs_sessions_and_sees_a_new_worker(tmp
     worker("session_new", 3)
     worker("session_old", 4)
     assert count.started() == 2
+
+
+def test_the_runs_cpu_is_kept_in_the_record_and_bounds_its_wall_time(tmp_path):
+    """A run of 2,400 CPU seconds on 2 cores cannot end in under 1,200 s: the section says so."""
+    from ..timings import cpu_of
+
+    path = tmp_path / "run.xml"
+    path.write_text(XML.replace('time="100.5">', 'time="1500.0"><properties><property name="cpu_seconds" '
+                                'value="2400.0"/><property name="cpus" value="2"/></properties>', 1))
+    record(path, tmp_path / "kept.xml.gz")
+    assert cpu_of(tmp_path / "kept.xml.gz") == cpu_of(path) == (2400.0, 2)
+    text = section(*cases(path), "run.xml", cpu_of(path))
+    assert "spent 2,400 s of CPU" in text and "on 2 cores" in text and "80% of what they could give" in text
+    assert "cannot end in under 1,200 s" in text
+    plain = tmp_path / "plain.xml"
+    plain.write_text(XML)
+    assert cpu_of(plain) is None and "of CPU" not in section(*cases(plain), "plain.xml", cpu_of(plain))
