@@ -19,7 +19,7 @@ import pytest
 
 from raykafka.driver.embedded_broker import EmbeddedBroker, free_port
 
-from .cpu_time import CPU_PROPERTY, CPUS_PROPERTY, cpus, spent
+from .cpu_time import CPU_PROPERTY, CPUS_PROPERTY, busy_seconds, cores
 from .processes import PROPERTY, WorkerCount
 from .tiers import slow_tier
 
@@ -30,7 +30,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_WORKER_COUNT] = WorkerCount()  # Ray's sessions from before the run are not counted
-    config.stash[_CPU_AT_START] = spent()
+    config.stash[_CPU_AT_START] = busy_seconds()
     if config.getoption("--run-slow"):
         os.environ["RAYKAFKA_SLOW"] = "1"  # read as the test modules are collected (tests/tiers.py)
 
@@ -48,7 +48,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _WORKER_COUNT = pytest.StashKey[WorkerCount]()
-_CPU_AT_START = pytest.StashKey[float]()
+_CPU_AT_START = pytest.StashKey[float | None]()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -59,9 +59,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from _pytest.junitxml import xml_key
 
     xml = session.config.stash.get(xml_key, None)
-    if xml is not None:
-        xml.add_global_property(CPU_PROPERTY, f"{spent() - session.config.stash[_CPU_AT_START]:.1f}")
-        xml.add_global_property(CPUS_PROPERTY, str(cpus()))
+    started, now = session.config.stash.get(_CPU_AT_START, None), busy_seconds()
+    if xml is not None and started is not None and now is not None:
+        xml.add_global_property(CPU_PROPERTY, f"{now - started:.1f}")
+        xml.add_global_property(CPUS_PROPERTY, str(cores()))
 _WORKERS_AT_SETUP = pytest.StashKey[int]()
 
 
