@@ -46,6 +46,9 @@ UNKNOWN_PRODUCER_ID = BY_NAME["UNKNOWN_PRODUCER_ID"].code
 UNKNOWN_TOPIC_OR_PARTITION = BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"].code
 SEQUENCE_BROKEN = (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID)
 WRITTEN = (NONE, DUPLICATE_SEQUENCE_NUMBER)  # answers that say the batch is in the log
+# retriable answers after which the batch may be in the log all the same: the leader appended it
+# and then timed out waiting for its replicas (REQUEST_TIMED_OUT), or says so outright
+POSSIBLY_APPENDED = (BY_NAME["REQUEST_TIMED_OUT"].code, BY_NAME["NOT_ENOUGH_REPLICAS_AFTER_APPEND"].code)
 
 Partition = tuple[str, int]
 
@@ -280,6 +283,8 @@ class FlusherState:
                 self.muter.mute(tp, error, index)
                 self.retry_message(batch, error)
             elif error.retriable or tp in self.muter:
+                if code in POSSIBLY_APPENDED:
+                    batch.possibly_written = True
                 self.muter.mute(tp, error, index)
                 self.retry_message(batch, error)
             elif self.transactional:  # fenced (fatal), unauthorized (fatal), or the transaction must abort

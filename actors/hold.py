@@ -9,7 +9,7 @@ the order they came, and:
   sleep without stopping its other callers), and `Wake` any callable (the in-process pipeline's);
 - `split_expired` picks the held batches whose delivery.timeout.ms has run out, and
   `timed_out_groups` gives each its error, naming the look-up's last error (`batch.timed_out`:
-  whether the broker may have written it).
+  whether the broker may have written it); `closed_groups` does the same at close.
 
 Plain Python but for `SelfTimer`, which asks Ray for the current actor's handle as it arms.
 """
@@ -23,7 +23,7 @@ from typing import Any
 
 import ray
 
-from ..wire.errors import DeliveryTimeoutError
+from ..wire.errors import DeliveryTimeoutError, OutcomeUnknownError, ProducerClosedError
 from .batch import MessageBatch, timed_out
 
 
@@ -111,13 +111,26 @@ def split_expired(held: list[MessageBatch], now_ms: float,
     return kept, expired
 
 
+def split_written(batches: list[MessageBatch]) -> list[tuple[bool, list[MessageBatch]]]:
+    """The batches the broker has not written apart from those it may have
+    (`MessageBatch.possibly_written`, per batch: one holding both kinds counts as the second),
+    as (possibly_written, batches) for each kind there is, each in the order it came."""
+    groups: dict[bool, list[MessageBatch]] = {False: [], True: []}
+    for batch in batches:
+        groups[bool(batch.possibly_written)].append(batch)
+    return [(possibly, group) for possibly, group in groups.items() if group]
+
+
 def timed_out_groups(expired: list[MessageBatch], delivery_timeout_ms: int | None,
                      why: str) -> list[tuple[list[MessageBatch], DeliveryTimeoutError]]:
-    """The expired batches with the error each ends with (`batch.timed_out`): those the broker
-    may have written apart from those it has not, each group in the order it came."""
-    groups = []
-    for possibly in (False, True):
-        group = [b for b in expired if b.possibly_written is possibly]
-        if group:
-            groups.append((group, timed_out(possibly, delivery_timeout_ms, why)))
-    return groups
+    """The expired batches with the error each ends with (`batch.timed_out`), by `split_written`."""
+    return [(group, timed_out(possibly, delivery_timeout_ms, why)) for possibly, group in split_written(expired)]
+
+
+def closed_groups(waiting: list[MessageBatch], what: str) -> list[tuple[list[MessageBatch], Exception]]:
+    """At close: the batches still waiting for `what`, with the error each ends with, by
+    `split_written`: `ProducerClosedError`, or `OutcomeUnknownError` where the broker may have
+    written it."""
+    why = f"producer closed while the message waited for {what}"
+    return [(group, OutcomeUnknownError(f"{why}; a request may have written it") if possibly
+             else ProducerClosedError(why)) for possibly, group in split_written(waiting)]

@@ -55,7 +55,6 @@ from ..wire.errors import (
     BY_NAME,
     BrokerError,
     KafkaError,
-    ProducerClosedError,
     TransactionStateError,
 )
 from ..wire.loop import LoopThread
@@ -63,7 +62,7 @@ from ..wire.producer_id import init_producer_id
 from .batch import FIN, RESET, SYN, MessageBatch
 from .caller_order import calls_to
 from .calls import CallWindow, pipeline_error
-from .hold import HoldBackoff, SelfTimer, split_expired, timed_out_groups
+from .hold import HoldBackoff, SelfTimer, Wake, closed_groups, split_expired, timed_out_groups
 from .idempotence import PartitionSequences
 from .options import ASK_GROUP
 from .producer_results import report_failed
@@ -96,7 +95,8 @@ class LeaderBackend(Protocol):
         """Send to the selected broker's BrokerWorker."""
 
     def abandon(self) -> None:
-        """Unref the selected broker's BrokerWorker."""
+        """Leave the selected broker's BrokerWorker (its reference dropped once the calls sent
+        there have returned)."""
 
     def return_errors(self, batches: list[MessageBatch], error: Exception) -> None:
         """Report these messages as failed."""
@@ -315,12 +315,12 @@ class LeaderDispatcher:
         self.loop = LoopThread("leader-dispatcher")
         self.cluster = Cluster(ctx.config)
         self.partitions: dict[tuple[str, int], LeaderDispatcherState] = {}
-        self.backoff = HoldBackoff(ctx.config["retry.backoff.ms"])
-        self.timer = SelfTimer("retry_held")
-        self.deadline = SelfTimer("expire_waiting")
+        self.timers = PartitionTimers(HoldBackoff(ctx.config["retry.backoff.ms"]),
+                                      SelfTimer("retry_held"), SelfTimer("expire_waiting"))
         self.outbox = Outbox()
-        self.leaving = LeftBrokers()  # the old paths partitions left, released once their calls end
+        self.left_brokers = LeftBrokers()  # the old paths partitions left, released once their calls end
         self.release_timer = SelfTimer("release_left")
+        self.closed = False  # a timer's call that comes after `shutdown` does nothing
 
     def ping(self) -> bool:
         return True
@@ -355,37 +355,32 @@ class LeaderDispatcher:
         self._arm_timer()
 
     def retry_held(self) -> None:
-        """Called by this actor's own timer: try the leaders of the partitions holding batches."""
-        self.timer.fired()
-        now_ms = time.time() * 1000
-        waiting = False
+        """Called by this actor's held-batch timer: try the leaders of the partitions holding batches."""
+        self.timers.held.fired()
+        if self.closed:
+            return
         try:
-            for state in self.partitions.values():
-                waiting = state.retry_held(now_ms) or waiting
+            self.timers.retry_held(self.partitions.values(), time.time() * 1000)
         finally:
             self.outbox.send()
-        if not waiting:
-            self.backoff.reset()
         self._arm_timer()
 
     def expire_waiting(self) -> None:
         """Called by this actor's deadline timer: fail the new batches that waited behind a
         retry past their delivery.timeout.ms."""
-        self.deadline.fired()
-        now_ms = time.time() * 1000
-        for state in self.partitions.values():
-            state.expire_waiting(now_ms)
+        self.timers.deadline.fired()
+        if self.closed:
+            return
+        self.timers.expire_waiting(self.partitions.values(), time.time() * 1000)
         self._arm_timer()
 
     def _arm_timer(self) -> None:
-        """While a partition holds batches, call `retry_held` again after the next backoff; while
-        new batches wait behind a retry, `expire_waiting` by the first one's deadline."""
-        if not self.timer.armed and any(state.held for state in self.partitions.values()):
-            self.timer.arm(self.backoff.next())
-        wait = seconds_to_deadline(self.partitions.values(), time.time() * 1000)
-        if wait is not None:
-            self.deadline.arm_by(wait)
-        if self.leaving.release_finished(self._release):
+        """The partitions' timers (`PartitionTimers.arm`), and while a broker left waits for its
+        calls, `release_left` again after `RELEASE_POLL_S`."""
+        if self.closed:
+            return
+        self.timers.arm(self.partitions.values(), time.time() * 1000)
+        if self.left_brokers.release_finished(self._release):
             self.release_timer.arm(RELEASE_POLL_S)
 
     def _release(self, node_id: int, generation: int) -> None:
@@ -393,8 +388,8 @@ class LeaderDispatcher:
 
     def shutdown(self) -> None:
         """Release the brokers (a leader's BrokerWorker closes it when its last writer has)."""
-        self.timer.cancel()
-        self.deadline.cancel()
+        self.closed = True
+        self.timers.cancel()
         self.release_timer.cancel()
         try:
             fail_waiting(self.partitions.values())
@@ -402,7 +397,7 @@ class LeaderDispatcher:
                 if state.selected:
                     state.backend.abandon()
                 state.backend.window.drain()
-            self.leaving.release_all(self._release)
+            self.left_brokers.release_all(self._release)
             self.loop.run(self.cluster.close(), 5)
         finally:
             self.loop.stop()
@@ -410,14 +405,52 @@ class LeaderDispatcher:
 
 def fail_waiting(states: Any) -> None:
     """At close: every batch still waiting in these partitions' states (buffered at a retry level,
-    or held while there was no leader) fails as not delivered, through its state's backend."""
-    closed = ProducerClosedError("producer closed while the message waited for a retry")
+    or held while there was no leader) fails through its state's backend, and none waits after:
+    as `ProducerClosedError`, or `OutcomeUnknownError` where the broker may have written it."""
     for state in states:
         pending = [b for level in state.levels.values() for b in level.buf]
         pending += [b for b in state.held if not b.is_control]
         state.held = []
-        if pending:
-            state.backend.return_errors(pending, closed)
+        for level in state.levels.values():
+            level.buf = []
+        for batches, error in closed_groups(pending, "a retry"):
+            state.backend.return_errors(batches, error)
+
+
+class PartitionTimers:
+    """The LeaderDispatcher's two timers over its partitions' states, for either shell (the
+    actor's `SelfTimer`s, the in-process pipeline's `Wake`s): `held` tries the leaders of the
+    partitions holding batches again after `backoff`'s wait; `deadline` fails the new batches
+    waiting behind a retry at the first one's delivery.timeout.ms. Each shell calls `arm` after
+    every call it takes, and `retry_held` / `expire_waiting` when a timer fires."""
+
+    def __init__(self, backoff: HoldBackoff, held: Wake, deadline: Wake):
+        self.backoff = backoff
+        self.held = held
+        self.deadline = deadline
+
+    def arm(self, states: Iterable[LeaderDispatcherState], now_ms: float) -> None:
+        states = list(states)
+        if not self.held.armed and any(state.held for state in states):
+            self.held.arm(self.backoff.next())
+        wait = seconds_to_deadline(states, now_ms)
+        if wait is not None:
+            self.deadline.arm_by(wait)
+
+    def retry_held(self, states: Iterable[LeaderDispatcherState], now_ms: float) -> None:
+        waiting = False
+        for state in states:
+            waiting = state.retry_held(now_ms) or waiting
+        if not waiting:
+            self.backoff.reset()
+
+    def expire_waiting(self, states: Iterable[LeaderDispatcherState], now_ms: float) -> None:
+        for state in states:
+            state.expire_waiting(now_ms)
+
+    def cancel(self) -> None:
+        self.held.cancel()
+        self.deadline.cancel()
 
 
 def seconds_to_deadline(states: Iterable[LeaderDispatcherState], now_ms: float) -> float | None:
@@ -460,7 +493,8 @@ class PartitionRoute:
 
     def update_leader(self) -> None:
         broker = find_leader(self.actor.loop, self.actor.cluster, self.topic, self.partition, self.ctx.timeout)
-        # one more reference on the broker's worker (Sarama's getBrokerProducer), dropped by `abandon`
+        # one more reference on the broker's worker (Sarama's getBrokerProducer), dropped once the
+        # partition has left it and its calls there have returned (`abandon`, `LeftBrokers`)
         handle, self.generation = ray.get(self.ctx.retry_handler.get_broker.remote(broker.node_id, broker.host, broker.port))
         self.aggregator = calls_to(handle, self.generation)  # this process's numbered calls to it
         self.node_id = broker.node_id
@@ -490,7 +524,7 @@ class PartitionRoute:
         self.actor.outbox.send()  # the chaser just put
         aggregator, self.aggregator = self.aggregator, None
         if aggregator is not None:
-            self.actor.leaving.add(self.window, self.node_id, self.generation)
+            self.actor.left_brokers.add(self.window, self.node_id, self.generation)
             self.window = CallWindow(self.ctx.window, self._call_failed)
 
     def return_errors(self, batches: list[MessageBatch], error: Exception) -> None:
@@ -513,21 +547,20 @@ class LeftBrokers:
         self.pending.append((calls, node_id, generation))
 
     def release_finished(self, release: Callable[[int, int], None]) -> bool:
-        """`release(node_id, generation)` for each broker whose calls have all returned; whether
-        some are still waiting."""
-        waiting = []
-        for calls, node_id, generation in self.pending:
-            if calls.drain(timeout=0):
-                waiting.append((calls, node_id, generation))
-            else:
+        """`release(node_id, generation)` for each broker whose calls have all returned, each
+        taken out before it is released (a release that raises is not made twice); whether some
+        are still waiting."""
+        for entry in list(self.pending):
+            calls, node_id, generation = entry
+            if not calls.drain(timeout=0):
+                self.pending.remove(entry)
                 release(node_id, generation)
-        self.pending = waiting
-        return bool(waiting)
+        return bool(self.pending)
 
     def release_all(self, release: Callable[[int, int], None]) -> None:
         """At close: wait for every call, then release each broker."""
-        pending, self.pending = self.pending, []
-        for calls, node_id, generation in pending:
+        while self.pending:
+            calls, node_id, generation = self.pending.pop(0)
             calls.drain()
             release(node_id, generation)
 

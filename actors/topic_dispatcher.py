@@ -44,7 +44,7 @@ from ..wire.loop import LoopThread
 from ..wire.producer_id import init_producer_id
 from .batch import MessageBatch
 from .calls import CallWindow, pipeline_error
-from .hold import HoldBackoff, SelfTimer, split_expired, timed_out_groups
+from .hold import HoldBackoff, SelfTimer, closed_groups, split_expired, timed_out_groups
 from .producer_results import report_failed
 
 log = logging.getLogger("raykafka.producer.topic")
@@ -286,8 +286,8 @@ class TopicDispatcher:
         self.closed = True
         self.timer.cancel()
         self.refresh_timer.cancel()
-        self._fail_all(self.awaiting.take_all(),
-                       ProducerClosedError("producer closed while the message waited for its topic's metadata"))
+        for batches, error in closed_groups(self.awaiting.take_all(), "its topic's metadata"):
+            self._fail_all(batches, error)
         self.window.drain()
         try:
             ray.get(self.partitioner.shutdown.remote())

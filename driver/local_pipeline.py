@@ -20,9 +20,9 @@ actors are thin shells over, so that every decision is the pipeline's own:
 The Flushers run on a `LoopThread` (wire/loop.py) with the metadata look-ups. The state
 machines run under one lock, one call at a time, as the LeaderDispatcher actor runs them: the
 caller's new messages, the retries a forwarding thread takes from the `RetryQueue`, and the
-held batches a timer tries again (`HoldBackoff`), and the new batches waiting behind a retry that a
-second timer fails at their delivery.timeout.ms (`expire_waiting`). In place of the RetryHandler, the Flushers
-get `LocalRetryHandler`: `retry` puts into the queue, `unref` has nothing to release.
+actor's two timers (`PartitionTimers`): the held batches tried again, and the new batches
+waiting behind a retry failed at their delivery.timeout.ms. In place of the RetryHandler, the
+Flushers get `LocalRetryHandler`: `retry` puts into the queue, `unref` has nothing to release.
 
 Every message ends once, in the mailbox: written at its offset, or failed with its cause.
 `buffer.memory` bounds what is sent and not yet ended: `send_batch` waits for room.
@@ -49,7 +49,7 @@ import numpy as np
 from ..actors.batch import MessageBatch
 from ..actors.broker_worker import BrokerProducer
 from ..actors.hold import HoldBackoff, Wake
-from ..actors.leader_dispatcher import LeaderDispatcherState, fail_waiting, find_leader, seconds_to_deadline
+from ..actors.leader_dispatcher import LeaderDispatcherState, PartitionTimers, fail_waiting, find_leader
 from ..actors.options import PipelineContext
 from ..actors.partition_dispatcher import TopicPartitioner
 from ..actors.producer_results import Mailbox, Outcome, report_failed
@@ -151,9 +151,9 @@ class LocalPipeline:
         self.partitions: dict[tuple[str, int], LeaderDispatcherState] = {}
         self.brokers: dict[int, BrokerProducer] = {}
         self.outbox: list[tuple[BrokerProducer, MessageBatch]] = []  # sends of the state machines' current call
-        self.backoff = HoldBackoff(self.config["retry.backoff.ms"])
-        self.timer = Wake(lambda: self._retry_held)  # tries the held batches again
-        self.deadline = Wake(lambda: self._expire_waiting)  # ends new batches waiting behind a retry too long
+        # the held batches' next try, and the deadline of new batches waiting behind a retry
+        self.timers = PartitionTimers(HoldBackoff(self.config["retry.backoff.ms"]),
+                                      Wake(lambda: self._retry_held), Wake(lambda: self._expire_waiting))
         self.next_id = 0
         self.ended = 0
         self.buffered = 0  # bytes sent and not yet ended
@@ -320,40 +320,26 @@ class LocalPipeline:
     def _retry_held(self) -> None:
         """The timer: try the leaders of the partitions holding batches."""
         with self.lock:
-            self.timer.fired()
+            self.timers.held.fired()
             if self.closed:
                 return
-            now_ms = time.time() * 1000
-            waiting = False
-            for state in self.partitions.values():
-                waiting = state.retry_held(now_ms) or waiting
+            self.timers.retry_held(self.partitions.values(), time.time() * 1000)
             self._send_outbox()
-            if not waiting:
-                self.backoff.reset()
             self._arm_timer()
 
     def _expire_waiting(self) -> None:
         """The deadline timer: fail the new batches that waited behind a retry past their
         delivery.timeout.ms."""
         with self.lock:
-            self.deadline.fired()
+            self.timers.deadline.fired()
             if self.closed:
                 return
-            now_ms = time.time() * 1000
-            for state in self.partitions.values():
-                state.expire_waiting(now_ms)
+            self.timers.expire_waiting(self.partitions.values(), time.time() * 1000)
             self._arm_timer()
 
     def _arm_timer(self) -> None:
-        """The LeaderDispatcher's two timers: the held batches' next try, and the first deadline of
-        new batches waiting behind a retry."""
-        if self.closed:
-            return
-        if not self.timer.armed and any(state.held for state in self.partitions.values()):
-            self.timer.arm(self.backoff.next())
-        wait = seconds_to_deadline(self.partitions.values(), time.time() * 1000)
-        if wait is not None:
-            self.deadline.arm_by(wait)
+        if not self.closed:
+            self.timers.arm(self.partitions.values(), time.time() * 1000)
 
     # -- the end -----------------------------------------------------------------------
 
@@ -362,8 +348,7 @@ class LocalPipeline:
         Messages not ended by then (close before every outcome came) fail as not delivered."""
         with self.lock:
             self.closed = True
-            self.timer.cancel()
-            self.deadline.cancel()
+            self.timers.cancel()
             fail_waiting(self.partitions.values())
         try:
             for broker in self.brokers.values():

@@ -63,6 +63,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if xml is not None and started is not None and now is not None:
         xml.add_global_property(CPU_PROPERTY, f"{now - started:.1f}")
         xml.add_global_property(CPUS_PROPERTY, str(cores()))
+
+
 _WORKERS_AT_SETUP = pytest.StashKey[int]()
 
 

@@ -2,8 +2,8 @@
 `cpu_seconds` and `cpus`) for docs/tests.md's "Where the time goes": on C cores, work of N
 core-seconds cannot end in under N / C seconds of wall time, whatever runs beside what.
 
-Read from Linux's `/proc/stat`: the time every core was busy (user, nice, system, interrupts,
-steal), whoever used it. So it counts every process of the run, whoever started it and however
+Read from Linux's `/proc/stat`: the time every core was busy (user, nice, system, interrupts;
+not steal, the time a virtual machine's host took away), whoever used it. So it counts every process of the run, whoever started it and however
 it ended (Ray's daemons and workers, the broker, Spark's JVM, the CLI's subprocesses), and also
 anything else the machine ran meanwhile: on a machine that runs nothing else, as CI's, it is the
 run's. (`getrusage` of the run's children is no substitute: it missed three quarters, the Ray
@@ -20,7 +20,7 @@ from pathlib import Path
 CPU_PROPERTY = "cpu_seconds"
 CPUS_PROPERTY = "cpus"
 STAT = Path("/proc/stat")
-BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user, nice, system, irq, softirq, steal (not idle, iowait, guest: in user)
+BUSY_FIELDS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (not idle, iowait, steal; guest is in user)
 
 
 def busy_seconds(stat: Path = STAT) -> float | None:

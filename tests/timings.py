@@ -134,9 +134,9 @@ def section(found: list[Case], wall: float, source: str, cpu: tuple[float, int] 
            + (f" They started {workers(found):,} Ray worker processes (tests/processes.py), each a Python "
               "interpreter that imports Ray: every actor runs in one of its own." if workers else "")
            + (f" The machine's {cpu[1]} cores were busy {cpu[0]:,.0f} s of CPU meanwhile (tests/cpu_time.py), "
-              f"{cpu[0] / (cpu[1] * wall):.0%} of what they could give: as the machine ran nothing else, this "
+              f"{cpu[0] / (cpu[1] * wall):.0%} of what they could give: if the machine ran nothing else, this "
               f"work cannot end in under {cpu[0] / cpu[1]:,.0f} s on {cpu[1]} cores, whatever runs in "
-              "parallel." if cpu else ""), "",
+              "parallel." if cpu and wall > 0 else ""), "",
            "| folder | tests | seconds | share |" + (" Ray processes |" if workers else ""),
            "| --- | ---: | ---: | ---: |" + (" ---: |" if workers else "")]
     total = sum(c.seconds for c in found) or 1.0

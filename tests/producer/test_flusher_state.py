@@ -149,6 +149,26 @@ def test_a_batch_a_request_of_which_went_unanswered_ends_with_its_outcome_unknow
     assert isinstance(outcome.error, OutcomeUnknownError) and isinstance(outcome.error.__cause__, BrokerError)
 
 
+def test_an_answer_that_says_the_leader_appended_it_marks_the_batch_possibly_written():
+    """NOT_ENOUGH_REPLICAS_AFTER_APPEND (and a broker's REQUEST_TIMED_OUT, waiting for its
+    replicas) are retried, but the leader may have the batch: past its time it is outcome unknown."""
+    from raykafka.wire.errors import OutcomeUnknownError
+
+    for name in ("NOT_ENOUGH_REPLICAS_AFTER_APPEND", "REQUEST_TIMED_OUT"):
+        s = state(delivery_timeout_ms=1000)
+        appended = batch()
+        appended.created_ms = 1
+        s.handle_response(0, [appended], {TP: ProduceAnswer(BY_NAME[name].code)}, {})
+        (outcome,), _ = s.take_results()
+        assert isinstance(outcome.error, OutcomeUnknownError) and name in str(outcome.error), name
+    s = state(delivery_timeout_ms=1000)
+    refused = batch()
+    refused.created_ms = 1
+    s.handle_response(0, [refused], {TP: ProduceAnswer(NOT_LEADER)}, {})
+    (outcome,), _ = s.take_results()
+    assert type(outcome.error) is DeliveryTimeoutError
+
+
 def test_the_in_flight_ledger_holds_typed_entries_in_request_order():
     s = state()
     future = SimpleNamespace(done=lambda: True)

@@ -11,9 +11,11 @@ from raykafka.actors.leader_dispatcher import (
     HoldBackoff,
     LeaderDispatcherState,
     LeftBrokers,
+    PartitionTimers,
+    fail_waiting,
     seconds_to_deadline,
 )
-from raykafka.wire.errors import BrokerError, DeliveryTimeoutError, OutcomeUnknownError
+from raykafka.wire.errors import BrokerError, DeliveryTimeoutError, OutcomeUnknownError, ProducerClosedError
 
 
 class FakeBackend:
@@ -370,3 +372,87 @@ def test_at_close_every_broker_left_is_released_after_its_calls():
     released = []
     left.release_all(lambda node, generation: released.append((node, generation, calls.outstanding)))
     assert released == [(1, 1, 0)] and not left.pending
+
+
+def test_a_release_that_raises_is_not_made_again():
+    left = LeftBrokers()
+    left.add(FakeCalls(0), 1, 1)
+    left.add(FakeCalls(0), 2, 1)
+    released = []
+
+    def release(node: int, generation: int) -> None:
+        released.append(node)
+        if node == 2:
+            raise RuntimeError("the RetryHandler is gone")
+
+    try:
+        left.release_finished(release)
+    except RuntimeError:
+        pass
+    assert not left.release_finished(release) and released == [1, 2]  # each once
+
+
+class FakeWake:
+    """A `Wake` that records how it is armed."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.waits: list[tuple[str, float]] = []
+
+    def arm(self, delay_s: float) -> None:
+        if not self.armed:
+            self.armed = True
+            self.waits.append(("arm", delay_s))
+
+    def arm_by(self, delay_s: float) -> None:
+        self.armed = True
+        self.waits.append(("arm_by", delay_s))
+
+    def fired(self) -> None:
+        self.armed = False
+
+    def cancel(self) -> None:
+        self.armed = False
+
+
+def test_both_shells_arm_the_held_timer_on_backoff_and_the_deadline_on_the_first_deadline():
+    """`PartitionTimers`, which the actor and the in-process pipeline both arm after each call."""
+    held, deadline = FakeWake(), FakeWake()
+    timers = PartitionTimers(HoldBackoff(100), held, deadline)
+    quiet = LeaderDispatcherState("t", 1, FakeBackend(), delivery_timeout_ms=1000)
+    timers.arm([quiet], now_ms=0)
+    assert held.waits == [] and deadline.waits == []  # nothing waits: no timer
+    no_leader = LeaderDispatcherState("t", 2, FakeBackend(fail_leader=10), delivery_timeout_ms=1000)
+    no_leader.dispatch(msg("held"))
+    _, behind = waiting_behind_a_retry()
+    late = msg("late")
+    late.created_ms = 5000
+    behind.dispatch(late)
+    timers.arm([quiet, no_leader, behind], now_ms=5500)
+    assert held.waits == [("arm", 0.1)] and deadline.waits == [("arm_by", 0.5 + DEADLINE_SLACK_S)]
+    timers.arm([quiet, no_leader, behind], now_ms=5600)
+    assert held.waits == [("arm", 0.1)]  # armed already: the backoff does not move on
+    timers.expire_waiting([behind], now_ms=6100)
+    assert behind.next_deadline_ms() is None and behind.backend.errors
+    timers.retry_held([no_leader], now_ms=0)
+    assert timers.backoff.attempts == 1  # still held: the backoff goes on
+    no_leader.backend.fail_leader = 0
+    timers.retry_held([no_leader], now_ms=0)
+    assert timers.backoff.attempts == 0 and no_leader.backend.data() == ["held"]
+    timers.cancel()
+    assert not held.armed and not deadline.armed
+
+
+def test_at_close_what_waits_fails_once_and_what_may_be_written_says_so():
+    backend, state = waiting_behind_a_retry()
+    new, sent = msg("new"), msg("sent", retries=1)
+    sent.possibly_written = True  # a retry whose request went unanswered, waiting behind level 2
+    state.dispatch(msg("a", retries=2))
+    state.dispatch(new)
+    state.dispatch(sent)
+    fail_waiting([state])
+    errors = {names[0]: error for names, error in backend.errors}
+    assert type(errors[b"new"]) is ProducerClosedError and isinstance(errors[b"sent"], OutcomeUnknownError)
+    assert all(not level.buf for level in state.levels.values()) and not state.held
+    fail_waiting([state])  # a second close, or a timer's late call, ends nothing again
+    assert len(backend.errors) == 2

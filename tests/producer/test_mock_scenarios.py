@@ -313,8 +313,9 @@ def test_delivery_timeout_bounds_a_message_whose_retries_never_end(make_producer
 
 
 # slow: tests/unit/test_local_pipeline.py's test_a_new_message_waiting_behind_a_slow_chaser_... keeps
-# the deadline in the default tier, and tests/producer/test_producer_units.py's
-# test_every_timer_a_stage_arms_calls_a_method_of_its_own the actor's wiring of it
+# the deadline in the default tier, test_leader_dispatcher_state.py's PartitionTimers case the
+# timers both shells arm, and test_producer_units.py's test_every_timer_a_stage_arms_calls_a_method_of_its_own
+# the actor's methods they call
 @pytest.mark.slow
 @pytest.mark.ray
 def test_a_new_message_waiting_behind_a_slow_chaser_fails_at_its_deadline_through_the_actors(ray_session):

@@ -219,7 +219,6 @@ def test_a_batch_not_found_past_the_last_acked_offset_is_looked_for_from_the_log
     assert "sequence 1050 not found in the log from offset 0" in str(error) and asked == [1050, 0]
 
 
-
 def test_every_timer_a_stage_arms_calls_a_method_of_its_own():
     """A `SelfTimer("name")` calls `name` on its actor from a thread, where a misspelt name would
     only log an AttributeError, and the batches it should end would wait for the driver's bound."""

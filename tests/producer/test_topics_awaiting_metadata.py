@@ -86,3 +86,15 @@ def test_only_errors_that_can_pass_are_waited_out():
     assert lookup_can_wait(BrokerError(5, "metadata for topic 't'"))  # LEADER_NOT_AVAILABLE
     assert not lookup_can_wait(UnknownTopicError("topic 't' does not exist"))
     assert not lookup_can_wait(AuthenticationError("bad password"))
+
+
+def test_at_close_a_held_batch_that_may_be_written_says_so():
+    from raykafka.actors.hold import closed_groups
+    from raykafka.wire.errors import ProducerClosedError
+
+    sent = msg("sent", 1)
+    sent.possibly_written = True
+    (fresh, closed), (written, unknown) = closed_groups([msg("a", 1), sent], "its topic's metadata")
+    assert names(fresh) == [b"a"] and type(closed) is ProducerClosedError
+    assert names(written) == [b"sent"] and isinstance(unknown, OutcomeUnknownError)
+    assert "its topic's metadata" in str(closed) and "may have written it" in str(unknown)
