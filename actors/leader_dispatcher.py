@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -429,8 +429,8 @@ class PartitionTimers:
         self.held = held
         self.deadline = deadline
 
-    def arm(self, states: Iterable[LeaderDispatcherState], now_ms: float) -> None:
-        states = list(states)
+    def arm(self, states: Collection[LeaderDispatcherState], now_ms: float) -> None:
+        """After every call a shell takes (`states`: its partitions' states, read twice, not copied)."""
         if not self.held.armed and any(state.held for state in states):
             self.held.arm(self.backoff.next())
         wait = seconds_to_deadline(states, now_ms)
