@@ -10,6 +10,9 @@ notices. A window built with `on_failed` hands each failed call to it, `on_faile
 error)`, and goes on; a window without it raises the error, as Ray's `get` does. Calls are
 looked at in the order they were submitted.
 
+`when_returned` calls back once a call has returned, so that a stage that keeps what a full
+window would not take is woken when room is made, without waiting in the meantime.
+
 `pipeline_error` turns what Ray raises for a failed call into a `PipelineError` naming the actor
 that died and why (a `KafkaError` passes through as it is).
 """
@@ -40,6 +43,21 @@ class CallWindow:
 
     def __len__(self) -> int:
         return len(self._calls)
+
+    def has_room(self) -> bool:
+        """Whether a call can go without waiting: the calls that have returned are taken out first
+        (a failed one to `on_failed`), then fewer than N are outstanding."""
+        self.finished()
+        return len(self._calls) < self.limit
+
+    def add(self, ref: Any, carried: Any = None) -> None:
+        """Add a call without waiting, past N if need be: for a caller that asked `has_room`, or
+        one that must send now (a partition leaving its broker sends what it kept for it)."""
+        self._calls.append(_Call(ref, carried))
+
+    def oldest(self) -> Any:
+        """The oldest outstanding call's ObjectRef, or None."""
+        return self._calls[0].ref if self._calls else None
 
     def submit(self, ref: Any, carried: Any = None) -> list[Any]:
         """Add a call; the results of the oldest ones, once more than N are outstanding (waited
@@ -90,6 +108,12 @@ class CallWindow:
             if self.on_failed is None:
                 raise
             self.on_failed(call.carried, exc)
+
+
+def when_returned(ref: Any, call: Callable[[], Any]) -> None:
+    """`call()` once `ref` has returned or failed, from a thread of Ray's (an actor passes its own
+    method's `.remote`, so that what it does then runs in its own thread, in turn)."""
+    ref.future().add_done_callback(lambda _done: call())
 
 
 def pipeline_error(exc: BaseException) -> KafkaError:

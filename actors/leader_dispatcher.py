@@ -61,7 +61,7 @@ from ..wire.loop import LoopThread
 from ..wire.producer_id import init_producer_id
 from .batch import FIN, RESET, SYN, MessageBatch
 from .caller_order import calls_to
-from .calls import CallWindow, pipeline_error
+from .calls import CallWindow, pipeline_error, when_returned
 from .hold import HoldBackoff, SelfTimer, Wake, closed_groups, split_expired, timed_out_groups
 from .idempotence import PartitionSequences
 from .options import ASK_GROUP
@@ -346,6 +346,14 @@ class LeaderDispatcher:
                 state.dispatch(batch)
         finally:
             self.outbox.send()
+            self._arm_timer()
+
+    def send_parked(self) -> None:
+        """Called once a call of a partition whose window was full has returned: send what it
+        kept (`Outbox`)."""
+        if self.closed:
+            return
+        self.outbox.send()
         self._arm_timer()
 
     def release_left(self) -> None:
@@ -375,11 +383,14 @@ class LeaderDispatcher:
         self._arm_timer()
 
     def _arm_timer(self) -> None:
-        """The partitions' timers (`PartitionTimers.arm`), and while a broker left waits for its
-        calls, `release_left` again after `RELEASE_POLL_S`."""
+        """The partitions' timers (`PartitionTimers.arm`); `send_parked` once a call of each
+        partition keeping batches has returned; and while a broker left waits for its calls,
+        `release_left` again after `RELEASE_POLL_S`."""
         if self.closed:
             return
         self.timers.arm(self.partitions.values(), time.time() * 1000)
+        if self.outbox.parked:
+            self.outbox.wake_when_room(ray.get_runtime_context().current_actor.send_parked.remote)
         if self.left_brokers.release_finished(self._release):
             self.release_timer.arm(RELEASE_POLL_S)
 
@@ -490,6 +501,8 @@ class PartitionRoute:
         self.path = f"producer/leader/{self.topic}/{partition}"
         self.aggregator: Any = None
         self.window = CallWindow(actor.ctx.window, self._call_failed)
+        self.parked: list[tuple[Any, MessageBatch]] = []  # (aggregator, batch) its full window did not take (`Outbox`)
+        self.awaited: Any = None  # the call whose return wakes the actor to send them
 
     def update_leader(self) -> None:
         broker = find_leader(self.actor.loop, self.actor.cluster, self.topic, self.partition, self.ctx.timeout)
@@ -521,7 +534,7 @@ class PartitionRoute:
         once the requests before it are on the wire) finish on their own, and the reference is
         dropped once they have (`LeftBrokers`): waiting here would hold up every partition of
         the actor for as long as the old broker takes to send its queue."""
-        self.actor.outbox.send()  # the chaser just put
+        self.actor.outbox.send(leaving=self)  # the chaser just put, behind what the partition kept
         aggregator, self.aggregator = self.aggregator, None
         if aggregator is not None:
             self.actor.left_brokers.add(self.window, self.node_id, self.generation)
@@ -573,24 +586,60 @@ class Outbox:
     Order holds: a BrokerWorker takes one caller's calls in the order they were numbered
     (`BrokerWorkerCalls`), and a call's batches in order.
 
+    A partition whose window is full (`CALLS_IN_FLIGHT` calls out to a broker slower than the
+    load) keeps its batches (`PartitionRoute.parked`), in the order they came, and sends them
+    before any newer one of its own in the first call after one of its calls has returned (the
+    actor's `send_parked`, woken by `wake_when_room`). Nothing waits for it: the actor's other
+    partitions, on other brokers, and its timers would wait with it. A partition leaving its
+    broker sends what it kept for it at once, before its chaser (`send(leaving=route)`), past
+    the window's bound.
+
     A numbered batch carries its numbers to the BrokerWorker, which notes it for the driver as
     it takes it, before the produce request goes (`Mailbox.noted`): no call of its own."""
 
     def __init__(self) -> None:
         self.pending: list[tuple[Any, PartitionRoute, MessageBatch]] = []
+        self.parked: dict[PartitionRoute, None] = {}  # the partitions keeping batches, in the order they began
 
     def put(self, aggregator: Any, route: PartitionRoute, batch: MessageBatch) -> None:
         self.pending.append((aggregator, route, batch))
 
-    def send(self) -> None:
-        pending, self.pending = self.pending, []
+    def send(self, leaving: PartitionRoute | None = None) -> None:
+        pending = self._unparked(leaving) + self.pending
+        self.pending = []
         calls: dict[Any, list[tuple[PartitionRoute, MessageBatch]]] = {}  # aggregator -> its sends, in order
+        room: dict[PartitionRoute, bool] = {}
         for aggregator, route, batch in pending:
-            calls.setdefault(aggregator, []).append((route, batch))
+            if route not in room:
+                room[route] = route is leaving or (not route.parked and route.window.has_room())
+            if room[route]:
+                calls.setdefault(aggregator, []).append((route, batch))
+            else:
+                route.parked.append((aggregator, batch))
+                self.parked[route] = None
         for aggregator, sends in calls.items():
             ref = aggregator.add.remote([batch for _, batch in sends])
             routes: dict[PartitionRoute, list[MessageBatch]] = {}
             for route, batch in sends:
                 routes.setdefault(route, []).append(batch)
             for route, own in routes.items():
-                route.window.submit(ref, own)
+                route.window.add(ref, own)
+
+    def _unparked(self, leaving: PartitionRoute | None) -> list[tuple[Any, PartitionRoute, MessageBatch]]:
+        """The kept batches of each partition whose window has room again, and all of `leaving`'s."""
+        out: list[tuple[Any, PartitionRoute, MessageBatch]] = []
+        for route in list(self.parked):
+            if route is leaving or route.window.has_room():
+                out.extend((aggregator, route, batch) for aggregator, batch in route.parked)
+                route.parked = []
+                del self.parked[route]
+        return out
+
+    def wake_when_room(self, wake: Callable[[], Any]) -> None:
+        """`wake()` once the oldest call of each partition keeping batches has returned (one wait
+        on each call)."""
+        for route in self.parked:
+            oldest = route.window.oldest()
+            if oldest is not None and oldest is not route.awaited:
+                route.awaited = oldest
+                when_returned(oldest, wake)

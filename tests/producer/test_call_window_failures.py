@@ -4,6 +4,7 @@ standing in for the next stage; then end to end on tansu with a PartitionDispatc
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -72,6 +73,7 @@ def test_an_outbox_sends_one_call_per_aggregator_and_fails_a_batch_through_its_o
     class Route:
         def __init__(self, p: int):
             self.window = CallWindow(4, lambda carried, exc: failed.append((p, [b.ids[0] for b in carried])))
+            self.parked, self.awaited = [], None
 
     routes = {p: Route(p) for p in range(3)}
     outbox = Outbox()
@@ -85,6 +87,81 @@ def test_an_outbox_sends_one_call_per_aggregator_and_fails_a_batch_through_its_o
     assert ray.get(good.taken_ids.remote()) == [0, 1, 2, 4]
     assert ray.get(bad.call_sizes.remote()) == [2]
     assert failed == [(2, [3, 5])]
+
+
+@ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)
+class GatedStage:
+    """A next stage whose calls take their batches at once and return only once `open` is called."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.taken: list[int] = []
+
+    async def add(self, batches: list[MessageBatch]) -> None:
+        self.taken += [b.ids[0] for b in batches]
+        await self.gate.wait()
+
+    async def open(self) -> None:
+        self.gate.set()
+
+    async def taken_ids(self) -> list[int]:
+        return self.taken
+
+
+class _Route:
+    def __init__(self, limit: int):
+        self.window = CallWindow(limit, lambda carried, exc: None)
+        self.parked: list = []
+        self.awaited = None
+
+
+def test_a_full_window_keeps_its_partitions_batches_in_order_and_nothing_waits(ray_session):
+    """A partition whose window of calls is full keeps its batches (in order, behind those it kept
+    before) and `send` returns at once, so another partition's batches go meanwhile. Once a call
+    returns, `wake_when_room` calls back and the next `send` sends them, in one call."""
+    from raykafka.actors.leader_dispatcher import Outbox
+
+    slow, fast = GatedStage.remote(), Stage.remote([])
+    kept, other = _Route(2), _Route(2)
+    outbox = Outbox()
+    for i in range(3):  # a call each; the third finds two out
+        outbox.put(slow, kept, batch(i))
+        outbox.send()
+    assert [b.ids[0] for _, b in kept.parked] == [2] and len(kept.window) == 2
+    outbox.put(fast, other, batch(10))
+    outbox.put(slow, kept, batch(3))
+    started = time.monotonic()
+    outbox.send()
+    assert time.monotonic() - started < 10  # the gate stays shut: waiting for room would not end
+    assert ray.get(fast.taken_ids.remote(), timeout=30) == [10]
+    assert [b.ids[0] for _, b in kept.parked] == [2, 3] and list(outbox.parked) == [kept]
+    woken = threading.Event()
+    outbox.wake_when_room(woken.set)
+    ray.get(slow.open.remote())
+    assert woken.wait(30)
+    outbox.send()
+    assert not outbox.parked and not kept.parked and kept.window.drain(30) == 0
+    assert ray.get(slow.taken_ids.remote()) == [0, 1, 2, 3]
+
+
+def test_a_partition_leaving_its_broker_sends_what_it_kept_there_before_its_chaser(ray_session):
+    """`send(leaving=route)`: the kept batches and the chaser go to the old broker at once, past
+    the window's bound, in order (the window then goes to `LeftBrokers`)."""
+    from raykafka.actors.leader_dispatcher import Outbox
+
+    slow = GatedStage.remote()
+    route = _Route(1)
+    outbox = Outbox()
+    for i in range(3):
+        outbox.put(slow, route, batch(i))
+        outbox.send()
+    assert [b.ids[0] for _, b in route.parked] == [1, 2]
+    outbox.put(slow, route, batch(99))  # the chaser
+    outbox.send(leaving=route)
+    assert not route.parked and not outbox.parked and len(route.window) == 2
+    ray.get(slow.open.remote())
+    assert route.window.drain(30) == 0
+    assert ray.get(slow.taken_ids.remote()) == [0, 1, 2, 99]
 
 
 def test_topic_routes_fail_the_batches_of_the_call_that_failed_not_the_next_ones(ray_session):
@@ -174,10 +251,10 @@ def test_a_leader_dispatchers_failed_call_to_the_aggregator_fails_its_own_batch(
     actor = SimpleNamespace(ctx=SimpleNamespace(window=1, retry_handler=results), outbox=Outbox())
     route = PartitionRoute(actor, "t", 0)
     route.aggregator = Stage.remote([1])  # as an Aggregator: `add` refuses batch 1
-    for i in range(4):
+    for i in range(4):  # a call each: each waits for room in the window of one (else they go as one call)
         route.send(batch(i))
         actor.outbox.send()  # as each of the LeaderDispatcher's calls ends
-    assert route.window.drain(30) == 0
+        assert route.window.drain(30) == 0 and not actor.outbox.parked
     (failed,) = ray.get(results.reports.remote())
     ids, topic, partition, offset, _, error = failed
     assert (list(ids), topic, partition, offset) == ([1], "t", 0, -1)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import ray
 
+from raykafka.actors.options import CALLS_IN_FLIGHT
 from raykafka.driver.producer import Producer
 from raykafka.mock import MockCluster
 from raykafka.wire import messages
@@ -350,6 +351,34 @@ def test_a_new_message_waiting_behind_a_slow_chaser_fails_at_its_deadline_throug
             for future in queue:  # partition 1's queue ends too, one way or the other
                 assert future.exception(60) is None or isinstance(future.exception(), DeliveryTimeoutError)
         assert log_of(cluster, "t", 0) == [b"first", b"retried"]
+
+
+@pytest.mark.ray
+def test_a_slow_broker_holds_up_only_its_own_partitions(ray_session):
+    """A partition whose window of calls is full (`CALLS_IN_FLIGHT` calls out to a broker slower
+    than the load) keeps its batches in the LeaderDispatcher and sends them as its calls return.
+    The actor does not wait for that, so a partition led by the other broker is written at once;
+    every batch kept is written after, in the order sent. (Before, the actor waited on the
+    partition's oldest call, and every partition of every topic waited with it.)"""
+    with MockCluster(n_brokers=2, topics={"t": 2}) as cluster:
+        slow = cluster.leader("t", 0)
+        cluster.move_leader("t", 1, next(n for n in cluster.brokers if n != slow))
+        with Producer(config(cluster, **{"linger.ms": 0, "batch.size": 64, "request.timeout.ms": 10000,
+                                         "max.in.flight.requests.per.connection": 1})) as producer:
+            assert [producer.send("t", b"first", partition=p).result(30).offset for p in (0, 1)] == [0, 0]
+            cluster.delay(messages.PRODUCE, 2.0, node_id=slow)
+            values = [b"%02d" % i + b"x" * 100 for i in range(CALLS_IN_FLIGHT + 3)]  # a batch each (batch.size)
+            flood = []
+            for value in values:  # a call each: the driver gathers sends for at most 50 ms
+                flood.append(producer.send("t", value, partition=0))
+                time.sleep(0.1)
+            sent = time.monotonic()
+            assert producer.send("t", b"other", partition=1).result(30).offset == 1
+            took = time.monotonic() - sent
+            cluster.delay(messages.PRODUCE, 0, node_id=slow)  # the rest of the flood goes at once
+            assert [future.result(60).offset for future in flood] == list(range(1, len(values) + 1))
+        assert took < 1.0, f"the other broker's partition waited {took:.2f}s"
+        assert log_of(cluster, "t", 0) == [b"first", *values]
 
 
 @pytest.mark.ray
