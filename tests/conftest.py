@@ -19,7 +19,15 @@ import pytest
 
 from raykafka.driver.embedded_broker import EmbeddedBroker, free_port
 
-from .cpu_time import CPU_PROPERTY, CPUS_PROPERTY, busy_seconds, cores
+from .cpu_time import (
+    CPU_PROPERTY,
+    CPUS_PROPERTY,
+    PROCESS_PROPERTY,
+    ProcessCpu,
+    busy_seconds,
+    cores,
+    totals_json,
+)
 from .processes import PROPERTY, WorkerCount
 from .tiers import slow_tier
 
@@ -31,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_WORKER_COUNT] = WorkerCount()  # Ray's sessions from before the run are not counted
     config.stash[_CPU_AT_START] = busy_seconds()
+    if busy_seconds() is not None:  # a Linux /proc: whose the CPU was, by kind of process
+        config.stash[_PROCESS_CPU] = ProcessCpu()
+        config.stash[_PROCESS_CPU].start()
     if config.getoption("--run-slow"):
         os.environ["RAYKAFKA_SLOW"] = "1"  # read as the test modules are collected (tests/tiers.py)
 
@@ -49,20 +60,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 _WORKER_COUNT = pytest.StashKey[WorkerCount]()
 _CPU_AT_START = pytest.StashKey[float | None]()
+_PROCESS_CPU = pytest.StashKey[ProcessCpu]()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The run's CPU (tests/cpu_time.py), into the JUnit XML's suite properties when one is
+    """The run's CPU, and whose it was (tests/cpu_time.py), into the JUnit XML's suite properties when one is
     written: the session's fixtures (Ray, the broker, Spark) are down by now, and the XML not
     yet written."""
     from _pytest.junitxml import xml_key
 
     xml = session.config.stash.get(xml_key, None)
     started, now = session.config.stash.get(_CPU_AT_START, None), busy_seconds()
+    by_process = session.config.stash.get(_PROCESS_CPU, None)
+    totals = by_process.stop() if by_process is not None else None
     if xml is not None and started is not None and now is not None:
         xml.add_global_property(CPU_PROPERTY, f"{now - started:.1f}")
         xml.add_global_property(CPUS_PROPERTY, str(cores()))
+        if totals:
+            xml.add_global_property(PROCESS_PROPERTY, totals_json(totals))
 
 
 _WORKERS_AT_SETUP = pytest.StashKey[int]()

@@ -9,17 +9,37 @@ anything else the machine ran meanwhile: on a machine that runs nothing else, as
 run's. (`getrusage` of the run's children is no substitute: it missed three quarters, the Ray
 workers that no process of the run waits for.) Elsewhere nothing is kept.
 
+`ProcessCpu` says whose it was: it samples every process below the run's own every
+`SAMPLE_S`, in a thread of its own, and sums their CPU by kind (Ray's workers, Ray's daemons,
+Spark's JVM, the broker, the CLI's subprocesses, the test process itself), kept as the suite's
+property `cpu_by_process`. A sample sees a process's CPU so far, so a process's last moments
+(under `SAMPLE_S`), and a process that lives less, are missed: the kinds sum to less than the
+machine's count.
+
 Called by: tests/conftest.py's session hooks. Calls: nothing of the package.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 from pathlib import Path
 
 CPU_PROPERTY = "cpu_seconds"
 CPUS_PROPERTY = "cpus"
 STAT = Path("/proc/stat")
+PROCESS_PROPERTY = "cpu_by_process"
+PROC = Path("/proc")
+SAMPLE_S = 1.0
+TEST_PROCESS = "the test process (pytest: the tests, the mock cluster, Ray's and Spark's drivers)"
+# the kind of a process below the run's, by the first of these its command line holds
+KINDS = (("default_worker.py", "Ray workers (every actor and task)"), ("ray::", "Ray workers (every actor and task)"),
+         ("raylet", "Ray: raylet"), ("gcs_server", "Ray: GCS"), ("log_monitor", "Ray: log monitor"),
+         ("dashboard/agent", "Ray: dashboard agent"), ("runtime_env/agent", "Ray: runtime env agent"),
+         ("monitor.py", "Ray: autoscaler monitor"), ("java", "Spark's JVM"), ("pyspark", "Spark's Python workers"),
+         ("tansu", "tansu (the broker)"), ("raykafka", "the CLI's subprocesses"), ("pytest", "pytest subprocesses"))
+OTHER = "other"
 BUSY_FIELDS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (not idle, iowait, steal; guest is in user)
 
 
@@ -42,3 +62,78 @@ def cores(stat: Path = STAT) -> int:
         return sum(1 for line in stat.read_text().splitlines() if line.startswith("cpu") and line[3:4].isdigit()) or 1
     except OSError:
         return os.cpu_count() or 1
+
+
+def kind_of(cmdline: str) -> str:
+    """A process's kind (`KINDS`), from its command line."""
+    return next((kind for marker, kind in KINDS if marker in cmdline), OTHER)
+
+
+class ProcessCpu:
+    """The CPU of `root` (by default this process) and of every process below it, by kind.
+    `start` samples every `SAMPLE_S` in a daemon thread until `stop`; `sample` takes one."""
+
+    def __init__(self, root: int | None = None, proc: Path = PROC):
+        self.root = root or os.getpid()
+        self.proc = proc
+        self.seen: dict[tuple[int, int], list] = {}  # (pid, start tick) -> [kind, CPU ticks so far]
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="process-cpu", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> dict[str, tuple[int, float]]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()
+        return self.totals()
+
+    def _run(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            self.sample()
+
+    def sample(self) -> None:
+        stats = {}  # pid -> (parent, start tick, CPU ticks)
+        for entry in self.proc.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                text = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = text[text.rfind(")") + 2:].split()  # after "pid (comm) "
+            stats[int(entry.name)] = (int(fields[1]), int(fields[19]), sum(int(f) for f in fields[11:13]))
+        below = {self.root}
+        for pid in sorted(stats, key=lambda p: (stats[p][1], p)):  # a parent starts before its child
+            if stats[pid][0] in below:
+                below.add(pid)
+        for pid in below & stats.keys():
+            _, started, ticks = stats[pid]
+            known = self.seen.get((pid, started))
+            if known is None:
+                kind = TEST_PROCESS if pid == self.root else kind_of(self._cmdline(pid))
+                self.seen[(pid, started)] = [kind, ticks]
+            else:
+                known[1] = ticks
+
+    def _cmdline(self, pid: int) -> str:
+        try:
+            return (self.proc / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return ""
+
+    def totals(self) -> dict[str, tuple[int, float]]:
+        """kind -> (processes, CPU seconds), the most CPU first."""
+        out: dict[str, list] = {}
+        for kind, ticks in self.seen.values():
+            entry = out.setdefault(kind, [0, 0.0])
+            entry[0] += 1
+            entry[1] += ticks / os.sysconf("SC_CLK_TCK")
+        return {k: (n, round(secs, 1)) for k, (n, secs) in sorted(out.items(), key=lambda kv: -kv[1][1])}
+
+
+def totals_json(totals: dict[str, tuple[int, float]]) -> str:
+    return json.dumps(totals, separators=(",", ":"))

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
-from .cpu_time import CPU_PROPERTY, CPUS_PROPERTY
+from .cpu_time import CPU_PROPERTY, CPUS_PROPERTY, PROCESS_PROPERTY, SAMPLE_S
 from .processes import PROPERTY
 
 HEADING = "## Where the time goes"
@@ -66,6 +67,14 @@ def cpu_of(path: Path) -> tuple[float, int] | None:
     return float(props[CPU_PROPERTY]), int(props.get(CPUS_PROPERTY) or 1)
 
 
+def cpu_by_process_of(path: Path) -> dict[str, tuple[int, float]] | None:
+    """The run's CPU by kind of process (tests/cpu_time.py's `ProcessCpu`), if the run sampled it."""
+    props = {p.get("name"): p.get("value") for p in _suite(path).findall("properties/property")}
+    if PROCESS_PROPERTY not in props:
+        return None
+    return {kind: (int(n), float(secs)) for kind, (n, secs) in json.loads(props[PROCESS_PROPERTY]).items()}
+
+
 def cases(path: Path) -> tuple[list[Case], float]:
     """Every test case of the run, and the run's wall time as pytest reported it."""
     suite = _suite(path)
@@ -85,7 +94,7 @@ def record(source: Path, target: Path) -> None:
     suite = _suite(source)
     out = ET.Element("testsuites")
     kept = ET.SubElement(out, "testsuite", {k: v for k, v in suite.attrib.items() if k in SUITE_FIELDS})
-    props = [p for p in suite.findall("properties/property") if p.get("name") in (CPU_PROPERTY, CPUS_PROPERTY)]
+    props = [p for p in suite.findall("properties/property") if p.get("name") in (CPU_PROPERTY, CPUS_PROPERTY, PROCESS_PROPERTY)]
     if props:
         held = ET.SubElement(kept, "properties")
         for prop in props:
@@ -113,9 +122,10 @@ def module_of(classname: str) -> str:
     return "/".join(parts[:files[0] + 1]) + ".py" if files else classname
 
 
-def section(found: list[Case], wall: float, source: str, cpu: tuple[float, int] | None = None) -> str:
+def section(found: list[Case], wall: float, source: str, cpu: tuple[float, int] | None = None,
+            by_process: dict[str, tuple[int, float]] | None = None) -> str:
     """The section's Markdown: totals (with `cpu`, the run's CPU seconds and cores), each folder,
-    the slowest modules and tests."""
+    whose the CPU was (`by_process`), the slowest modules and tests."""
     by_dir: dict[str, list[Case]] = defaultdict(list)
     by_module: dict[str, list[Case]] = defaultdict(list)
     for case in found:
@@ -144,6 +154,15 @@ def section(found: list[Case], wall: float, source: str, cpu: tuple[float, int] 
         spent = sum(c.seconds for c in group)
         out.append(f"| {folder} | {len(group):,} | {spent:,.0f} | {spent / total:.0%} |"
                    + (f" {workers(group):,} |" if workers else ""))
+    if by_process:
+        sampled = sum(secs for _, secs in by_process.values())
+        out += ["", f"Whose CPU it was: each process below the run's, sampled every {SAMPLE_S:g} s by "
+                f"kind (tests/cpu_time.py). The kinds sum to {sampled:,.0f} s"
+                + (f" of the {cpu[0]:,.0f} s the machine counted" if cpu else "")
+                + f": a sample misses a process's last {SAMPLE_S:g} s, and what anything else on the machine ran.", "",
+                "| process | processes | CPU seconds | share |", "| --- | ---: | ---: | ---: |"]
+        out += [f"| {kind} | {n:,} | {secs:,.0f} | {secs / (sampled or 1):.0%} |" for kind, (n, secs) in
+                sorted(by_process.items(), key=lambda kv: -kv[1][1])]
     out += ["", f"The {SLOWEST_MODULES} slowest modules:", "",
             "| module | tests | seconds |" + (" Ray processes |" if workers else ""),
             "| --- | ---: | ---: |" + (" ---: |" if workers else "")]
@@ -198,7 +217,7 @@ def main() -> int:
         record(Path(args.junit), Path(args.record))
         return 0
     found, wall = cases(Path(args.junit))
-    text = section(found, wall, args.junit, cpu_of(Path(args.junit)))
+    text = section(found, wall, args.junit, cpu_of(Path(args.junit)), cpu_by_process_of(Path(args.junit)))
     if args.slow:
         text += "\n" + slow_section(*cases(Path(args.slow)), args.slow)
     if args.out:

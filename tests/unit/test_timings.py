@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import time
 
 from ..processes import WorkerCount
 from ..timings import HEADING, cases, module_of, record, replace_section, section, slow_section
@@ -127,3 +128,53 @@ def test_busy_cpu_is_read_from_proc_stat_without_idle_or_iowait(tmp_path):
     assert busy_seconds(stat) == 7.0  # 3 + 1 + 2 + 1: not idle, iowait, steal nor guest (counted in user)
     assert cores(stat) == 2
     assert busy_seconds(tmp_path / "none") is None
+
+
+def test_whose_cpu_it_was_is_kept_in_the_record_and_shown_by_kind(tmp_path):
+    from ..timings import cpu_by_process_of, cpu_of
+
+    kinds = '{"Ray workers (every actor and task)":[790,1445.9],"Ray: raylet":[13,164.0]}'
+    path = tmp_path / "run.xml"
+    path.write_text(XML.replace('time="100.5">', 'time="1500.0"><properties><property name="cpu_seconds" '
+                                f'value="2400.0"/><property name="cpus" value="2"/><property name="cpu_by_process" '
+                                f"value='{kinds}'/></properties>", 1))
+    record(path, tmp_path / "kept.xml.gz")
+    by_process = cpu_by_process_of(tmp_path / "kept.xml.gz")
+    assert by_process == cpu_by_process_of(path) == {"Ray workers (every actor and task)": (790, 1445.9),
+                                                     "Ray: raylet": (13, 164.0)}
+    text = section(*cases(path), "run.xml", cpu_of(path), by_process)
+    assert "The kinds sum to 1,610 s of the 2,400 s the machine counted" in text
+    assert "| Ray workers (every actor and task) | 790 | 1,446 | 90% |" in text and "| Ray: raylet | 13 | 164 | 10% |" in text
+    assert cpu_by_process_of(tmp_path / "run.xml") is not None
+    plain = tmp_path / "plain.xml"
+    plain.write_text(XML)
+    assert cpu_by_process_of(plain) is None and "Whose CPU" not in section(*cases(plain), "plain.xml")
+
+
+def test_the_cpu_of_every_process_below_the_run_is_summed_by_kind():
+    """A child of this process that spends CPU is found and counted under its kind; this process
+    under the test process's."""
+    import subprocess
+    import sys
+
+    from ..cpu_time import OTHER, TEST_PROCESS, ProcessCpu, kind_of
+
+    assert kind_of("/venv/bin/python .../ray/_private/workers/default_worker.py --node-ip-address=x") \
+        == "Ray workers (every actor and task)"
+    assert kind_of("/usr/bin/java -cp spark.jar") == "Spark's JVM" and kind_of("sleep 1") == OTHER
+    sampler = ProcessCpu()
+    child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.process_time() + 0.3\n"
+                              "while time.process_time() < end: pass\ntime.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            sampler.sample()
+            if sampler.totals().get(OTHER, (0, 0.0))[1] >= 0.3:
+                break
+            time.sleep(0.1)
+        totals = sampler.totals()
+    finally:
+        child.kill()
+        child.wait()
+    assert totals[OTHER][0] == 1 and totals[OTHER][1] >= 0.3, totals  # a python -c is of no named kind
+    assert totals[TEST_PROCESS][0] == 1
