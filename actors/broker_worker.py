@@ -205,7 +205,8 @@ class BrokerWorker:
     async def add(self, generation: int, caller: str, seq: int, batches: list[MessageBatch]) -> None:
         """A LeaderDispatcher's `seq`-th call to broker `generation`: its batches, taken in its
         order. Returns once the sets they completed are on the wire (the caller's window of calls
-        is the backpressure); batches left lingering are the worker's to send."""
+        counts the calls out; a partition whose window is full keeps its batches in the
+        LeaderDispatcher); batches left lingering are the worker's to send."""
         broker = await self._broker(generation)
         turn = asyncio.get_running_loop().create_future()
         for own, own_turn in self.orders[generation].take(caller, seq, (batches, turn)):  # no await before this

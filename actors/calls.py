@@ -1,8 +1,10 @@
 """`CallWindow`: at most N calls in flight from one stage to the next (backpressure).
 
 Ray's actor queues are unbounded; a stage that submits a call per batch would let a fast
-producer pile up work downstream without limit. A window blocks the caller on the oldest call
-once N are outstanding, which also surfaces a downstream failure at the caller.
+producer pile up work downstream without limit. `submit` blocks the caller on the oldest call
+once N are outstanding, which also surfaces a downstream failure at the caller. A stage that
+must not wait (the LeaderDispatcher, whose partitions lead on different brokers) asks
+`has_room` and `add`s, and keeps what does not fit itself.
 
 Each call carries what it handed on (`carried`, e.g. its batches), so that a call found failed
 is reported with its own batches, not with whatever the caller happens to be submitting when it
@@ -20,6 +22,7 @@ that died and why (a `KafkaError` passes through as it is).
 from __future__ import annotations
 
 import re
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -45,8 +48,11 @@ class CallWindow:
         return len(self._calls)
 
     def has_room(self) -> bool:
-        """Whether a call can go without waiting: the calls that have returned are taken out first
-        (a failed one to `on_failed`), then fewer than N are outstanding."""
+        """Whether a call can go without waiting: fewer than N are outstanding, once those that
+        have returned are taken out (a failed one to `on_failed`; looked at only when N are out,
+        as `submit` does)."""
+        if len(self._calls) < self.limit:
+            return True
         self.finished()
         return len(self._calls) < self.limit
 
@@ -111,9 +117,10 @@ class CallWindow:
 
 
 def when_returned(ref: Any, call: Callable[[], Any]) -> None:
-    """`call()` once `ref` has returned or failed, from a thread of Ray's (an actor passes its own
-    method's `.remote`, so that what it does then runs in its own thread, in turn)."""
-    ref.future().add_done_callback(lambda _done: call())
+    """`call()` once `ref` has returned or failed, in a thread of its own: Ray runs a done
+    callback in its core worker's event thread, where no Ray call belongs (an actor passes its
+    own method's `.remote`, so that what it does then runs in the actor's thread, in turn)."""
+    ref.future().add_done_callback(lambda _done: threading.Thread(target=call, daemon=True).start())
 
 
 def pipeline_error(exc: BaseException) -> KafkaError:

@@ -95,8 +95,8 @@ class LeaderBackend(Protocol):
         """Send to the selected broker's BrokerWorker."""
 
     def abandon(self) -> None:
-        """Leave the selected broker's BrokerWorker (its reference dropped once the calls sent
-        there have returned)."""
+        """Leave the selected broker's BrokerWorker, sending it first what was sent for it (the
+        chaser among them); its reference is dropped once the calls sent there have returned."""
 
     def return_errors(self, batches: list[MessageBatch], error: Exception) -> None:
         """Report these messages as failed."""
@@ -349,8 +349,8 @@ class LeaderDispatcher:
             self._arm_timer()
 
     def send_parked(self) -> None:
-        """Called once a call of a partition whose window was full has returned: send what it
-        kept (`Outbox`)."""
+        """Called once the oldest call of a partition whose window was full has returned: send
+        what it kept (`Outbox`)."""
         if self.closed:
             return
         self.outbox.send()
@@ -371,7 +371,7 @@ class LeaderDispatcher:
             self.timers.retry_held(self.partitions.values(), time.time() * 1000)
         finally:
             self.outbox.send()
-        self._arm_timer()
+            self._arm_timer()
 
     def expire_waiting(self) -> None:
         """Called by this actor's deadline timer: fail the new batches that waited behind a
@@ -383,8 +383,8 @@ class LeaderDispatcher:
         self._arm_timer()
 
     def _arm_timer(self) -> None:
-        """The partitions' timers (`PartitionTimers.arm`); `send_parked` once a call of each
-        partition keeping batches has returned; and while a broker left waits for its calls,
+        """The partitions' timers (`PartitionTimers.arm`); `send_parked` once the oldest call of
+        each partition keeping batches has returned; and while a broker left waits for its calls,
         `release_left` again after `RELEASE_POLL_S`."""
         if self.closed:
             return
@@ -502,7 +502,6 @@ class PartitionRoute:
         self.aggregator: Any = None
         self.window = CallWindow(actor.ctx.window, self._call_failed)
         self.parked: list[tuple[Any, MessageBatch]] = []  # (aggregator, batch) its full window did not take (`Outbox`)
-        self.awaited: Any = None  # the call whose return wakes the actor to send them
 
     def update_leader(self) -> None:
         broker = find_leader(self.actor.loop, self.actor.cluster, self.topic, self.partition, self.ctx.timeout)
@@ -588,9 +587,10 @@ class Outbox:
 
     A partition whose window is full (`CALLS_IN_FLIGHT` calls out to a broker slower than the
     load) keeps its batches (`PartitionRoute.parked`), in the order they came, and sends them
-    before any newer one of its own in the first call after one of its calls has returned (the
+    before any newer one of its own in the first call after its oldest call has returned (the
     actor's `send_parked`, woken by `wake_when_room`). Nothing waits for it: the actor's other
-    partitions, on other brokers, and its timers would wait with it. A partition leaving its
+    partitions, on other brokers, and its timers would wait with it. What is kept is bounded by
+    the driver's buffer.memory, as everything not yet answered is. A partition leaving its
     broker sends what it kept for it at once, before its chaser (`send(leaving=route)`), past
     the window's bound.
 
@@ -600,6 +600,7 @@ class Outbox:
     def __init__(self) -> None:
         self.pending: list[tuple[Any, PartitionRoute, MessageBatch]] = []
         self.parked: dict[PartitionRoute, None] = {}  # the partitions keeping batches, in the order they began
+        self.awaited: set[Any] = set()  # the calls a wake waits on (partitions on one broker share them)
 
     def put(self, aggregator: Any, route: PartitionRoute, batch: MessageBatch) -> None:
         self.pending.append((aggregator, route, batch))
@@ -636,10 +637,9 @@ class Outbox:
         return out
 
     def wake_when_room(self, wake: Callable[[], Any]) -> None:
-        """`wake()` once the oldest call of each partition keeping batches has returned (one wait
-        on each call)."""
-        for route in self.parked:
-            oldest = route.window.oldest()
-            if oldest is not None and oldest is not route.awaited:
-                route.awaited = oldest
-                when_returned(oldest, wake)
+        """`wake()` once the oldest call of each partition keeping batches has returned: one wait
+        on each such call, however many partitions it carried."""
+        oldest = {ref for route in self.parked if (ref := route.window.oldest()) is not None}
+        for ref in oldest - self.awaited:
+            when_returned(ref, wake)
+        self.awaited = oldest

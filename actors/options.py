@@ -76,7 +76,9 @@ NODE_WRITER_BUNDLE = {"memory": 1}
 CLASS_OPTIONS = ("concurrency_groups",)
 
 # How many calls one stage keeps in flight to each actor downstream (Sarama's ChannelBufferSize
-# bounds its channels; Ray's queues are unbounded, so the caller bounds them).
+# bounds its channels; Ray's queues are unbounded, so the caller bounds them). The
+# LeaderDispatcher counts them per partition and keeps what does not fit, without waiting: what
+# it keeps is bounded by the driver's buffer.memory, as everything not yet answered is.
 CALLS_IN_FLIGHT = 8
 
 

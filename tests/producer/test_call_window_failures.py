@@ -73,7 +73,7 @@ def test_an_outbox_sends_one_call_per_aggregator_and_fails_a_batch_through_its_o
     class Route:
         def __init__(self, p: int):
             self.window = CallWindow(4, lambda carried, exc: failed.append((p, [b.ids[0] for b in carried])))
-            self.parked, self.awaited = [], None
+            self.parked = []
 
     routes = {p: Route(p) for p in range(3)}
     outbox = Outbox()
@@ -91,28 +91,29 @@ def test_an_outbox_sends_one_call_per_aggregator_and_fails_a_batch_through_its_o
 
 @ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)
 class GatedStage:
-    """A next stage whose calls take their batches at once and return only once `open` is called."""
+    """A next stage whose calls take their batches at once and return only once `open` is called.
+    An async actor may start calls out of order (a BrokerWorker puts them back in order by
+    their numbers, `calls_to`): each call's batches are kept as one list."""
 
     def __init__(self) -> None:
         self.gate = asyncio.Event()
-        self.taken: list[int] = []
+        self.calls: list[list[int]] = []
 
     async def add(self, batches: list[MessageBatch]) -> None:
-        self.taken += [b.ids[0] for b in batches]
+        self.calls.append([b.ids[0] for b in batches])
         await self.gate.wait()
 
     async def open(self) -> None:
         self.gate.set()
 
-    async def taken_ids(self) -> list[int]:
-        return self.taken
+    async def taken_calls(self) -> list[list[int]]:
+        return sorted(self.calls)
 
 
 class _Route:
     def __init__(self, limit: int):
         self.window = CallWindow(limit, lambda carried, exc: None)
         self.parked: list = []
-        self.awaited = None
 
 
 def test_a_full_window_keeps_its_partitions_batches_in_order_and_nothing_waits(ray_session):
@@ -141,7 +142,7 @@ def test_a_full_window_keeps_its_partitions_batches_in_order_and_nothing_waits(r
     assert woken.wait(30)
     outbox.send()
     assert not outbox.parked and not kept.parked and kept.window.drain(30) == 0
-    assert ray.get(slow.taken_ids.remote()) == [0, 1, 2, 3]
+    assert ray.get(slow.taken_calls.remote()) == [[0], [1], [2, 3]]  # what was kept, in order, in one call
 
 
 def test_a_partition_leaving_its_broker_sends_what_it_kept_there_before_its_chaser(ray_session):
@@ -161,7 +162,7 @@ def test_a_partition_leaving_its_broker_sends_what_it_kept_there_before_its_chas
     assert not route.parked and not outbox.parked and len(route.window) == 2
     ray.get(slow.open.remote())
     assert route.window.drain(30) == 0
-    assert ray.get(slow.taken_ids.remote()) == [0, 1, 2, 99]
+    assert ray.get(slow.taken_calls.remote()) == [[0], [1, 2, 99]]
 
 
 def test_topic_routes_fail_the_batches_of_the_call_that_failed_not_the_next_ones(ray_session):

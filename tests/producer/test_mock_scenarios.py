@@ -340,8 +340,7 @@ def test_a_new_message_waiting_behind_a_slow_chaser_fails_at_its_deadline_throug
             cluster.fail_next(messages.PRODUCE, NOT_LEADER, 1, node_id=old, topic="t", partition=0)
             cluster.move_leader("t", 0, new_leader)
             retried = producer.send("t", b"retried", partition=0)
-            # seven requests of partition 1 queue behind it (fewer than a partition's calls in
-            # flight, CALLS_IN_FLIGHT, so that its backpressure holds up no other partition)
+            # seven requests of partition 1 queue behind it
             queue = [producer.send("t", b"queue", partition=1) for _ in range(7)]
             assert retried.result(30).offset == 1  # written at the new leader once its retry level opened
             sent = time.monotonic()
