@@ -33,12 +33,16 @@ PROCESS_PROPERTY = "cpu_by_process"
 PROC = Path("/proc")
 SAMPLE_S = 1.0
 TEST_PROCESS = "the test process (pytest: the tests, the mock cluster, Ray's and Spark's drivers)"
-# the kind of a process below the run's, by the first of these its command line holds
-KINDS = (("default_worker.py", "Ray workers (every actor and task)"), ("ray::", "Ray workers (every actor and task)"),
-         ("raylet", "Ray: raylet"), ("gcs_server", "Ray: GCS"), ("log_monitor", "Ray: log monitor"),
-         ("dashboard/agent", "Ray: dashboard agent"), ("runtime_env/agent", "Ray: runtime env agent"),
-         ("monitor.py", "Ray: autoscaler monitor"), ("java", "Spark's JVM"), ("pyspark", "Spark's Python workers"),
-         ("tansu", "tansu (the broker)"), ("raykafka", "the CLI's subprocesses"), ("pytest", "pytest subprocesses"))
+# the kind of a process below the run's, by the first of these its command line holds (Ray's
+# agents and its pool workers rename themselves "ray::...", and their arguments name the raylet)
+WORKERS = "Ray workers (every actor and task)"
+KINDS = (("DashboardAgent", "Ray: dashboard agent"), ("dashboard/agent", "Ray: dashboard agent"),
+         ("RuntimeEnvAgent", "Ray: runtime env agent"), ("runtime_env/agent", "Ray: runtime env agent"),
+         ("dashboard/dashboard.py", "Ray: dashboard head"), ("log_monitor", "Ray: log monitor"),
+         ("autoscaler/_private/monitor.py", "Ray: autoscaler monitor"), ("gcs_server", "Ray: GCS"),
+         ("raylet/raylet", "Ray: raylet"), ("java", "Spark's JVM"), ("pyspark", "Spark's Python workers"),
+         ("default_worker.py", WORKERS), ("ray::", WORKERS), ("tansu", "tansu (the broker)"),
+         ("pytest", "pytest subprocesses"), ("raykafka", "the CLI's subprocesses"))
 OTHER = "other"
 BUSY_FIELDS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (not idle, iowait, steal; guest is in user)
 
