@@ -33,16 +33,18 @@ PROCESS_PROPERTY = "cpu_by_process"
 PROC = Path("/proc")
 SAMPLE_S = 1.0
 TEST_PROCESS = "the test process (pytest: the tests, the mock cluster, Ray's and Spark's drivers)"
-# the kind of a process below the run's, by the first of these its command line holds (Ray's
-# agents and its pool workers rename themselves "ray::...", and their arguments name the raylet)
+# the kind of a process below the run's, by the first of these in its program and script (the
+# first `HEAD_ARGS` words of its command line: the raylet's later arguments hold its agents'
+# command lines, and Ray's agents and pool workers rename themselves "ray::...")
 WORKERS = "Ray workers (every actor and task)"
-KINDS = (("DashboardAgent", "Ray: dashboard agent"), ("dashboard/agent", "Ray: dashboard agent"),
+HEAD_ARGS = 3
+KINDS = (("raylet/raylet", "Ray: raylet"), ("gcs_server", "Ray: GCS"),
+         ("DashboardAgent", "Ray: dashboard agent"), ("dashboard/agent", "Ray: dashboard agent"),
          ("RuntimeEnvAgent", "Ray: runtime env agent"), ("runtime_env/agent", "Ray: runtime env agent"),
          ("dashboard/dashboard.py", "Ray: dashboard head"), ("log_monitor", "Ray: log monitor"),
-         ("autoscaler/_private/monitor.py", "Ray: autoscaler monitor"), ("gcs_server", "Ray: GCS"),
-         ("raylet/raylet", "Ray: raylet"), ("java", "Spark's JVM"), ("pyspark", "Spark's Python workers"),
-         ("default_worker.py", WORKERS), ("ray::", WORKERS), ("tansu", "tansu (the broker)"),
-         ("pytest", "pytest subprocesses"), ("raykafka", "the CLI's subprocesses"))
+         ("autoscaler/_private/monitor.py", "Ray: autoscaler monitor"), ("java", "Spark's JVM"),
+         ("pyspark", "Spark's Python workers"), ("default_worker.py", WORKERS), ("ray::", WORKERS),
+         ("tansu", "tansu (the broker)"), ("pytest", "pytest subprocesses"), ("raykafka", "the CLI's subprocesses"))
 OTHER = "other"
 BUSY_FIELDS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (not idle, iowait, steal; guest is in user)
 
@@ -68,9 +70,10 @@ def cores(stat: Path = STAT) -> int:
         return os.cpu_count() or 1
 
 
-def kind_of(cmdline: str) -> str:
-    """A process's kind (`KINDS`), from its command line."""
-    return next((kind for marker, kind in KINDS if marker in cmdline), OTHER)
+def kind_of(argv: list[str]) -> str:
+    """A process's kind (`KINDS`), from its command line's words."""
+    head = " ".join(argv[:HEAD_ARGS])
+    return next((kind for marker, kind in KINDS if marker in head), OTHER)
 
 
 class ProcessCpu:
@@ -118,16 +121,16 @@ class ProcessCpu:
             _, started, ticks = stats[pid]
             known = self.seen.get((pid, started))
             if known is None:
-                kind = TEST_PROCESS if pid == self.root else kind_of(self._cmdline(pid))
+                kind = TEST_PROCESS if pid == self.root else kind_of(self._argv(pid))
                 self.seen[(pid, started)] = [kind, ticks]
             else:
                 known[1] = ticks
 
-    def _cmdline(self, pid: int) -> str:
+    def _argv(self, pid: int) -> list[str]:
         try:
-            return (self.proc / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            return (self.proc / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
-            return ""
+            return []
 
     def totals(self) -> dict[str, tuple[int, float]]:
         """kind -> (processes, CPU seconds), the most CPU first."""

@@ -159,12 +159,14 @@ def test_the_cpu_of_every_process_below_the_run_is_summed_by_kind():
 
     from ..cpu_time import OTHER, TEST_PROCESS, WORKERS, ProcessCpu, kind_of
 
-    assert kind_of("/venv/bin/python .../ray/_private/workers/default_worker.py --node-ip-address=x") == WORKERS
-    assert kind_of("/usr/bin/java -cp spark.jar") == "Spark's JVM" and kind_of("sleep 1") == OTHER
-    assert kind_of("python -u .../ray/dashboard/agent.py --raylet-name=/tmp/ray/s/sockets/raylet") \
-        == kind_of("ray::DashboardAgent") == "Ray: dashboard agent"
-    assert kind_of(".../ray/core/src/ray/raylet/raylet --raylet_socket_name=x") == "Ray: raylet"
-    assert kind_of("ray::IDLE") == kind_of("ray::LeaderDispatcher.dispatch") == WORKERS
+    assert kind_of(["/venv/bin/python", ".../ray/_private/workers/default_worker.py", "--node-ip-address=x"]) \
+        == kind_of(["ray::IDLE"]) == kind_of(["ray::LeaderDispatcher.dispatch"]) == WORKERS
+    assert kind_of(["/usr/bin/java", "-cp", "spark.jar"]) == "Spark's JVM" and kind_of(["sleep", "1"]) == OTHER
+    assert kind_of(["python", "-u", ".../ray/dashboard/agent.py", "--raylet-name=/tmp/ray/s/sockets/raylet"]) \
+        == kind_of(["ray::DashboardAgent"]) == "Ray: dashboard agent"
+    # the raylet's arguments hold its agents' command lines
+    assert kind_of([".../ray/core/src/ray/raylet/raylet", "--raylet_socket_name=x", "--store_socket_name=y",
+                    "--dashboard_agent_command=python -u .../ray/dashboard/agent.py"]) == "Ray: raylet"
     sampler = ProcessCpu()
     child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.process_time() + 0.3\n"
                               "while time.process_time() < end: pass\ntime.sleep(30)"])
