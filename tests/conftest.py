@@ -82,21 +82,27 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 _WORKERS_AT_SETUP = pytest.StashKey[int]()
+_CPU_AT_SETUP = pytest.StashKey[float | None]()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[_WORKERS_AT_SETUP] = item.config.stash[_WORKER_COUNT].started()
+    item.stash[_CPU_AT_SETUP] = busy_seconds()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
-    """The Ray worker processes a test started (tests/processes.py), on its teardown's report,
-    where the JUnit XML takes a test's properties from."""
+    """The Ray worker processes a test started (tests/processes.py) and the machine's CPU
+    meanwhile (tests/cpu_time.py), on its teardown's report, where the JUnit XML takes a test's
+    properties from."""
     report = yield
     at_setup = item.stash.get(_WORKERS_AT_SETUP, None)
     if call.when == "teardown" and at_setup is not None:
         report.user_properties.append((PROPERTY, item.config.stash[_WORKER_COUNT].started() - at_setup))
+        cpu_at_setup, now = item.stash.get(_CPU_AT_SETUP, None), busy_seconds()
+        if cpu_at_setup is not None and now is not None:
+            report.user_properties.append((CPU_PROPERTY, f"{now - cpu_at_setup:.2f}"))
     return report
 
 

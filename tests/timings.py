@@ -6,11 +6,11 @@ docs/tests.md is written by this, never by hand.
     python -m raykafka.tests.timings run.xml --slow slow.xml --out docs/tests.md
     python -m raykafka.tests.timings run.xml --record tests/records/suite-run.xml.gz
 
-The runs behind today's section are kept, trimmed to each test's name, time, outcome and the Ray
-worker processes it started (`--record`), in tests/records/suite-run.xml.gz and
-tests/records/slow-run.xml.gz (gzip is read as it is). The processes are counted by
-tests/processes.py; a record made before it counted them has none, and the tables leave the
-column out.
+The runs behind today's section are kept, trimmed to each test's name, time, outcome, the Ray
+worker processes it started and the machine's CPU meanwhile (`--record`), in
+tests/records/suite-run.xml.gz and tests/records/slow-run.xml.gz (gzip is read as it is). The
+processes are counted by tests/processes.py, the CPU by tests/cpu_time.py; a record made before
+they were counted has none, and the tables leave the column out.
 
 Called by: a contributor, after a run. Calls: nothing of the package; reads the XML pytest wrote.
 Each test's time is pytest's (its setup, call and teardown), so a module's first test carries
@@ -45,6 +45,7 @@ class Case(NamedTuple):
     seconds: float
     outcome: str  # passed, failed, error, skipped
     workers: int | None  # Ray worker processes it started (tests/processes.py); None when not counted
+    cpu: float | None = None  # the machine's CPU seconds from its setup to its teardown (tests/cpu_time.py)
 
 
 def _suite(path: Path) -> ET.Element:
@@ -57,6 +58,11 @@ def _suite(path: Path) -> ET.Element:
 def _workers_of(case: ET.Element) -> ET.Element | None:
     """A test case's `ray_workers` property (tests/processes.py), if it was counted."""
     return case.find(f"properties/property[@name='{PROPERTY}']")
+
+
+def _cpu_of(case: ET.Element) -> ET.Element | None:
+    """A test case's `cpu_seconds` property (tests/cpu_time.py), if it was counted."""
+    return case.find(f"properties/property[@name='{CPU_PROPERTY}']")
 
 
 def cpu_of(path: Path) -> tuple[float, int] | None:
@@ -81,16 +87,17 @@ def cases(path: Path) -> tuple[list[Case], float]:
     found = []
     for case in suite.iter("testcase"):
         outcome = next((kind for kind in ("failure", "error", "skipped") if case.find(kind) is not None), "passed")
-        counted = _workers_of(case)
+        counted, cpu = _workers_of(case), _cpu_of(case)
         found.append(Case(module_of(case.get("classname", "")), case.get("name", ""), float(case.get("time", 0.0)),
-                          outcome, None if counted is None else int(counted.get("value", "0"))))
+                          outcome, None if counted is None else int(counted.get("value", "0")),
+                          None if cpu is None else float(cpu.get("value", "0"))))
     return found, float(suite.get("time", 0.0))
 
 
 def record(source: Path, target: Path) -> None:
     """`source`, a run's JUnit XML, trimmed for tests/records/ and gzipped into `target`: the
-    suite's totals, and each test's name, time, outcome (its message cut to 300 characters) and
-    Ray worker processes."""
+    suite's totals, and each test's name, time, outcome (its message cut to 300 characters), Ray
+    worker processes and CPU."""
     suite = _suite(source)
     out = ET.Element("testsuites")
     kept = ET.SubElement(out, "testsuite", {k: v for k, v in suite.attrib.items() if k in SUITE_FIELDS})
@@ -101,9 +108,11 @@ def record(source: Path, target: Path) -> None:
             ET.SubElement(held, "property", dict(prop.attrib))
     for case in suite.iter("testcase"):
         trimmed = ET.SubElement(kept, "testcase", {k: case.get(k, "") for k in ("classname", "name", "time")})
-        counted = _workers_of(case)
-        if counted is not None:
-            ET.SubElement(ET.SubElement(trimmed, "properties"), "property", dict(counted.attrib))
+        counted = [prop for prop in (_workers_of(case), _cpu_of(case)) if prop is not None]
+        if counted:
+            held = ET.SubElement(trimmed, "properties")
+            for prop in counted:
+                ET.SubElement(held, "property", dict(prop.attrib))
         for kind in ("failure", "error", "skipped"):
             outcome = case.find(kind)
             if outcome is not None:
@@ -133,7 +142,14 @@ def section(found: list[Case], wall: float, source: str, cpu: tuple[float, int] 
         by_module[case.module].append(case)
     ran = [c for c in found if c.outcome != "skipped"]
     failed = [c for c in ran if c.outcome != "passed"]
-    workers = _workers if any(c.workers is not None for c in found) else None
+    workers_counted = any(c.workers is not None for c in found)
+    cpu_counted = any(c.cpu is not None for c in found)
+
+    def columns(group: list[Case]) -> str:  # the optional columns of a row: its CPU, its Ray processes
+        return ((f" {_cpu(group):,.0f} |" if cpu_counted else "") + (f" {_workers(group):,} |" if workers_counted else ""))
+
+    heads = (" CPU seconds |" if cpu_counted else "") + (" Ray processes |" if workers_counted else "")
+    aligns = " ---: |" * heads.count("|")
     out = [HEADING, "",
            f"Written by `python -m raykafka.tests.timings` from `{source}`, a run of "
            f"`python -m pytest`: {len(ran):,} tests ran"
@@ -141,19 +157,20 @@ def section(found: list[Case], wall: float, source: str, cpu: tuple[float, int] 
            + f" and {len(found) - len(ran):,} were skipped in "
            f"{wall:,.0f} s of wall time, {sum(c.seconds for c in found):,.0f} s of it in the tests (their "
            f"setup, call and teardown; a module's fixtures are counted in its first test)."
-           + (f" They started {workers(found):,} Ray worker processes (tests/processes.py), each a Python "
-              "interpreter that imports Ray: every actor runs in one of its own." if workers else "")
+           + (f" They started {_workers(found):,} Ray worker processes (tests/processes.py), each a Python "
+              "interpreter that imports Ray: every actor runs in one of its own." if workers_counted else "")
            + (f" The machine's {cpu[1]} cores were busy {cpu[0]:,.0f} s of CPU meanwhile (tests/cpu_time.py), "
               f"{cpu[0] / (cpu[1] * wall):.0%} of what they could give: if the machine ran nothing else, this "
               f"work cannot end in under {cpu[0] / cpu[1]:,.0f} s on {cpu[1]} cores, whatever runs in "
-              "parallel." if cpu and wall > 0 else ""), "",
-           "| folder | tests | seconds | share |" + (" Ray processes |" if workers else ""),
-           "| --- | ---: | ---: | ---: |" + (" ---: |" if workers else "")]
+              "parallel." if cpu and wall > 0 else "")
+           + (f" A test's CPU is the machine's from its setup to its teardown, whoever spent it: "
+              f"{_cpu(found):,.0f} s in the tests." if cpu_counted else ""), "",
+           "| folder | tests | seconds | share |" + heads,
+           "| --- | ---: | ---: | ---: |" + aligns]
     total = sum(c.seconds for c in found) or 1.0
     for folder, group in sorted(by_dir.items(), key=lambda kv: -sum(c.seconds for c in kv[1])):
         spent = sum(c.seconds for c in group)
-        out.append(f"| {folder} | {len(group):,} | {spent:,.0f} | {spent / total:.0%} |"
-                   + (f" {workers(group):,} |" if workers else ""))
+        out.append(f"| {folder} | {len(group):,} | {spent:,.0f} | {spent / total:.0%} |" + columns(group))
     if by_process:
         sampled = sum(secs for _, secs in by_process.values())
         out += ["", f"Whose CPU it was: each process below the run's, sampled every {SAMPLE_S:g} s by "
@@ -163,12 +180,12 @@ def section(found: list[Case], wall: float, source: str, cpu: tuple[float, int] 
                 "| process | processes | CPU seconds | share |", "| --- | ---: | ---: | ---: |"]
         out += [f"| {kind} | {n:,} | {secs:,.0f} | {secs / (sampled or 1):.0%} |" for kind, (n, secs) in
                 sorted(by_process.items(), key=lambda kv: -kv[1][1])]
-    out += ["", f"The {SLOWEST_MODULES} slowest modules:", "",
-            "| module | tests | seconds |" + (" Ray processes |" if workers else ""),
-            "| --- | ---: | ---: |" + (" ---: |" if workers else "")]
-    modules = sorted(by_module.items(), key=lambda kv: -sum(c.seconds for c in kv[1]))[:SLOWEST_MODULES]
-    out += [f"| {m} | {len(g):,} | {sum(c.seconds for c in g):,.0f} |" + (f" {workers(g):,} |" if workers else "")
-            for m, g in modules]
+    cost = _cpu if cpu_counted else (lambda group: sum(c.seconds for c in group))
+    out += ["", f"The {SLOWEST_MODULES} modules that spent the most "
+            + ("CPU (the floor under the run's time):" if cpu_counted else "time:"), "",
+            "| module | tests | seconds |" + heads, "| --- | ---: | ---: |" + aligns]
+    modules = sorted(by_module.items(), key=lambda kv: -cost(kv[1]))[:SLOWEST_MODULES]
+    out += [f"| {m} | {len(g):,} | {sum(c.seconds for c in g):,.0f} |" + columns(g) for m, g in modules]
     out += ["", f"The {SLOWEST_TESTS} slowest tests:", "", "| test | seconds |", "| --- | ---: |"]
     slowest = sorted(found, key=lambda c: -c.seconds)[:SLOWEST_TESTS]
     out += [f"| {c.module}::{_cell(c.name)} | {c.seconds:,.1f} |" for c in slowest]
@@ -191,6 +208,10 @@ def slow_section(found: list[Case], wall: float, source: str) -> str:
 
 def _workers(group: list[Case]) -> int:
     return sum(c.workers or 0 for c in group)
+
+
+def _cpu(group: list[Case]) -> float:
+    return sum(c.cpu or 0.0 for c in group)
 
 
 def _cell(text: str) -> str:

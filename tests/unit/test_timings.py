@@ -79,6 +79,26 @@ def test_the_ray_processes_each_test_started_are_summed_and_kept_in_the_record(t
     assert "Ray processes" not in plain and "Ray worker" not in plain, "a run that did not count them has no column"
 
 
+def test_each_tests_cpu_is_kept_in_the_record_and_ranks_the_modules(tmp_path):
+    counted = XML.replace('name="test_one" time="40.0"/>', 'name="test_one" time="40.0"><properties>'
+                          '<property name="ray_workers" value="2"/><property name="cpu_seconds" value="3.25"/>'
+                          '</properties></testcase>')
+    counted = counted.replace('name="test_three" time="1.0"/>', 'name="test_three" time="1.0"><properties>'
+                              '<property name="cpu_seconds" value="60.5"/></properties></testcase>')
+    (tmp_path / "run.xml").write_text(counted)
+    record(tmp_path / "run.xml", tmp_path / "run.xml.gz")
+    found, wall = cases(tmp_path / "run.xml.gz")
+    assert [c.cpu for c in found] == [3.25, None, 60.5, None] and [c.workers for c in found] == [2, None, None, None]
+    text = section(found, wall, "run.xml.gz")
+    assert "64 s in the tests." in text
+    assert "| tests/producer | 2 | 50 | 62% | 3 | 2 |" in text and "| tests/unit | 1 | 1 | 1% | 60 | 0 |" in text
+    assert "modules that spent the most CPU" in text
+    assert text.index("| tests/unit/test_b.py | 1 | 1 | 60 | 0 |") < text.index("| tests/producer/test_a.py | 2 | 50 | 3 | 2 |"), \
+        "the module that spent the most CPU comes first, whatever its wall time"
+    (tmp_path / "plain.xml").write_text(XML)
+    assert "CPU seconds" not in section(*cases(tmp_path / "plain.xml"), "plain.xml"), "a run that did not count it has no column"
+
+
 def test_the_worker_count_takes_only_the_runs_sessions_and_sees_a_new_worker(tmp_path):
     def worker(session: str, n: int) -> None:
         logs = tmp_path / session / "logs"
