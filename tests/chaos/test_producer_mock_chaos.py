@@ -64,6 +64,10 @@ class ProduceFaults:
         return self.default(version, body, broker)
 
 
+CHUNK_PAUSE_S = 0.02  # between chunks of 500 sends
+MOVES_IN_STREAM = 5  # the sends span at least this many leader moves (the checks ask for 3)
+
+
 class LeaderMover(threading.Thread):
     def __init__(self, cluster: MockCluster, every: float, seed: int):
         super().__init__(daemon=True, name="leader-mover")
@@ -96,10 +100,13 @@ def run_chaos(n: int, extra: dict, ledger, record, *, applied_only: bool = False
             mover.start()
             t0 = time.monotonic()
             chunk = 500
-            for start in range(0, n, chunk):  # paced, so that the faults land all along the stream
+            # paced, so that the faults land all along the stream, and the stream outlasts
+            # MOVES_IN_STREAM leader moves however fast the machine sends
+            pause = max(CHUNK_PAUSE_S, MOVES_IN_STREAM * move_every / -(-n // chunk))
+            for start in range(0, n, chunk):
                 for i in range(start, min(start + chunk, n)):
                     ledger.send(producer, TOPIC, b"v%07d" % i, key=b"k%03d" % (i % 97))
-                time.sleep(0.02)
+                time.sleep(pause)
             figures = ledger.settle(timeout=240)
             elapsed = time.monotonic() - t0
         finally:
