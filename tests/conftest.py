@@ -1,6 +1,6 @@
 """Shared fixtures: one real tansu broker per test session, on a free loopback port; a tansu
 that keeps its log across a restart (S3 storage on a local moto_server); one Ray for the run;
-waiting on a condition; a producer's live actors. Tests marked `slow` run only with
+one Spark session for the run, on it; waiting on a condition; a producer's live actors. Tests marked `slow` run only with
 `--run-slow` or `RAYKAFKA_SLOW=1` (CI's default run stays short)."""
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +24,7 @@ from raykafka.driver.embedded_broker import EmbeddedBroker, free_port
 from .cpu_time import (
     CPU_PROPERTY,
     CPUS_PROPERTY,
+    PARALLEL_PROPERTY,
     PROCESS_PROPERTY,
     ProcessCpu,
     busy_seconds,
@@ -37,6 +40,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    parallel_worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if parallel_worker and "RAY_TMPDIR" not in os.environ:
+        # each parallel worker's Ray sessions (its own, its CLI subprocesses') in a directory of
+        # its own, so that each counts the Ray processes its own tests started
+        os.environ["RAY_TMPDIR"] = str(Path(tempfile.gettempdir()) / f"raykafka-{parallel_worker}")
+        Path(os.environ["RAY_TMPDIR"]).mkdir(exist_ok=True)
     config.stash[_WORKER_COUNT] = WorkerCount()  # Ray's sessions from before the run are not counted
     config.stash[_CPU_AT_START] = busy_seconds()
     if busy_seconds() is not None:  # a Linux /proc: whose the CPU was, by kind of process
@@ -77,32 +86,34 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if xml is not None and started is not None and now is not None:
         xml.add_global_property(CPU_PROPERTY, f"{now - started:.1f}")
         xml.add_global_property(CPUS_PROPERTY, str(cores()))
+        xml.add_global_property(PARALLEL_PROPERTY, str(getattr(session.config.option, "numprocesses", None) or 1))
         if totals:
             xml.add_global_property(PROCESS_PROPERTY, totals_json(totals))
 
 
 _WORKERS_AT_SETUP = pytest.StashKey[int]()
-_CPU_AT_SETUP = pytest.StashKey[float | None]()
+_CPU_AT_SETUP = pytest.StashKey[float]()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[_WORKERS_AT_SETUP] = item.config.stash[_WORKER_COUNT].started()
-    item.stash[_CPU_AT_SETUP] = busy_seconds()
+    if _PROCESS_CPU in item.config.stash:
+        item.stash[_CPU_AT_SETUP] = item.config.stash[_PROCESS_CPU].sampled
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
-    """The Ray worker processes a test started (tests/processes.py) and the machine's CPU
-    meanwhile (tests/cpu_time.py), on its teardown's report, where the JUnit XML takes a test's
-    properties from."""
+    """The Ray worker processes a test started (tests/processes.py) and the CPU of this pytest
+    process's tree meanwhile (tests/cpu_time.py), on its teardown's report, where the JUnit XML
+    takes a test's properties from."""
     report = yield
     at_setup = item.stash.get(_WORKERS_AT_SETUP, None)
     if call.when == "teardown" and at_setup is not None:
         report.user_properties.append((PROPERTY, item.config.stash[_WORKER_COUNT].started() - at_setup))
-        cpu_at_setup, now = item.stash.get(_CPU_AT_SETUP, None), busy_seconds()
-        if cpu_at_setup is not None and now is not None:
-            report.user_properties.append((CPU_PROPERTY, f"{now - cpu_at_setup:.2f}"))
+        cpu_at_setup = item.stash.get(_CPU_AT_SETUP, None)
+        if cpu_at_setup is not None:
+            report.user_properties.append((CPU_PROPERTY, f"{item.config.stash[_PROCESS_CPU].sampled - cpu_at_setup:.2f}"))
     return report
 
 
@@ -180,7 +191,25 @@ def stop_ray() -> None:
         from raykafka.spark_bridge.session import stop_spark
 
         stop_spark()
+        _SHARED_SPARK["session"] = None
     ray.shutdown()
+
+
+# the run's one Spark session (RayDP), on the run's one Ray: None until a test asks for it, and
+# again once `stop_ray` stopped it with its Ray
+_SHARED_SPARK: dict[str, Any] = {"session": None}
+
+
+def shared_spark() -> Any:
+    """The run's one Spark session: started on first use, on the run's one Ray (a Ray started
+    otherwise is replaced), and again after a module that needed a Ray of its own stopped it.
+    A process holds one RayDP session at a time; the tests share it."""
+    from raykafka.spark_bridge.session import init_spark
+
+    start_shared_ray(replace_foreign=True)
+    if _SHARED_SPARK["session"] is None:
+        _SHARED_SPARK["session"] = init_spark("raykafka-tests")
+    return _SHARED_SPARK["session"]
 
 
 @pytest.fixture(scope="session")
@@ -188,6 +217,12 @@ def ray_runtime() -> Iterator[Callable[..., None]]:
     """start_shared_ray, for the fixtures that need Ray; the run's Ray is shut down at the end."""
     yield start_shared_ray
     stop_ray()
+
+
+@pytest.fixture(scope="session")
+def spark_runtime() -> Callable[[], Any]:
+    """shared_spark, for the fixtures that need Spark; it stops with the run's Ray (`stop_ray`)."""
+    return shared_spark
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,11 @@ workers that no process of the run waits for.) Elsewhere nothing is kept.
 
 `ProcessCpu` says whose it was: it samples every process below the run's own every
 `SAMPLE_S`, in a thread of its own, and sums their CPU by kind (Ray's workers, Ray's daemons,
-Spark's JVM, the broker, the CLI's subprocesses, the test process itself), kept as the suite's
-property `cpu_by_process`. A sample sees a process's CPU so far, so a process's last moments
+Spark's JVM, the broker, the CLI's subprocesses, the test processes themselves), kept as the
+suite's property `cpu_by_process`. Each test's share is its pytest process's tree's CPU from
+its setup to its teardown, as of the samples before them (`ProcessCpu.sampled`): the test
+case's property `cpu_seconds`. Under pytest-xdist each parallel worker samples its own tree
+(its Ray, broker and Spark), so a test is charged only what its own worker's processes spent. A sample sees a process's CPU so far, so a process's last moments
 (under `SAMPLE_S`), and a process that lives less, are missed: the kinds sum to less than the
 machine's count.
 
@@ -28,11 +31,13 @@ from pathlib import Path
 
 CPU_PROPERTY = "cpu_seconds"
 CPUS_PROPERTY = "cpus"
+PARALLEL_PROPERTY = "pytest_workers"  # pytest-xdist's parallel workers (1: none)
 STAT = Path("/proc/stat")
 PROCESS_PROPERTY = "cpu_by_process"
 PROC = Path("/proc")
 SAMPLE_S = 1.0
-TEST_PROCESS = "the test process (pytest: the tests, the mock cluster, Ray's and Spark's drivers)"
+TEST_PROCESS = "the test processes (pytest and its parallel workers: the tests, the mock cluster, Ray's and Spark's drivers)"
+PARALLEL_WORKER = "sys.stdin.readline"  # a pytest-xdist worker: `python -c "import sys;exec(eval(sys.stdin.readline()))"`
 # the kind of a process below the run's, by the first of these in its program and script (the
 # first `HEAD_ARGS` words of its command line: the raylet's later arguments hold its agents'
 # command lines, and Ray's agents and pool workers rename themselves "ray::...")
@@ -44,7 +49,8 @@ KINDS = (("raylet/raylet", "Ray: raylet"), ("gcs_server", "Ray: GCS"),
          ("dashboard/dashboard.py", "Ray: dashboard head"), ("log_monitor", "Ray: log monitor"),
          ("autoscaler/_private/monitor.py", "Ray: autoscaler monitor"), ("java", "Spark's JVM"),
          ("pyspark", "Spark's Python workers"), ("default_worker.py", WORKERS), ("ray::", WORKERS),
-         ("tansu", "tansu (the broker)"), ("pytest", "pytest subprocesses"), ("raykafka", "the CLI's subprocesses"))
+         ("tansu", "tansu (the broker)"), (PARALLEL_WORKER, TEST_PROCESS), ("pytest", "pytest subprocesses"),
+         ("raykafka", "the CLI's subprocesses"))
 OTHER = "other"
 BUSY_FIELDS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (not idle, iowait, steal; guest is in user)
 
@@ -84,6 +90,7 @@ class ProcessCpu:
         self.root = root or os.getpid()
         self.proc = proc
         self.seen: dict[tuple[int, int], list] = {}  # (pid, start tick) -> [kind, CPU ticks so far]
+        self.sampled = 0.0  # CPU seconds of all of them, as of the last sample
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -125,6 +132,7 @@ class ProcessCpu:
                 self.seen[(pid, started)] = [kind, ticks]
             else:
                 known[1] = ticks
+        self.sampled = sum(ticks for _, ticks in self.seen.values()) / os.sysconf("SC_CLK_TCK")
 
     def _argv(self, pid: int) -> list[str]:
         try:

@@ -28,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
-from .cpu_time import CPU_PROPERTY, CPUS_PROPERTY, PROCESS_PROPERTY, SAMPLE_S
+from .cpu_time import CPU_PROPERTY, CPUS_PROPERTY, PARALLEL_PROPERTY, PROCESS_PROPERTY, SAMPLE_S
 from .processes import PROPERTY
 
 HEADING = "## Where the time goes"
@@ -73,6 +73,12 @@ def cpu_of(path: Path) -> tuple[float, int] | None:
     return float(props[CPU_PROPERTY]), int(props.get(CPUS_PROPERTY) or 1)
 
 
+def parallel_of(path: Path) -> int:
+    """How many pytest processes ran the tests side by side (pytest-xdist's workers; 1 without)."""
+    props = {p.get("name"): p.get("value") for p in _suite(path).findall("properties/property")}
+    return int(props.get(PARALLEL_PROPERTY) or 1)
+
+
 def cpu_by_process_of(path: Path) -> dict[str, tuple[int, float]] | None:
     """The run's CPU by kind of process (tests/cpu_time.py's `ProcessCpu`), if the run sampled it."""
     props = {p.get("name"): p.get("value") for p in _suite(path).findall("properties/property")}
@@ -101,7 +107,7 @@ def record(source: Path, target: Path) -> None:
     suite = _suite(source)
     out = ET.Element("testsuites")
     kept = ET.SubElement(out, "testsuite", {k: v for k, v in suite.attrib.items() if k in SUITE_FIELDS})
-    props = [p for p in suite.findall("properties/property") if p.get("name") in (CPU_PROPERTY, CPUS_PROPERTY, PROCESS_PROPERTY)]
+    props = [p for p in suite.findall("properties/property") if p.get("name") in (CPU_PROPERTY, CPUS_PROPERTY, PARALLEL_PROPERTY, PROCESS_PROPERTY)]
     if props:
         held = ET.SubElement(kept, "properties")
         for prop in props:
@@ -132,9 +138,10 @@ def module_of(classname: str) -> str:
 
 
 def section(found: list[Case], wall: float, source: str, cpu: tuple[float, int] | None = None,
-            by_process: dict[str, tuple[int, float]] | None = None) -> str:
-    """The section's Markdown: totals (with `cpu`, the run's CPU seconds and cores), each folder,
-    whose the CPU was (`by_process`), the slowest modules and tests."""
+            by_process: dict[str, tuple[int, float]] | None = None, parallel: int = 1) -> str:
+    """The section's Markdown: totals (with `cpu`, the run's CPU seconds and cores; `parallel`,
+    the pytest processes that ran the tests side by side), each folder, whose the CPU was
+    (`by_process`), the modules that cost the most, the slowest tests."""
     by_dir: dict[str, list[Case]] = defaultdict(list)
     by_module: dict[str, list[Case]] = defaultdict(list)
     for case in found:
@@ -155,16 +162,20 @@ def section(found: list[Case], wall: float, source: str, cpu: tuple[float, int] 
            f"`python -m pytest`: {len(ran):,} tests ran"
            + (f" ({len(failed):,} failed: {', '.join(_cell(c.module + '::' + c.name) for c in failed)})" if failed else "")
            + f" and {len(found) - len(ran):,} were skipped in "
-           f"{wall:,.0f} s of wall time, {sum(c.seconds for c in found):,.0f} s of it in the tests (their "
-           f"setup, call and teardown; a module's fixtures are counted in its first test)."
+           f"{wall:,.0f} s of wall time"
+           + (f", by {parallel} pytest processes side by side (pytest-xdist; a module's tests all in one): the "
+              f"tests took {sum(c.seconds for c in found):,.0f} s between them" if parallel > 1 else
+              f", {sum(c.seconds for c in found):,.0f} s of it in the tests")
+           + " (their setup, call and teardown; a module's fixtures are counted in its first test)."
            + (f" They started {_workers(found):,} Ray worker processes (tests/processes.py), each a Python "
               "interpreter that imports Ray: every actor runs in one of its own." if workers_counted else "")
            + (f" The machine's {cpu[1]} cores were busy {cpu[0]:,.0f} s of CPU meanwhile (tests/cpu_time.py), "
               f"{cpu[0] / (cpu[1] * wall):.0%} of what they could give: if the machine ran nothing else, this "
               f"work cannot end in under {cpu[0] / cpu[1]:,.0f} s on {cpu[1]} cores, whatever runs in "
               "parallel." if cpu and wall > 0 else "")
-           + (f" A test's CPU is the machine's from its setup to its teardown, whoever spent it: "
-              f"{_cpu(found):,.0f} s in the tests." if cpu_counted else ""), "",
+           + (f" A test's CPU is that of its pytest process and every process below it (its Ray, broker "
+              f"and Spark), sampled every {SAMPLE_S:g} s, from its setup to its teardown: {_cpu(found):,.0f} s "
+              "in the tests." if cpu_counted else ""), "",
            "| folder | tests | seconds | share |" + heads,
            "| --- | ---: | ---: | ---: |" + aligns]
     total = sum(c.seconds for c in found) or 1.0
@@ -238,7 +249,8 @@ def main() -> int:
         record(Path(args.junit), Path(args.record))
         return 0
     found, wall = cases(Path(args.junit))
-    text = section(found, wall, args.junit, cpu_of(Path(args.junit)), cpu_by_process_of(Path(args.junit)))
+    text = section(found, wall, args.junit, cpu_of(Path(args.junit)), cpu_by_process_of(Path(args.junit)),
+                   parallel_of(Path(args.junit)))
     if args.slow:
         text += "\n" + slow_section(*cases(Path(args.slow)), args.slow)
     if args.out:

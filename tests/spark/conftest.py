@@ -1,5 +1,5 @@
-"""The run's one Ray (it has the JVM options Spark needs), one Spark session (RayDP) for the whole
-test run, and a read_committed read back."""
+"""The run's one Ray (it has the JVM options Spark needs) and its one Spark session (RayDP),
+for each module, and a read_committed read back."""
 
 from __future__ import annotations
 
@@ -9,21 +9,20 @@ from typing import Any
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_for_spark(ray_runtime: Callable[..., None]) -> Iterator[None]:
     """The run's one Ray (tests/conftest.py), which has the JVM options Spark needs; a Ray
-    started otherwise (by a bare `Producer`, with Ray's defaults) is replaced by it."""
+    started otherwise (by a bare `Producer`, with Ray's defaults) is replaced by it. Asked again
+    by each module: a module before it may have stopped Ray for a Ray of its own."""
     ray_runtime(replace_foreign=True)
     yield
 
 
-@pytest.fixture(scope="session")
-def spark(ray_for_spark: None) -> Iterator[Any]:
-    from raykafka.spark_bridge.session import init_spark, stop_spark
-
-    session = init_spark("raykafka-tests")
-    yield session
-    stop_spark()
+@pytest.fixture(scope="module")
+def spark(ray_for_spark: None, spark_runtime: Callable[[], Any]) -> Any:
+    """The run's one Spark session (tests/conftest.py's `shared_spark`), started again if a module
+    before this one stopped it with its Ray."""
+    return spark_runtime()
 
 
 def _read_committed(bootstrap: str, topic: str) -> tuple[list[bytes], int]:

@@ -14,7 +14,7 @@ import ray
 
 UNIT = Path(__file__).resolve().parent
 # the fixtures that start or stop the run's Ray (tests/conftest.py and the multi-node fixture)
-RAY_FIXTURES = frozenset({"ray_session", "ray_runtime", "ray_stopper", "metrics_port", "multinode", "ray_for_spark"})
+RAY_FIXTURES = frozenset({"ray_session", "ray_runtime", "ray_stopper", "metrics_port", "multinode", "ray_for_spark", "spark_runtime"})
 
 
 class UnitTestStartedRay(AssertionError):

@@ -205,3 +205,21 @@ def test_the_cpu_of_every_process_below_the_run_is_summed_by_kind():
         child.wait()
     assert len(mine) == 1 and mine[0][0] == OTHER and mine[0][1] / hz >= 0.3, mine  # a python -c: no named kind
     assert totals[OTHER][1] >= 0.3 and totals[TEST_PROCESS][0] == 1
+    assert sampler.sampled >= sum(secs for _, secs in totals.values()) - 0.02, "the running sum a test's CPU is read from"
+    # a pytest-xdist worker runs tests as this process does
+    assert kind_of(["/venv/bin/python", "-c", "import sys;exec(eval(sys.stdin.readline()))"]) == TEST_PROCESS
+
+
+def test_a_parallel_run_says_how_many_processes_ran_its_tests(tmp_path):
+    from ..timings import parallel_of
+
+    path = tmp_path / "run.xml"
+    path.write_text(XML.replace('time="100.5">', 'time="100.5"><properties><property name="pytest_workers" '
+                                'value="2"/></properties>', 1))
+    record(path, tmp_path / "kept.xml.gz")
+    assert parallel_of(tmp_path / "kept.xml.gz") == parallel_of(path) == 2
+    text = section(*cases(path), "run.xml", parallel=2)
+    assert "in 100 s of wall time, by 2 pytest processes side by side" in text and "the tests took 81 s between them" in text
+    (tmp_path / "plain.xml").write_text(XML)
+    assert parallel_of(tmp_path / "plain.xml") == 1
+    assert "side by side" not in section(*cases(tmp_path / "plain.xml"), "plain.xml")
