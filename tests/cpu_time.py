@@ -37,7 +37,8 @@ PROCESS_PROPERTY = "cpu_by_process"
 PROC = Path("/proc")
 SAMPLE_S = 1.0
 TEST_PROCESS = "the test processes (pytest and its parallel workers: the tests, the mock cluster, Ray's and Spark's drivers)"
-PARALLEL_WORKER = "sys.stdin.readline"  # a pytest-xdist worker: `python -c "import sys;exec(eval(sys.stdin.readline()))"`
+# a pytest-xdist worker is `python -u -c "<this>"` (execnet's bootstrap), a whole word of its command line
+PARALLEL_WORKER = "import sys;exec(eval(sys.stdin.readline()))"
 # the kind of a process below the run's, by the first of these in its program and script (the
 # first `HEAD_ARGS` words of its command line: the raylet's later arguments hold its agents'
 # command lines, and Ray's agents and pool workers rename themselves "ray::...")
@@ -49,8 +50,7 @@ KINDS = (("raylet/raylet", "Ray: raylet"), ("gcs_server", "Ray: GCS"),
          ("dashboard/dashboard.py", "Ray: dashboard head"), ("log_monitor", "Ray: log monitor"),
          ("autoscaler/_private/monitor.py", "Ray: autoscaler monitor"), ("java", "Spark's JVM"),
          ("pyspark", "Spark's Python workers"), ("default_worker.py", WORKERS), ("ray::", WORKERS),
-         ("tansu", "tansu (the broker)"), (PARALLEL_WORKER, TEST_PROCESS), ("pytest", "pytest subprocesses"),
-         ("raykafka", "the CLI's subprocesses"))
+         ("tansu", "tansu (the broker)"), ("pytest", "pytest subprocesses"), ("raykafka", "the CLI's subprocesses"))
 OTHER = "other"
 BUSY_FIELDS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (not idle, iowait, steal; guest is in user)
 
@@ -77,7 +77,10 @@ def cores(stat: Path = STAT) -> int:
 
 
 def kind_of(argv: list[str]) -> str:
-    """A process's kind (`KINDS`), from its command line's words."""
+    """A process's kind (`KINDS`), from its command line's words; a parallel worker of the run's
+    runs tests as the run's own process does."""
+    if PARALLEL_WORKER in argv:
+        return TEST_PROCESS
     head = " ".join(argv[:HEAD_ARGS])
     return next((kind for marker, kind in KINDS if marker in head), OTHER)
 

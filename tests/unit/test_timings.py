@@ -207,7 +207,8 @@ def test_the_cpu_of_every_process_below_the_run_is_summed_by_kind():
     assert totals[OTHER][1] >= 0.3 and totals[TEST_PROCESS][0] == 1
     assert sampler.sampled == sum(ticks for _, ticks in sampler.seen.values()) / hz > 0, "the running sum a test's CPU is read from"
     # a pytest-xdist worker runs tests as this process does
-    assert kind_of(["/venv/bin/python", "-c", "import sys;exec(eval(sys.stdin.readline()))"]) == TEST_PROCESS
+    assert kind_of(["/venv/bin/python", "-u", "-c", "import sys;exec(eval(sys.stdin.readline()))"]) == TEST_PROCESS
+    assert kind_of(["/venv/bin/python", "-u", "-c", "print('import sys;exec(eval(sys.stdin.readline()))')"]) == OTHER
 
 
 def test_a_parallel_run_says_how_many_processes_ran_its_tests(tmp_path):
