@@ -32,6 +32,7 @@ from .cpu_time import (
     totals_json,
 )
 from .processes import PROPERTY, WorkerCount
+from .scheduling import longest_first, make_scheduler, recorded_seconds
 from .tiers import slow_tier
 
 
@@ -56,6 +57,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a parallel worker: the units longest first (tests/scheduling.py)
+        items[:] = longest_first(items, recorded_seconds())
     for item in items:  # a hypothesis test runs in both tiers, with more examples in the slow one
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             item.add_marker(pytest.mark.fuzz)
@@ -65,6 +68,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """A module's tests in one parallel worker, tests/spark's in one, longest first (tests/scheduling.py)."""
+    return make_scheduler(config, log)
 
 
 _WORKER_COUNT = pytest.StashKey[WorkerCount]()
