@@ -103,10 +103,16 @@ def test_8_brokers_share_2_broker_consumers_and_a_killed_one_heals_with_no_gap_a
     assert live_actors_of() == [], "close leaves no consumer actor"
 
 
+# a partition whose consumer has not taken its batch this long pauses: long enough that a feed
+# its consumer is slow to take on a busy machine (another test's processes beside it) does not
+# pause the partition before its buffer is full, which is what the test below watches
+PAUSE_AFTER_MS = 1000
+
+
 def test_a_slow_partition_pauses_only_itself(ray_session, kit):
     with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, \
             Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 50,
-                      "max.partition.fetch.bytes": 1, "max.processing.time.ms": 100,
+                      "max.partition.fetch.bytes": 1, "max.processing.time.ms": PAUSE_AFTER_MS,
                       "partition.consumer.actors": 2}) as consumer:
         kit.mock_produce(cluster, "t", 0, [b"x%d" % i for i in range(30)], per_batch=1)  # 30 one-record batches
         consumer.assign("t", 0, "earliest")
