@@ -1,7 +1,9 @@
 """Shared fixtures: one real tansu broker per test session, on a free loopback port; a tansu
 that keeps its log across a restart (S3 storage on a local moto_server); one Ray for the run;
-one Spark session for the run, on it; waiting on a condition; a producer's live actors. Tests marked `slow` run only with
-`--run-slow` or `RAYKAFKA_SLOW=1` (CI's default run stays short)."""
+one Spark session for the run, on it; waiting on a condition; a producer's live actors. Tests
+marked `slow` run only with `--run-slow` or `RAYKAFKA_SLOW=1` (CI's default run stays short).
+Under pytest-xdist each parallel worker is a session of its own (tests/scheduling.py says which
+tests it takes)."""
 
 from __future__ import annotations
 

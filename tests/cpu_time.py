@@ -15,7 +15,8 @@ Spark's JVM, the broker, the CLI's subprocesses, the test processes themselves),
 suite's property `cpu_by_process`. Each test's share is its pytest process's tree's CPU from
 its setup to its teardown, as of the samples before them (`ProcessCpu.sampled`): the test
 case's property `cpu_seconds`. Under pytest-xdist each parallel worker samples its own tree
-(its Ray, broker and Spark), so a test is charged only what its own worker's processes spent. A sample sees a process's CPU so far, so a process's last moments
+(its Ray, broker and Spark), so a test is charged only what its own worker's processes spent.
+A sample sees a process's CPU so far, so a process's last moments
 (under `SAMPLE_S`), and a process that lives less, are missed: the kinds sum to less than the
 machine's count.
 

@@ -7,7 +7,7 @@ docs/tests.md is written by this, never by hand.
     python -m raykafka.tests.timings run.xml --record tests/records/suite-run.xml.gz
 
 The runs behind today's section are kept, trimmed to each test's name, time, outcome, the Ray
-worker processes it started and the machine's CPU meanwhile (`--record`), in
+worker processes it started and the CPU its pytest process's tree spent meanwhile (`--record`), in
 tests/records/suite-run.xml.gz and tests/records/slow-run.xml.gz (gzip is read as it is). The
 processes are counted by tests/processes.py, the CPU by tests/cpu_time.py; a record made before
 they were counted has none, and the tables leave the column out.
@@ -45,7 +45,7 @@ class Case(NamedTuple):
     seconds: float
     outcome: str  # passed, failed, error, skipped
     workers: int | None  # Ray worker processes it started (tests/processes.py); None when not counted
-    cpu: float | None = None  # the machine's CPU seconds from its setup to its teardown (tests/cpu_time.py)
+    cpu: float | None = None  # its pytest process's tree's CPU seconds, setup to teardown (tests/cpu_time.py)
 
 
 def _suite(path: Path) -> ET.Element:
