@@ -34,7 +34,7 @@ from .cpu_time import (
     totals_json,
 )
 from .processes import PROPERTY, WorkerCount
-from .scheduling import longest_first, make_scheduler, recorded_seconds
+from .scheduling import RECORD, SLOW_RECORD, longest_first, make_scheduler, recorded_seconds
 from .tiers import slow_tier
 
 
@@ -60,7 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):  # a parallel worker: the units longest first (tests/scheduling.py)
-        items[:] = longest_first(items, recorded_seconds())
+        items[:] = longest_first(items, recorded_seconds(SLOW_RECORD if slow_tier() else RECORD))
     for item in items:  # a hypothesis test runs in both tiers, with more examples in the slow one
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             item.add_marker(pytest.mark.fuzz)
