@@ -17,6 +17,12 @@ XML = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pyte
 </testsuite></testsuites>"""
 
 
+def with_properties(xml: str, case: str, properties: str, extra: str = "") -> str:
+    """`xml` with the test case `case` (its name and time, as XML has them) given `properties`
+    (the elements, written out) and `extra` after them."""
+    return xml.replace(f"{case}/>", f"{case}><properties>{properties}</properties>{extra}</testcase>")
+
+
 def test_the_breakdown_sums_by_folder_and_module_and_names_the_slowest(tmp_path):
     path = tmp_path / "run.xml"
     path.write_text(XML)
@@ -58,11 +64,9 @@ def test_a_run_with_failures_names_them(tmp_path):
 
 
 def test_the_ray_processes_each_test_started_are_summed_and_kept_in_the_record(tmp_path):
-    counted = XML.replace('name="test_one" time="40.0"/>',
-                          'name="test_one" time="40.0"><properties><property name="ray_workers" value="7"/>'
-                          '<property name="other" value="x"/></properties><system-out>long</system-out></testcase>')
-    counted = counted.replace('name="test_two" time="10.0"/>', 'name="test_two" time="10.0"><properties>'
-                              '<property name="ray_workers" value="5"/></properties></testcase>')
+    counted = with_properties(XML, 'name="test_one" time="40.0"', '<property name="ray_workers" value="7"/>'
+                              '<property name="other" value="x"/>', "<system-out>long</system-out>")
+    counted = with_properties(counted, 'name="test_two" time="10.0"', '<property name="ray_workers" value="5"/>')
     (tmp_path / "run.xml").write_text(counted)
     record(tmp_path / "run.xml", tmp_path / "run.xml.gz")
     found, wall = cases(tmp_path / "run.xml.gz")
@@ -80,11 +84,9 @@ def test_the_ray_processes_each_test_started_are_summed_and_kept_in_the_record(t
 
 
 def test_each_tests_cpu_is_kept_in_the_record_and_ranks_the_modules(tmp_path):
-    counted = XML.replace('name="test_one" time="40.0"/>', 'name="test_one" time="40.0"><properties>'
-                          '<property name="ray_workers" value="2"/><property name="cpu_seconds" value="3.25"/>'
-                          '</properties></testcase>')
-    counted = counted.replace('name="test_three" time="1.0"/>', 'name="test_three" time="1.0"><properties>'
-                              '<property name="cpu_seconds" value="60.5"/></properties></testcase>')
+    counted = with_properties(XML, 'name="test_one" time="40.0"', '<property name="ray_workers" value="2"/>'
+                              '<property name="cpu_seconds" value="3.25"/>')
+    counted = with_properties(counted, 'name="test_three" time="1.0"', '<property name="cpu_seconds" value="60.5"/>')
     (tmp_path / "run.xml").write_text(counted)
     record(tmp_path / "run.xml", tmp_path / "run.xml.gz")
     found, wall = cases(tmp_path / "run.xml.gz")
