@@ -44,11 +44,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     parallel_worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if parallel_worker and "RAY_TMPDIR" not in os.environ:
+    if parallel_worker:
         # each parallel worker's Ray sessions (its own, its CLI subprocesses') in a directory of
         # its own, so that each counts the Ray processes its own tests started
-        os.environ["RAY_TMPDIR"] = str(Path(tempfile.gettempdir()) / f"raykafka-{parallel_worker}")
-        Path(os.environ["RAY_TMPDIR"]).mkdir(exist_ok=True)
+        own = Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / f"raykafka-{parallel_worker}"
+        own.mkdir(parents=True, exist_ok=True)
+        os.environ["RAY_TMPDIR"] = str(own)
     config.stash[_WORKER_COUNT] = WorkerCount()  # Ray's sessions from before the run are not counted
     config.stash[_CPU_AT_START] = busy_seconds()
     if busy_seconds() is not None:  # a Linux /proc: whose the CPU was, by kind of process
@@ -74,8 +75,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """A module's tests in one parallel worker, tests/spark's in one, longest first (tests/scheduling.py)."""
-    return make_scheduler(config, log)
+    """With `--dist loadfile` (the addopts'): a module's tests in one parallel worker, tests/spark's
+    in one, longest first (tests/scheduling.py); another `--dist` keeps xdist's own."""
+    return make_scheduler(config, log) if config.getoption("dist") == "loadfile" else None
 
 
 _WORKER_COUNT = pytest.StashKey[WorkerCount]()
@@ -94,10 +96,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     started, now = session.config.stash.get(_CPU_AT_START, None), busy_seconds()
     by_process = session.config.stash.get(_PROCESS_CPU, None)
     totals = by_process.stop() if by_process is not None else None
+    if xml is not None:
+        xml.add_global_property(PARALLEL_PROPERTY, str(getattr(session.config.option, "numprocesses", None) or 1))
     if xml is not None and started is not None and now is not None:
         xml.add_global_property(CPU_PROPERTY, f"{now - started:.1f}")
         xml.add_global_property(CPUS_PROPERTY, str(cores()))
-        xml.add_global_property(PARALLEL_PROPERTY, str(getattr(session.config.option, "numprocesses", None) or 1))
         if totals:
             xml.add_global_property(PROCESS_PROPERTY, totals_json(totals))
 
@@ -212,12 +215,11 @@ _SHARED_SPARK: dict[str, Any] = {"session": None}
 
 
 def shared_spark() -> Any:
-    """The run's one Spark session: started on first use, on the run's one Ray (a Ray started
-    otherwise is replaced), and again after a module that needed a Ray of its own stopped it.
+    """The run's one Spark session: started on first use, on the Ray running (the run's one, which
+    the fixtures start first), and again after a module that needed a Ray of its own stopped it.
     A process holds one RayDP session at a time; the tests share it."""
     from raykafka.spark_bridge.session import init_spark
 
-    start_shared_ray(replace_foreign=True)
     if _SHARED_SPARK["session"] is None:
         _SHARED_SPARK["session"] = init_spark("raykafka-tests")
     return _SHARED_SPARK["session"]
@@ -231,8 +233,9 @@ def ray_runtime() -> Iterator[Callable[..., None]]:
 
 
 @pytest.fixture(scope="session")
-def spark_runtime() -> Callable[[], Any]:
-    """shared_spark, for the fixtures that need Spark; it stops with the run's Ray (`stop_ray`)."""
+def spark_runtime(ray_runtime: Callable[..., None]) -> Callable[[], Any]:
+    """shared_spark, for the fixtures that need Spark, once they have the run's Ray (the `spark`
+    fixture asks for it first); it stops with the run's Ray (`stop_ray`)."""
     return shared_spark
 
 

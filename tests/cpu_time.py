@@ -20,7 +20,7 @@ A sample sees a process's CPU so far, so a process's last moments
 (under `SAMPLE_S`), and a process that lives less, are missed: the kinds sum to less than the
 machine's count.
 
-Called by: tests/conftest.py's session hooks. Calls: nothing of the package.
+Called by: tests/conftest.py's session and test hooks. Calls: nothing of the package.
 """
 
 from __future__ import annotations

@@ -45,10 +45,11 @@ def recorded_seconds(record: Path = RECORD) -> dict[str, float]:
 def longest_first(items: list[Any], seconds: dict[str, float]) -> list[Any]:
     """`items` (pytest's, with a `nodeid`) by unit, the units the kept run says took longest
     first; each unit's tests in the order collected, and the units it does not know last."""
+    units = {id(item): unit_of(item.nodeid) for item in items}
     order: dict[str, int] = {}
-    for item in items:
-        order.setdefault(unit_of(item.nodeid), len(order))
-    return sorted(items, key=lambda item: (-seconds.get(unit_of(item.nodeid), -1.0), order[unit_of(item.nodeid)]))
+    for unit in units.values():
+        order.setdefault(unit, len(order))
+    return sorted(items, key=lambda item: (-seconds.get(units[id(item)], -1.0), order[units[id(item)]]))
 
 
 def make_scheduler(config: Any, log: Any) -> Any:

@@ -12,7 +12,8 @@ tests/records/suite-run.xml.gz and tests/records/slow-run.xml.gz (gzip is read a
 processes are counted by tests/processes.py, the CPU by tests/cpu_time.py; a record made before
 they were counted has none, and the tables leave the column out.
 
-Called by: a contributor, after a run. Calls: nothing of the package; reads the XML pytest wrote.
+Called by: a contributor, after a run; tests/scheduling.py (`cases`, to order a parallel run by
+the kept one). Calls: nothing of the package; reads the XML pytest wrote.
 Each test's time is pytest's (its setup, call and teardown), so a module's first test carries
 the module's fixtures (a Ray, a Spark session, a broker) and the breakdown names them so.
 """

@@ -242,7 +242,8 @@ def run_suite(records_dir: Path, full: bool) -> int:
     """Empty `records_dir` and run the whole chaos suite (slow tests too) into it; pytest's exit code."""
     for old in records_dir.glob("*.json"):
         old.unlink()
-    command = [sys.executable, "-m", "pytest", "tests/chaos", "--run-slow", "-q", "-p", "no:hypothesispytest",
+    # in one process (-n 0): a figure of one chaos run is not to share the machine with another's
+    command = [sys.executable, "-m", "pytest", "tests/chaos", "--run-slow", "-q", "-n", "0", "-p", "no:hypothesispytest",
                *(["--chaos-full"] if full else [])]
     print("running:", " ".join(command), flush=True)
     return subprocess.run(command, cwd=ROOT, check=False).returncode

@@ -14,6 +14,7 @@ four brokers killed mid-stream
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -102,11 +103,12 @@ def run_chaos(n: int, extra: dict, ledger, record, *, applied_only: bool = False
             chunk = 500
             # paced, so that the faults land all along the stream, and the stream outlasts
             # MOVES_IN_STREAM leader moves however fast the machine sends
-            pause = max(CHUNK_PAUSE_S, MOVES_IN_STREAM * move_every / -(-n // chunk))
+            pause = max(CHUNK_PAUSE_S, MOVES_IN_STREAM * move_every / max(1, math.ceil(n / chunk) - 1))
             for start in range(0, n, chunk):
+                if start:
+                    time.sleep(pause)
                 for i in range(start, min(start + chunk, n)):
                     ledger.send(producer, TOPIC, b"v%07d" % i, key=b"k%03d" % (i % 97))
-                time.sleep(pause)
             figures = ledger.settle(timeout=240)
             elapsed = time.monotonic() - t0
         finally:
