@@ -6,9 +6,10 @@ pyproject.toml's addopts; tests/conftest.py's hooks call this).
 - tests/spark's modules all go to one worker (`TOGETHER`): they share that worker's one Spark
   session, which a second worker would start again (a JVM, RayDP's master and an executor).
 - The units go out longest first, by the seconds the kept run (tests/records/suite-run.xml.gz,
-  what docs/tests.md is written from; slow-run.xml.gz for the slow tier) says their tests took; a
-  unit it does not know goes after them, in the order collected. A long module that starts last keeps one worker busy while the
-  other has nothing left: the longest first end together (the longest-processing-time rule).
+  what docs/tests.md is written from; slow-run.xml.gz for the slow tier) says their tests took;
+  a unit it does not know goes after them, in the order collected. A long module that starts
+  last keeps one worker busy while the other has nothing left: the longest first end together
+  (the longest-processing-time rule).
 
 Called by: tests/conftest.py. Calls: tests/timings.py, to read the kept run.
 """
@@ -18,6 +19,8 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from .timings import cases
 
 RECORD = Path(__file__).parent / "records" / "suite-run.xml.gz"
 SLOW_RECORD = Path(__file__).parent / "records" / "slow-run.xml.gz"  # the slow tier's, for a run of it
@@ -32,8 +35,6 @@ def unit_of(nodeid_or_module: str) -> str:
 
 def recorded_seconds(record: Path = RECORD) -> dict[str, float]:
     """Each unit's seconds in the kept run; empty if there is none."""
-    from .timings import cases
-
     if not record.exists():
         return {}
     seconds: dict[str, float] = defaultdict(float)
