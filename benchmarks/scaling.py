@@ -40,6 +40,7 @@ from typing import Any
 import psutil
 
 from raykafka.app.bench.budget import WARM_PATH_CALLS
+from raykafka.app.bench.missed_targets import RAY_DAEMONS, SPARK_JVMS, TASK_WORKERS
 
 BLOCK_ROWS = 100_000
 VALUE = b"v" * 100
@@ -69,24 +70,80 @@ def role_of_actor(actor: dict[str, Any]) -> str:
 
 def processes(broker_pid: int) -> dict[int, str]:
     """pid -> role, for this Ray's processes (children of its raylets), the driver and the broker."""
-    import os
-
-    import ray._private.state
-    import ray._private.worker
-
     roles = {os.getpid(): "driver", broker_pid: "broker"}
-    actors = {a["Pid"]: role_of_actor(a) for a in ray._private.state.actors().values()
-              if a["State"] == "ALIVE" and a.get("Pid")}
-    node = ray._private.worker._global_node
-    raylets = [p.process.pid for p in node.all_processes.get("raylet", [])]
-    for raylet in raylets:
+    actors = live_actor_roles()
+    for raylet, children in raylet_children():
         roles[raylet] = "raylet"
-        for child in psutil.Process(raylet).children(recursive=False):
+        for child in children:
             if child.pid in actors:
                 roles[child.pid] = actors[child.pid]
-            elif "ray::" in " ".join(child.cmdline()[:1]) or "default_worker" in " ".join(child.cmdline()):
+            elif is_ray_worker(child):
                 roles[child.pid] = "write tasks"
     return roles
+
+
+def live_actor_roles() -> dict[int, str]:
+    """pid -> `role_of_actor`, for this Ray's live actors."""
+    import ray._private.state
+
+    return {a["Pid"]: role_of_actor(a) for a in ray._private.state.actors().values()
+            if a["State"] == "ALIVE" and a.get("Pid")}
+
+
+def raylet_children() -> list[tuple[int, list[psutil.Process]]]:
+    """Each of this Ray's raylets, with the processes it started (workers, agents)."""
+    import ray._private.worker
+
+    raylets = [info.process.pid for info in ray._private.worker._global_node.all_processes.get("raylet", [])]
+    return [(raylet, psutil.Process(raylet).children(recursive=False)) for raylet in raylets]
+
+
+def is_ray_worker(process: psutil.Process) -> bool:
+    """A Python worker of Ray's (an actor's or a task's), not one of its agents."""
+    try:
+        command = process.cmdline()
+    except psutil.Error:
+        return False
+    return "ray::" in " ".join(command[:1]) or "default_worker" in " ".join(command)
+
+
+def is_jvm(process: psutil.Process) -> bool:
+    try:
+        return os.path.basename(process.cmdline()[0]) == "java"
+    except (psutil.Error, IndexError):
+        return False
+
+
+def spark_write_roles() -> dict[int, str]:
+    """pid -> role, for the processes of a Spark write on this Ray (one node): this driver; Spark's
+    JVMs (its driver's, under this process, and RayDP's executors, Ray's Java workers); the
+    actors, by `role_of_actor` (RayDP's master is an "other actor"); Ray's other Python workers,
+    which run the fetch tasks; Ray's own daemons (the raylet, the GCS, the raylet's agents)."""
+    import ray._private.worker
+
+    me = psutil.Process()
+    roles = {me.pid: "driver", **{p.pid: SPARK_JVMS for p in me.children(recursive=True) if is_jvm(p)}}
+    roles.update({info.process.pid: RAY_DAEMONS
+                  for info in ray._private.worker._global_node.all_processes.get("gcs_server", [])})
+    actors = live_actor_roles()
+    for raylet, children in raylet_children():
+        roles[raylet] = RAY_DAEMONS
+        for child in children:
+            roles[child.pid] = (SPARK_JVMS if is_jvm(child) else actors.get(child.pid)
+                                or (TASK_WORKERS if is_ray_worker(child) else RAY_DAEMONS))
+    return roles
+
+
+def cpu_now() -> dict[int, float]:
+    """pid -> CPU-seconds so far, for every process of the machine."""
+    return {process.pid: cpu_of(process.pid) for process in psutil.process_iter()}
+
+
+def cpu_since(before: dict[int, float]) -> dict[str, float]:
+    """CPU-seconds by role (`spark_write_roles`) since `before` (`cpu_now()` then); a process
+    started since counts from 0, one ended since is not seen."""
+    roles = spark_write_roles()
+    return {k: round(v, 3) for k, v in sorted(by_role(roles, before, snapshot(roles)).items())}
 
 
 def store_created() -> int | None:
@@ -305,12 +362,16 @@ def run_demo_write(args: argparse.Namespace, config: dict[str, Any]) -> int:
     to a topic whose stages are up (the write alone). And, in one more cold process a run, Spark's
     job alone: the same events into Spark's noop sink, which writes nowhere (the floor under any
     writer's time in the demo; `spark_job_s` is the first process's Spark job alone, RayDP's
-    Arrow conversion and cache, before its fetches); in another, the same events through `write_kafka`, timed
-    whole (what the bridge adds is this less Spark's job alone); and in three more, write_kafka's
-    steps with a writer of one process a node (benchmarks/in_process_writer.py), started after
+    Arrow conversion and cache, before its fetches); in another, the same events through
+    `write_kafka`, timed whole (what the bridge adds is this less Spark's job alone); in another,
+    write_kafka's steps with its pool of writers started in a thread before Spark's job, not after
+    the hand-over (`early_pool_s`); and in three more, write_kafka's steps with a writer of one
+    process a node (benchmarks/in_process_writer.py), started after
     the hand-over as write_kafka starts its pool (`in_process_write_s`), before Spark's job
     (`in_process_early_s`), and before Spark's job with each writer fetching its partitions from
-    Spark itself, in place of RayDP's fetch tasks (`in_process_pull_s`)."""
+    Spark itself, in place of RayDP's fetch tasks (`in_process_pull_s`). Spark's job alone and
+    `write_kafka` whole also give the CPU each process spent in them, by role (`cpu_since`: Spark's
+    JVMs, the node writer, each stage actor, the fetch tasks, Ray's daemons; not the broker's)."""
     import subprocess
 
     def once(*extra: str) -> dict[str, Any]:
@@ -322,16 +383,23 @@ def run_demo_write(args: argparse.Namespace, config: dict[str, Any]) -> int:
         print(json.dumps(taken), flush=True)
         return taken
 
-    runs = [{**once(), **once("--spark-only"), **once("--write-kafka"), **once("--in-process"),
+    runs = [{**once(), **once("--spark-only"), **once("--write-kafka"), **once("--early-pool"), **once("--in-process"),
              **once("--in-process", "--early"), **once("--in-process", "--pull")} for _ in range(args.runs)]
-    for step in ("spark_alone_s", "write_kafka_s", "in_process_write_s", "in_process_early_s", "in_process_pull_s",
-                 "spark_to_ray_s", "spark_job_s", "first_write_s", "write_alone_s"):
+    for step in ("spark_alone_s", "write_kafka_s", "early_pool_s", "in_process_write_s", "in_process_early_s",
+                 "in_process_pull_s", "spark_to_ray_s", "spark_job_s", "first_write_s", "write_alone_s"):
         print(summary(f"demo write: {step}", [r[step] for r in runs], " s"))
+    for what in ("spark_alone", "write_kafka"):  # the CPU of each process, as `cpu_since` tells it
+        cpus = [r[f"{what}_cpu_s"] for r in runs]
+        print(summary(f"demo write: {what} CPU: all", [sum(c.values()) for c in cpus], " s"))
+        print(summary(f"demo write: {what} CPU: cores busy", [sum(c.values()) / r[f"{what}_s"]
+                                                             for c, r in zip(cpus, runs, strict=True)]))
+        for role in sorted({role for c in cpus for role in c}):
+            print(summary(f"demo write: {what} CPU: {role}", [c.get(role, 0.0) for c in cpus], " s"))
     return 0
 
 
 def demo_write_once(rows: int, bootstrap: str, spark_only: bool = False, write_kafka: bool = False,
-                    in_process: bool = False, early: bool = False, pull: bool = False) -> int:
+                    in_process: bool = False, early: bool = False, pull: bool = False, early_pool: bool = False) -> int:
     import ray
 
     from raykafka.app.demo import demo_events
@@ -346,18 +414,46 @@ def demo_write_once(rows: int, bootstrap: str, spark_only: bool = False, write_k
     spark = init_spark("raykafka-demo-write")
     try:
         if spark_only:
-            start = time.perf_counter()
+            before, start = cpu_now(), time.perf_counter()
             demo_events(spark, rows).write.format("noop").mode("overwrite").save()
-            print(json.dumps({"rows": rows, "spark_alone_s": round(time.perf_counter() - start, 3)}), flush=True)
+            wall = time.perf_counter() - start
+            print(json.dumps({"rows": rows, "spark_alone_s": round(wall, 3),
+                              "spark_alone_cpu_s": cpu_since(before)}), flush=True)
             return 0
         with Admin(config) as admin:
             first, again = topic(admin), topic(admin)
-        if write_kafka:  # the public call, whole: the writers start while Spark's job runs
+        if write_kafka:  # the public call, whole; and the CPU each process spent in it
             from raykafka.spark_bridge.writer import write_kafka as write
 
-            start = time.perf_counter()
+            before, start = cpu_now(), time.perf_counter()
             assert write(demo_events(spark, rows), first, config) == {"delivered": rows, "failed": 0}
-            print(json.dumps({"rows": rows, "write_kafka_s": round(time.perf_counter() - start, 3)}), flush=True)
+            wall = time.perf_counter() - start
+            print(json.dumps({"rows": rows, "write_kafka_s": round(wall, 3),
+                              "write_kafka_cpu_s": cpu_since(before)}), flush=True)  # before the pool closes
+            return 0
+        if early_pool:  # write_kafka's steps, its pool of writers started in a thread before Spark's job
+            from concurrent.futures import ThreadPoolExecutor
+
+            from raykafka.spark_bridge.node_writers import write_refs
+
+            start = time.perf_counter()
+            with ThreadPoolExecutor(1) as starter:
+                ahead = starter.submit(POOLS.acquire, config, 1)  # its processes start while Spark works
+                events = demo_events(spark, rows)
+                cached = from_spark.cache(events)
+                try:
+                    blocks = from_spark.fetched(from_spark.fetch(events, cached))
+                    pool = ahead.result()
+                    try:
+                        result = write_refs(pool.routes(), first, blocks)
+                    except BaseException:  # as write_kafka: a pool that failed is not kept
+                        POOLS.discard(pool)
+                        raise
+                    POOLS.release(pool)
+                finally:
+                    from_spark.release(events, cached)
+            assert result.counts() == {"delivered": rows, "failed": 0}, result
+            print(json.dumps({"rows": rows, "early_pool_s": round(time.perf_counter() - start, 3)}), flush=True)
             return 0
         if in_process:  # write_kafka's steps, each node's writer running its producer's stages itself
             from raykafka.benchmarks.in_process_writer import pull_in_process, start_writers, write_in_process
@@ -527,6 +623,9 @@ def main() -> int:
                         help="with `demo-write-once`: Spark's job alone, into Spark's noop sink")
     parser.add_argument("--write-kafka", action="store_true",
                         help="with `demo-write-once`: the same events through `write_kafka`, timed whole")
+    parser.add_argument("--early-pool", action="store_true",
+                        help="with `demo-write-once`: write_kafka's steps, its pool of writers started in a thread "
+                             "before Spark's job, timed whole")
     parser.add_argument("--in-process", action="store_true",
                         help="with `demo-write-once`: write_kafka's steps, each node's writer running its "
                              "producer's stages in its own process (benchmarks/in_process_writer.py), timed whole")
@@ -548,7 +647,7 @@ def main() -> int:
 def run(args: argparse.Namespace) -> int:
     if args.what == "demo-write-once":
         return demo_write_once(args.rows, args.bootstrap, args.spark_only, args.write_kafka, args.in_process,
-                               args.early, args.pull)
+                               args.early, args.pull, args.early_pool)
 
     import ray
 

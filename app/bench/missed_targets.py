@@ -286,14 +286,25 @@ DEMO_WRITE_SPARK_JOB_TEXT = (
     "Of Spark making the events and RayDP handing them to Ray, Spark's job (the events made and\n"
     "turned into RayDP's Arrow batches, cached in Spark) takes {job}; the fetches into Ray, and a Ray\n"
     "Dataset made of them, take the rest. ")
+DEMO_WRITE_EARLY_POOL_TEXT = (
+    "With its pool of writers started in a thread before Spark's job, not after the hand-over,\n"
+    "`write_kafka`'s steps take {early_pool}. ")
+# the roles `benchmarks/scaling.py demo-write` counts CPU by, beside its actors' (`role_of_actor`)
+SPARK_JVMS, TASK_WORKERS, RAY_DAEMONS = "Spark's JVMs", "task workers", "Ray's daemons"
+DEMO_WRITE_CPU_TEXT = (
+    "The Spark-alone and `write_kafka` runs also count the CPU each process spent, in CPU-seconds\n"
+    "(not the broker's). In Spark's job alone, {spark_busy} of the two cores are busy on average,\n"
+    "Spark's JVMs spending {spark_jvm}. Through `write_kafka`, {busy} of the two cores are busy:\n"
+    "Spark's JVMs spend {jvm}; Ray's task workers, which run the fetch tasks, {fetch}; the node\n"
+    "writer {writer}; the TopicDispatcher {topic} and the RetryHandler {retry}, which hand on few rows\n"
+    "or none; the PartitionDispatcher {partition}, the LeaderDispatcher {leader} and the BrokerWorker\n"
+    "{broker}; the driver and Ray's daemons the rest. ")
 DEMO_WRITE_CLOSE = (
     "The write itself is the write-alone figure; the rest is Spark's job on a cold JVM and RayDP's recoverable\n"
     "conversion (Arrow bytes cached in Spark, then fetched by Ray tasks from the executors), and\n"
-    "the start of about ten processes on two cores. Starting the pipelines while Spark works did\n"
-    "not help in trials of 2026-11-25 and 2026-11-27: the start costs CPU, which Spark's job then\n"
-    "lacks. What would close it: not a faster writer; a Spark that is warm before the\n"
-    "demo asks it for events (its first job is the slow one), then Spark's partitions handed to the\n"
-    "writers as each is made, and fewer processes to start.")
+    "the start of six processes (a node writer and its producer's five actors) on two cores. What\n"
+    "would close it: less CPU: fewer processes to start, and a Spark that is warm before the demo\n"
+    "asks it for events (its first job is the slow one).")
 
 
 def _spark_job(figures: dict[str, str]) -> str:
@@ -312,15 +323,39 @@ def _in_process(figures: dict[str, str]) -> str:
                                              pull=figures["demo write: in_process_pull_s"])
 
 
+def _early_pool(figures: dict[str, str]) -> str:
+    """The sentence on the pool started before Spark's job, when the run took it (earlier runs did not)."""
+    early_pool = figures.get("demo write: early_pool_s")
+    return "" if early_pool is None else DEMO_WRITE_EARLY_POOL_TEXT.format(early_pool=early_pool)
+
+
+def _cpu(figures: dict[str, str]) -> str:
+    """The CPU sentence, when the run counted it (earlier runs did not)."""
+    def cpu(what: str, role: str) -> str:
+        return figures[f"demo write: {what} CPU: {role}"]
+
+    try:
+        return DEMO_WRITE_CPU_TEXT.format(
+            spark_busy=cpu("spark_alone", "cores busy"), spark_jvm=cpu("spark_alone", SPARK_JVMS),
+            busy=cpu("write_kafka", "cores busy"), jvm=cpu("write_kafka", SPARK_JVMS),
+            fetch=cpu("write_kafka", TASK_WORKERS), writer=cpu("write_kafka", "node writer"),
+            topic=cpu("write_kafka", "topic_dispatcher"), retry=cpu("write_kafka", "retry_handler"),
+            partition=cpu("write_kafka", "partition_dispatcher"), leader=cpu("write_kafka", "leader_dispatcher"),
+            broker=cpu("write_kafka", "broker_worker"))
+    except KeyError:
+        return ""
+
+
 def demo_write(path: Path = DEMO_WRITE_FIGURES) -> str:
     """The demo write's profile, with the figures of the last `scaling demo-write --out` run
     (when that file is missing, the profile names the command only)."""
     figures = _quoted(path, "s", lambda command, day, f: DEMO_WRITE_FIGURES_TEXT.format(
         command=command, taken=day, spark=f["demo write: spark_to_ray_s"], first=f["demo write: first_write_s"],
         again=f["demo write: write_alone_s"], alone=f["demo write: spark_alone_s"],
-        whole=f["demo write: write_kafka_s"]) + _spark_job(f) + _in_process(f),
+        whole=f["demo write: write_kafka_s"]) + _early_pool(f) + _spark_job(f) + _in_process(f) + _cpu(f),
         "Step by step: `python -m raykafka.benchmarks.scaling demo-write --rows 1000000 --runs 3 --out "
-        "SCALING.demo-write.json`. ")
+        "SCALING.demo-write.json`. ",
+        units={f"demo write: {what} CPU: cores busy": "" for what in ("spark_alone", "write_kafka")})
     return DEMO_WRITE + figures + DEMO_WRITE_CLOSE
 
 

@@ -327,3 +327,32 @@ def test_the_demo_write_profile_quotes_the_demo_write_run_and_is_printed_with_an
     assert "write_kafka's steps take 9.00 s (8.75–9.50);\n8.00 s (7.75–8.50) with that writer" in text
     assert "and 7.00 s (6.75–7.50) with it started before Spark's\njob and fetching" in text
     assert "cached in Spark) takes 5.00 s (4.75–5.50); the fetches" in text
+
+
+def test_the_demo_write_profile_quotes_the_cpu_of_each_process_and_the_early_pool_when_the_run_took_them(tmp_path):
+    from raykafka.app.bench import missed_targets
+    from raykafka.app.bench.missed_targets import SPARK_JVMS, TASK_WORKERS
+
+    steps = {"demo write: spark_to_ray_s": 7.0, "demo write: first_write_s": 4.0, "demo write: write_alone_s": 2.0,
+             "demo write: spark_alone_s": 6.0, "demo write: write_kafka_s": 11.0}
+    cpu = {"spark_alone CPU: cores busy": 1.75, f"spark_alone CPU: {SPARK_JVMS}": 10.0,
+           "write_kafka CPU: cores busy": 1.5, f"write_kafka CPU: {SPARK_JVMS}": 11.0,
+           f"write_kafka CPU: {TASK_WORKERS}": 1.0, "write_kafka CPU: node writer": 1.25,
+           "write_kafka CPU: topic_dispatcher": 0.5, "write_kafka CPU: retry_handler": 0.75,
+           "write_kafka CPU: partition_dispatcher": 2.0, "write_kafka CPU: leader_dispatcher": 3.0,
+           "write_kafka CPU: broker_worker": 4.0}
+    path = _figures_file(tmp_path / "d.json", "python -m raykafka.benchmarks.scaling demo-write --runs 3",
+                         {**steps, **{f"demo write: {label}": v for label, v in cpu.items()}})
+    text = missed_targets.demo_write(path)
+    assert "In Spark's job alone, 1.75 (1.50–2.25) of the two cores are busy on average,\nSpark's JVMs spending " \
+           "10.00 s (9.75–10.50)" in text
+    assert "1.50 (1.25–2.00) of the two cores are busy:\nSpark's JVMs spend 11.00 s" in text
+    assert "which run the fetch tasks, 1.00 s (0.75–1.50)" in text
+    assert "the TopicDispatcher 0.50 s (0.25–1.00) and the RetryHandler 0.75 s" in text
+    assert "the LeaderDispatcher 3.00 s (2.75–3.50) and the BrokerWorker\n4.00 s (3.75–4.50); the driver" in text
+    without = _figures_file(tmp_path / "e.json", "python -m raykafka.benchmarks.scaling demo-write --runs 3", steps)
+    assert "CPU each process spent" not in missed_targets.demo_write(without)  # a run that did not count it
+    assert "pool of writers started" not in missed_targets.demo_write(without)
+    early = _figures_file(tmp_path / "f.json", "python -m raykafka.benchmarks.scaling demo-write --runs 3",
+                          {**steps, "demo write: early_pool_s": 10.0})
+    assert "`write_kafka`'s steps take 10.00 s (9.75–10.50). " in missed_targets.demo_write(early)
