@@ -137,8 +137,13 @@ class AggregatorState:
             return True
         last = queue[-1] if queue else None
         limit = self._batch_limit(piece.topic)
+        # a heal's resend (`possibly_written`, its `created_ms` from before the heal) never shares a
+        # record batch with a message not sent before: a record batch has one flag and the oldest
+        # `created_ms` of its pieces (`MessageBatch.concat`), so the fresh messages would time out
+        # early, and as "outcome unknown"
         if (last is None or last.sealed or last.count + len(piece) > self.batch_num_messages
-                or last.nbytes + piece.nbytes > limit or not piece.follows(last.chunks[-1])):
+                or last.nbytes + piece.nbytes > limit or not piece.follows(last.chunks[-1])
+                or piece.possibly_written != last.chunks[-1].possibly_written):
             if last is not None:
                 last.sealed = True
             last = _RecordBatch()

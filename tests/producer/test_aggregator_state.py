@@ -82,6 +82,20 @@ def test_a_record_batch_holds_only_pieces_whose_sequences_run_on():
     assert got == [([0, 1, 2, 3], 7, 0, 0), ([4, 5], 8, 1, 0)]
 
 
+def test_a_heals_resend_and_a_message_not_sent_before_are_never_one_record_batch():
+    """A heal's resend (`possibly_written`, sent before the heal) followed by a fresh piece whose
+    sequences run on: two record batches, so the fresh messages take neither the resend's flag
+    (their time-out would say "outcome unknown") nor its older `created_ms` (their deadline)."""
+    state = AggregatorState(linger_ms=1000, batch_size=1 << 20, batch_num_messages=1000, max_request_size=1 << 20)
+    resend, fresh = batch(0, 2, start=0), batch(0, 2, start=2)
+    resend.possibly_written, resend.created_ms, fresh.created_ms = True, 1000, 5000
+    for piece, seq in ((resend, 0), (fresh, 2)):
+        piece.producer_id, piece.base_sequence = 7, seq
+    sets = produce_sets(state.add([resend, fresh], now=0.0)) + produce_sets(state.drain())
+    got = [(b.ids, b.possibly_written, b.created_ms) for s in sets for b in s]
+    assert got == [([0, 1], True, 1000), ([2, 3], False, 5000)]
+
+
 def test_pieces_with_and_without_headers_join_into_one_record_batch_with_each_ones_headers():
     """Messages from `send` (no headers), a DataFrame's slice (encoded headers) and a cut of one,
     joined by the aggregator into one record batch, keep each record's own headers."""
