@@ -6,7 +6,7 @@ and nodes on this machine.
     python -m raykafka.benchmarks.scaling nodes    [--rows 1000000] [--runs 3]   # 1, 2, 3 simulated nodes of 1 CPU
     python -m raykafka.benchmarks.scaling sends    [--rows 500000] [--runs 3] [--keyed | --batch | --confluent]
     python -m raykafka.benchmarks.scaling reads    [--rows 200000] [--runs 3]   # 1 reader, 2: single-record and 10,000-record batches
-    python -m raykafka.benchmarks.scaling demo-write [--rows 1000000] [--runs 3]  # the demo's write, step by step, Spark alone, a writer of one process
+    python -m raykafka.benchmarks.scaling demo-write [--rows 1000000] [--runs 3]  # the demo's write, step by step, Spark alone, a writer of one process, each process's CPU
     python -m raykafka.benchmarks.scaling hops     [--rows 500] [--runs 3]      # what one actor hop costs here
 
 `sends --batch --keyed`: the table has a key column too (the 100 keys in turn).
@@ -108,6 +108,7 @@ def is_ray_worker(process: psutil.Process) -> bool:
 
 
 def is_jvm(process: psutil.Process) -> bool:
+    """A Java process: Spark's driver JVM, or a Java worker of Ray's (RayDP's executors)."""
     try:
         return os.path.basename(process.cmdline()[0]) == "java"
     except (psutil.Error, IndexError):
@@ -366,12 +367,12 @@ def run_demo_write(args: argparse.Namespace, config: dict[str, Any]) -> int:
     `write_kafka`, timed whole (what the bridge adds is this less Spark's job alone); in another,
     write_kafka's steps with its pool of writers started in a thread before Spark's job, not after
     the hand-over (`early_pool_s`); and in three more, write_kafka's steps with a writer of one
-    process a node (benchmarks/in_process_writer.py), started after
-    the hand-over as write_kafka starts its pool (`in_process_write_s`), before Spark's job
-    (`in_process_early_s`), and before Spark's job with each writer fetching its partitions from
-    Spark itself, in place of RayDP's fetch tasks (`in_process_pull_s`). Spark's job alone and
-    `write_kafka` whole also give the CPU each process spent in them, by role (`cpu_since`: Spark's
-    JVMs, the node writer, each stage actor, the fetch tasks, Ray's daemons; not the broker's)."""
+    process a node (benchmarks/in_process_writer.py), started after the hand-over as write_kafka
+    starts its pool (`in_process_write_s`), before Spark's job (`in_process_early_s`), and before
+    Spark's job with each writer fetching its partitions from Spark itself, in place of RayDP's
+    fetch tasks (`in_process_pull_s`). Spark's job alone and `write_kafka` whole also give the CPU
+    each process spent in them, by role (`cpu_since`: Spark's JVMs, Ray's task workers, the node
+    writer, each stage actor, Ray's daemons; not the broker's)."""
     import subprocess
 
     def once(*extra: str) -> dict[str, Any]:
