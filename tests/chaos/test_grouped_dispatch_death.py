@@ -117,7 +117,6 @@ def test_a_death_between_two_topics_of_one_dispatch_heals_every_message_once(
         finally:
             hold.release()
             producer.close(30)
-        log = {p: [(r.offset, r.value) for t in (A, B, C) for r in cluster.records(t, p)] for p in range(PARTITIONS)}
         by_topic = {t: {p: [(r.offset, r.value) for r in cluster.records(t, p)] for p in range(PARTITIONS)}
                     for t in (A, B, C)}
         handler_errors = list(cluster.handler_errors)
@@ -141,7 +140,7 @@ def test_a_death_between_two_topics_of_one_dispatch_heals_every_message_once(
     for topic, check in checks.items():
         assert check == {"lost": 0, "duplicated": 0, "reordered": 0, "failed_but_written": 0,
                          "without_offset": 0}, (topic, check)
-    written = sorted(value for entries in log.values() for _, value in entries)
+    written = sorted(value for log in by_topic.values() for entries in log.values() for _, value in entries)
     assert written == sorted(ledger.values), "each message written once, nothing else"
     assert elapsed < 60, f"{elapsed:.1f} s from the sends to every message ended"
     assert handler_errors == []
