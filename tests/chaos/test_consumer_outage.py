@@ -187,8 +187,13 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
         figures = ledger.settle(timeout=180)
         settled = time.monotonic() - t_back
         delivered = {ledger.values[i] for i in ledger.delivered}
-        kit.wait_for(lambda: delivered <= set(reader.seen) and delivered <= set(_group_seen(sink)[0]),
-                     timeout=120 + outage_s, what="both consumers reading everything delivered")
+        try:
+            kit.wait_for(lambda: delivered <= set(reader.seen) and delivered <= set(_group_seen(sink)[0]),
+                         timeout=120 + outage_s, what="both consumers reading everything delivered")
+        except AssertionError as exc:  # which of the two stalled
+            raise AssertionError(f"{exc}: of {len(delivered)} delivered, the Consumer lacks "
+                                 f"{len(delivered - set(reader.seen))}, the group "
+                                 f"{len(delivered - set(_group_seen(sink)[0]))}") from exc
         caught_up = time.monotonic() - t_back
         statuses = group.status()
         in_log = ledger.check_log(kit.read_back(bootstrap, topic, PARTITIONS, len(ledger.delivered)))
