@@ -57,6 +57,7 @@ class Subscription:
     consumer: Any  # the handle of the PartitionConsumer hosting the partition
     sub_id: int
     acking: asyncio.Future | None = None  # the feed not yet acked
+    paused: bool = False  # its feed stayed unacked past max.processing.time.ms: no fetch until it is
     in_flight: bool = False  # part of a Fetch not yet answered
     caught_up: bool = False  # a catch-up fetch found nothing new: it waits for the next long poll
     misses: int = 0  # catch-up fetches in a row that brought nothing
@@ -143,7 +144,7 @@ class BrokerFetchLoop:
 
     def stats(self) -> dict[str, Any]:
         return {"subscriptions": {f"{t}/{p}": s.fetch.offset for (t, p), s in self.subscriptions.items()},
-                "paused": sorted(f"{t}/{p}" for (t, p), s in self.subscriptions.items() if s.acking),
+                "paused": sorted(f"{t}/{p}" for (t, p), s in self.subscriptions.items() if s.paused),
                 "paused_count": self.paused_count}
 
     async def close(self) -> None:
@@ -276,6 +277,9 @@ class BrokerFetchLoop:
                                 sub.acking.exception())
                     del self.subscriptions[tp]
                 sub.acking = None
+        for sub in self.subscriptions.values():
+            if sub.acking in pending:
+                sub.paused = True
         for fut in pending:
             self.paused_count += 1
             fut.add_done_callback(self._acked_late)
@@ -284,7 +288,7 @@ class BrokerFetchLoop:
         fut.exception()  # retrieved; a failed consumer is dropped at its next ack check
         for sub in self.subscriptions.values():
             if sub.acking is fut:
-                sub.acking = None
+                sub.acking, sub.paused = None, False
         if self._wake is not None:
             self._wake.set()
 
