@@ -31,6 +31,10 @@ PARTITIONS = 4
 MEMBERS = 3
 CHUNK, PACE = 20, 0.05  # messages written per step, seconds between steps: ~400 msg/s
 AFTER_S = 5.0  # seconds of writing after the broker is back
+# what a stalled member's status shows of it: its claims, its generations, whether it is
+# joining, what it fetched, committed and met
+MEMBER_STATE = ("claims", "generations", "joining", "heartbeats", "fetched_batches", "committed", "last_end_reason",
+                "error", "fatal", "failed_partitions")
 GROUP = {"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000, "auto.commit.interval.ms": 1000,
          "auto.offset.reset": "earliest"}
 
@@ -122,6 +126,16 @@ def _redelivered_by_partition(seen: Counter[bytes]) -> dict[int, list[int]]:
     return dict(sorted(out.items()))
 
 
+def _gaps(missing: set[bytes]) -> str:
+    """How many of `missing` each partition lacks, and the first and last index among them."""
+    by_partition: dict[int, list[int]] = {}
+    for value in missing:
+        i = int(value[1:])
+        by_partition.setdefault(i % PARTITIONS, []).append(i)
+    return f"{len(missing)}: " + ", ".join(f"partition {p}: {len(ix)} ({min(ix)}-{max(ix)})"
+                                           for p, ix in sorted(by_partition.items()))
+
+
 def _outage_cases() -> list[Any]:
     """Every mode at 2, 10 and 60 s; the default tier keeps the unreachable broker at 2 s (a
     restarted broker is met in the default tier by tests/chaos/test_broker_restart.py's producer,
@@ -190,10 +204,12 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
         try:
             kit.wait_for(lambda: delivered <= set(reader.seen) and delivered <= set(_group_seen(sink)[0]),
                          timeout=120 + outage_s, what="both consumers reading everything delivered")
-        except AssertionError as exc:  # which of the two stalled
+        except AssertionError as exc:  # which of the two stalled, where, and in what state
             raise AssertionError(f"{exc}: of {len(delivered)} delivered, the Consumer lacks "
-                                 f"{len(delivered - set(reader.seen))}, the group "
-                                 f"{len(delivered - set(_group_seen(sink)[0]))}") from exc
+                                 f"{_gaps(delivered - set(reader.seen))} (its fetch loops: "
+                                 f"{reader.consumer.broker_consumer_stats()}), the group "
+                                 f"{_gaps(delivered - set(_group_seen(sink)[0]))} (its members: "
+                                 f"{[{k: m.get(k) for k in MEMBER_STATE} for m in group.status()]})") from exc
         caught_up = time.monotonic() - t_back
         statuses = group.status()
         in_log = ledger.check_log(kit.read_back(bootstrap, topic, PARTITIONS, len(ledger.delivered)))
