@@ -19,13 +19,20 @@ from typing import Any
 
 from raykafka.benchmarks.scaling import VALUE, summary, topic, write_figures
 
+# the ways of counting, in the order each run takes them: the floor first
+WAYS = ("read_dataset alone", "read_kafka", "Ray Data to_spark (pandas UDF)")
+# read_kafka's two parts: its read tasks reading Kafka into Arrow IPC streams and handing them to
+# Spark (until the DataFrame is returned), then Spark's count, RayDP's reader decoding them
+READ_KAFKA_PARTS = ("read_kafka: the DataFrame made", "read_kafka: Spark's count")
+
 
 def run(args: argparse.Namespace, config: dict[str, Any], admin: Any) -> None:
     """Kafka into a counted Spark DataFrame, three ways on one topic, each run in turn, in one
     process: `read_dataset` alone (the floor: Ray Data's read, no Spark); `read_kafka` (the read
     tasks' Arrow streams, decoded by Spark's executors); and the same Dataset through Ray Data's
-    `to_spark` (RayDP's pandas UDF, the way `read_kafka` went before). The first run of each
-    carries its cold start (Spark's Python workers for the pandas way)."""
+    `to_spark` (RayDP's pandas UDF, the way `read_kafka` went before). `read_kafka` is also
+    timed in its two parts (`READ_KAFKA_PARTS`). The first run of each carries its cold start
+    (Spark's Python workers for the pandas way)."""
     import pyarrow as pa
 
     from raykafka.driver.producer import Producer
@@ -39,10 +46,20 @@ def run(args: argparse.Namespace, config: dict[str, Any], admin: Any) -> None:
         sent = producer.send_batch(name, pa.table({"value": values})).result()
     assert sent.delivered == args.rows, sent
     spark = init_spark("raykafka-spark-read")
-    ways = {"read_dataset alone": lambda: read_dataset(name, config).materialize().count(),
-            "read_kafka": lambda: read_kafka(spark, name, config=config).count(),
-            "Ray Data to_spark (pandas UDF)": lambda: quietly(read_dataset(name, config)).to_spark(spark).count()}
-    found: dict[str, list[float]] = {way: [] for way in ways}
+    found: dict[str, list[float]] = {way: [] for way in (*WAYS, *READ_KAFKA_PARTS)}
+
+    def read_kafka_in_parts() -> int:
+        """`read_kafka`'s count, its two parts timed: the DataFrame made, then counted."""
+        start = time.perf_counter()
+        df = read_kafka(spark, name, config=config)
+        made = time.perf_counter()
+        rows = df.count()
+        found[READ_KAFKA_PARTS[0]].append(made - start)
+        found[READ_KAFKA_PARTS[1]].append(time.perf_counter() - made)
+        return rows
+
+    ways = dict(zip(WAYS, (lambda: read_dataset(name, config).materialize().count(), read_kafka_in_parts,
+                           lambda: quietly(read_dataset(name, config)).to_spark(spark).count()), strict=True))
     try:
         for run_index in range(args.runs):
             for way, read in ways.items():
@@ -52,10 +69,10 @@ def run(args: argparse.Namespace, config: dict[str, Any], admin: Any) -> None:
                 print(json.dumps({"run": run_index, "way": way, "s": round(found[way][-1], 3)}), flush=True)
     finally:
         stop_spark()
-    alone = statistics.median(found["read_dataset alone"])
+    alone = statistics.median(found[WAYS[0]])
     for way, runs in found.items():
         print(summary(f"spark read: {way}", runs, " s"))
-        if way != "read_dataset alone":
+        if way in WAYS[1:]:
             print(summary(f"spark read: {way}, over read_dataset's median", [r - alone for r in runs], " s"))
 
 

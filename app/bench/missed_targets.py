@@ -19,6 +19,7 @@ READS_FIGURES = ROOT / "SCALING.reads.json"  # reads
 SENDS_FIGURES = {kind: ROOT / f"SCALING.sends-{kind}.json"  # sends --batch [--keyed] | --confluent
                  for kind in ("batch", "batch-keyed", "confluent")}
 DEMO_WRITE_FIGURES = ROOT / "SCALING.demo-write.json"  # demo-write
+SPARK_READ_FIGURES = ROOT / "SCALING.spark-read.json"  # python -m raykafka.benchmarks.spark_read
 
 LATENCY_PATH = (
     "**Send → acknowledgement latency at `linger.ms=0`.** A warm message takes {calls} actor calls\n"
@@ -359,6 +360,35 @@ def demo_write(path: Path = DEMO_WRITE_FIGURES) -> str:
     return DEMO_WRITE + figures + DEMO_WRITE_CLOSE
 
 
+SPARK_SIDE_TOPIC = (
+    "**The Spark side of a read: at most 1 s over `read_dataset` alone.** `read_kafka`'s read tasks\n"
+    "read Kafka as `read_dataset`'s do, and write each share as Arrow IPC streams, which Spark's\n"
+    "executors decode (`spark_bridge/to_spark.py`). ")
+SPARK_SIDE_FIGURES_TEXT = (
+    "`{command}` ({taken}; median of the runs, lowest–highest run; the first run of each carries\n"
+    "its cold start): `read_dataset` alone took {alone}; `read_kafka` took {whole}, {over} over\n"
+    "`read_dataset`'s median. Of it, making the DataFrame (the read tasks, their streams, the\n"
+    "hand-over to Spark) took {made}, and Spark's count {count}. ")
+SPARK_SIDE_CLOSE = (
+    "The count is RayDP's reader, in Spark's executors: each stream is got from Ray's object store\n"
+    "into the JVM and read as Arrow there, a scan of an existing RDD of rows in Spark's plan (`Scan\n"
+    "ExistingRDD`). The table's runs come in the bench's one process, after every row before them\n"
+    "(Spark's writes among them); this profile's in a process of its own. What would cut Spark's\n"
+    "part: a reader of our own in the JVM, handing Spark columnar batches as its Parquet source\n"
+    "does; a JVM module of our own to build and ship, which is a decision to take.")
+
+
+def spark_side(path: Path = SPARK_READ_FIGURES) -> str:
+    """The Spark side of a read, with the figures of the last `spark_read --out` run (none when
+    that file is not there, or was taken before the command timed read_kafka's parts)."""
+    figures = _quoted(path, "s", lambda command, day, f: SPARK_SIDE_FIGURES_TEXT.format(
+        command=command, taken=day, alone=f["spark read: read_dataset alone"], whole=f["spark read: read_kafka"],
+        over=f["spark read: read_kafka, over read_dataset's median"],
+        made=f["spark read: read_kafka: the DataFrame made"], count=f["spark read: read_kafka: Spark's count"]),
+        "Each part timed: `python -m raykafka.benchmarks.spark_read --out SCALING.spark-read.json`. ")
+    return SPARK_SIDE_TOPIC + figures + SPARK_SIDE_CLOSE
+
+
 CLI_PRODUCE = (
     "**`raykafka produce` of 1,000 lines in 2 s.** With no Ray to join, the command starts a local Ray\n"
     "(its GCS, a raylet and workers) and the producer's processes before its first line goes: the\n"
@@ -393,6 +423,7 @@ PROFILES: dict[str, Callable[[Any], str]] = {  # each given the run's report (No
     "producer processes' summed PSS": memory,
     "send_batch: our processes' CPU": lambda report: batch_produce(),
     "consume from a new Consumer": new_consumer,
+    "Kafka → a counted Spark DataFrame takes ≤": lambda report: spark_side(),
     "raykafka produce, ": lambda report: CLI_PRODUCE,
     "raykafka consume -e": lambda report: CLI_CONSUME,
 }

@@ -104,10 +104,17 @@ def test_a_saved_run_renders_again_the_same(report, tmp_path):
 
 def test_each_profile_names_a_target_and_only_missed_ones_are_printed():
     from raykafka.app.bench import cli_rows, missed_targets
-    from raykafka.app.bench.report import CPU_TARGET, MEMORY_TARGET, P50_TARGET, P99_TARGET, TARGETS
+    from raykafka.app.bench.report import (
+        CPU_TARGET,
+        MEMORY_TARGET,
+        P50_TARGET,
+        P99_TARGET,
+        SPARK_SIDE_TARGET,
+        TARGETS,
+    )
 
     latency = {P99_TARGET.format(rate="1,000 msg/s"), P50_TARGET.format(rate="2,000 msg/s, keyed")}
-    named = [t[0] for t in TARGETS] + [*latency, MEMORY_TARGET, CPU_TARGET] + [
+    named = [t[0] for t in TARGETS] + [*latency, MEMORY_TARGET, CPU_TARGET, SPARK_SIDE_TARGET] + [
         f"{label} ≤ 2 s" for label in cli_rows.RAYKAFKA_ROWS]
     assert all(any(text.startswith(key) for text in named) for key in missed_targets.PROFILES)
     assert missed_targets.section([]) == ""
@@ -263,6 +270,24 @@ def test_the_reads_profile_quotes_the_reads_run_it_is_given_and_only_names_the_c
     missing = missed_targets.reads(tmp_path / "none.json")
     assert " s (" not in missing and "scaling reads --out SCALING.reads.json" in missing
     assert missed_targets.section(["Ray Data path read ≥ 2× Ray Data read_kafka"]).count("**Ray Data read") == 1
+
+
+def test_the_spark_side_profile_quotes_read_kafkas_parts_and_only_names_the_command_without_them(tmp_path):
+    from raykafka.app.bench import missed_targets
+    from raykafka.app.bench.report import SPARK_SIDE_TARGET
+
+    labels = ["read_dataset alone", "read_kafka", "read_kafka, over read_dataset's median",
+              "read_kafka: the DataFrame made", "read_kafka: Spark's count"]
+    figures = {f"spark read: {label}": float(i + 1) for i, label in enumerate(labels)}
+    path = _figures_file(tmp_path / "spark-read.json", "python -m raykafka.benchmarks.spark_read --runs 3", figures)
+    text = missed_targets.spark_side(path)
+    assert "`python -m raykafka.benchmarks.spark_read --runs 3` (2026-01-02;" in text
+    assert "`read_dataset` alone took 1.00 s (0.75–1.50); `read_kafka` took 2.00 s (1.75–2.50), 3.00 s (2.75–3.50)" in text
+    assert "hand-over to Spark) took 4.00 s (3.75–4.50), and Spark's count 5.00 s (4.75–5.50)" in text
+    del figures["spark read: read_kafka: Spark's count"]  # a file taken before the parts were timed
+    older = missed_targets.spark_side(_figures_file(tmp_path / "older.json", "python -m x", figures))
+    assert " s (" not in older and "spark_read --out SCALING.spark-read.json" in older
+    assert missed_targets.section([SPARK_SIDE_TARGET]).count("**The Spark side of a read") == 1
 
 
 def _figures_file(path, command, labels):
