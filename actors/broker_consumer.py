@@ -57,7 +57,7 @@ class Subscription:
     consumer: Any  # the handle of the PartitionConsumer hosting the partition
     sub_id: int
     acking: asyncio.Future | None = None  # the feed not yet acked
-    paused: bool = False  # its feed stayed unacked past max.processing.time.ms: no fetch until it is
+    paused: bool = False  # its feed stayed unacked past max.processing.time.ms (for `stats`; `acking` holds its fetching)
     in_flight: bool = False  # part of a Fetch not yet answered
     caught_up: bool = False  # a catch-up fetch found nothing new: it waits for the next long poll
     misses: int = 0  # catch-up fetches in a row that brought nothing
@@ -276,7 +276,7 @@ class BrokerFetchLoop:
                     log.warning("consumer/broker/%d %s/%d consumer failed: %s", self.node_id, *tp,
                                 sub.acking.exception())
                     del self.subscriptions[tp]
-                sub.acking = None
+                sub.acking, sub.paused = None, False
         for sub in self.subscriptions.values():
             if sub.acking in pending:
                 sub.paused = True

@@ -56,6 +56,8 @@ def run(args: argparse.Namespace, config: dict[str, Any], admin: Any) -> None:
         rows = df.count()
         found[READ_KAFKA_PARTS[0]].append(made - start)
         found[READ_KAFKA_PARTS[1]].append(time.perf_counter() - made)
+        for part in READ_KAFKA_PARTS:
+            print(json.dumps({"part": part, "s": round(found[part][-1], 3)}), flush=True)
         return rows
 
     ways = dict(zip(WAYS, (lambda: read_dataset(name, config).materialize().count(), read_kafka_in_parts,

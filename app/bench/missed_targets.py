@@ -372,8 +372,9 @@ SPARK_SIDE_FIGURES_TEXT = (
 SPARK_SIDE_CLOSE = (
     "The count is RayDP's reader, in Spark's executors: each stream is got from Ray's object store\n"
     "into the JVM and read as Arrow there, a scan of an existing RDD of rows in Spark's plan (`Scan\n"
-    "ExistingRDD`). The table's runs come in the bench's one process, after every row before them\n"
-    "(Spark's writes among them); this profile's in a process of its own. What would cut Spark's\n"
+    "ExistingRDD`). The target's row above is the bench's: its reads run in the bench's one process,\n"
+    "after every row before them (Spark's writes among them). This profile runs in a process of its\n"
+    "own, and what makes the bench's runs slower than its own was not found. What would cut Spark's\n"
     "part: a reader of our own in the JVM, handing Spark columnar batches as its Parquet source\n"
     "does; a JVM module of our own to build and ship, which is a decision to take.")
 

@@ -33,7 +33,7 @@ CHUNK, PACE = 20, 0.05  # messages written per step, seconds between steps: ~400
 AFTER_S = 5.0  # seconds of writing after the broker is back
 # what a stalled member's status shows of it: its claims, its generations, whether it is
 # joining, what it fetched, committed and met
-MEMBER_STATE = ("claims", "generations", "joining", "heartbeats", "fetched_batches", "committed", "last_end_reason",
+MEMBER_STATE = ("member_id", "claims", "generations", "joining", "heartbeats", "fetched_batches", "committed", "last_end_reason",
                 "error", "fatal", "failed_partitions")
 GROUP = {"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000, "auto.commit.interval.ms": 1000,
          "auto.offset.reset": "earliest"}
@@ -114,26 +114,34 @@ def _group_seen(sink: Path) -> tuple[Counter[bytes], dict[bytes, float]]:
     return seen, first
 
 
-def _redelivered_by_partition(seen: Counter[bytes]) -> dict[int, list[int]]:
-    """Per partition: how many messages were processed more than once, and the first and last
-    index written among them (the Writer sends index i to partition i % PARTITIONS)."""
+def _by_partition(counts: dict[bytes, int]) -> dict[int, list[int]]:
+    """Per partition: the sum of the counts of its values, and the first and last index written
+    among them (the Writer sends index i, value b"o%07d" % i, to partition i % PARTITIONS)."""
     out: dict[int, list[int]] = {}
-    for value, n in seen.items():
-        if n > 1:
-            i = int(value[1:])
-            count, first, last = out.get(i % PARTITIONS, (0, i, i))
-            out[i % PARTITIONS] = [count + n - 1, min(first, i), max(last, i)]
+    for value, n in counts.items():
+        i = int(value[1:])
+        count, first, last = out.get(i % PARTITIONS, (0, i, i))
+        out[i % PARTITIONS] = [count + n, min(first, i), max(last, i)]
     return dict(sorted(out.items()))
+
+
+def _redelivered_by_partition(seen: Counter[bytes]) -> dict[int, list[int]]:
+    """Per partition: how many messages were processed more than once, first and last index."""
+    return _by_partition({value: n - 1 for value, n in seen.items() if n > 1})
 
 
 def _gaps(missing: set[bytes]) -> str:
     """How many of `missing` each partition lacks, and the first and last index among them."""
-    by_partition: dict[int, list[int]] = {}
-    for value in missing:
-        i = int(value[1:])
-        by_partition.setdefault(i % PARTITIONS, []).append(i)
-    return f"{len(missing)}: " + ", ".join(f"partition {p}: {len(ix)} ({min(ix)}-{max(ix)})"
-                                           for p, ix in sorted(by_partition.items()))
+    return f"{len(missing)}: " + ", ".join(f"partition {p}: {n} ({first}-{last})"
+                                           for p, (n, first, last) in _by_partition(dict.fromkeys(missing, 1)).items())
+
+
+def _described(state: Any) -> Any:
+    """`state()`, or what kept it from answering: a failure's message must not fail itself."""
+    try:
+        return state()
+    except Exception as exc:  # noqa: BLE001 - only the message is at stake
+        return f"unavailable: {exc!r}"
 
 
 def _outage_cases() -> list[Any]:
@@ -207,9 +215,10 @@ def test_consumers_ride_out_a_broker_outage(ray_session, restartable_broker, kit
         except AssertionError as exc:  # which of the two stalled, where, and in what state
             raise AssertionError(f"{exc}: of {len(delivered)} delivered, the Consumer lacks "
                                  f"{_gaps(delivered - set(reader.seen))} (its fetch loops: "
-                                 f"{reader.consumer.broker_consumer_stats()}), the group "
+                                 f"{_described(reader.consumer.broker_consumer_stats)}), the group "
                                  f"{_gaps(delivered - set(_group_seen(sink)[0]))} (its members: "
-                                 f"{[{k: m.get(k) for k in MEMBER_STATE} for m in group.status()]})") from exc
+                                 f"{_described(lambda: [{k: m.get(k) for k in MEMBER_STATE} for m in group.status()])})"
+                                 ) from exc
         caught_up = time.monotonic() - t_back
         statuses = group.status()
         in_log = ledger.check_log(kit.read_back(bootstrap, topic, PARTITIONS, len(ledger.delivered)))
