@@ -62,7 +62,8 @@ def filled_topic(three_nodes: Any, bootstrap: str) -> str:
 
 @pytest.fixture()
 def signal(three_nodes: Any) -> Any:
-    """An actor on the head node (never removed) that a task tells when it reached a point."""
+    """An actor on the head node (never removed) that tasks tell where they reached a point: the
+    first node to claim it is the one chosen (`claim`), and `wait` tells which."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -74,9 +75,12 @@ def signal(three_nodes: Any) -> Any:
             self.event = threading.Event()
             self.where: list[str] = []
 
-        def send(self, where: str) -> None:
-            self.where.append(where)
-            self.event.set()
+        def claim(self, where: str) -> bool:
+            """Whether `where` is the chosen node: the first to claim."""
+            if not self.where:
+                self.where.append(where)
+                self.event.set()
+            return where == self.where[0]
 
         def wait(self, timeout: float) -> list[str]:
             self.event.wait(timeout)

@@ -78,22 +78,27 @@ def test_a_worker_node_removed_mid_write_costs_no_row(three_nodes, bootstrap, to
 
 
 def test_a_read_task_on_a_removed_node_is_run_again_elsewhere(three_nodes, bootstrap, filled_topic, signal):
-    doomed = three_nodes.workers[0]
-    doomed_id = doomed.node_id
+    head_id = three_nodes.head_id
 
     def hold_on_doomed(batch: pa.Table) -> pa.Table:
-        """Fused into the read task: on the doomed node it says so and waits to be killed."""
-        if ray.get_runtime_context().get_node_id() == doomed_id:
-            ray.get(signal.send.remote(doomed_id))
+        """Fused into the read task: on the first worker node a read task reaches (the node to be
+        removed), it says so and waits to be killed; elsewhere it reads on."""
+        node_id = ray.get_runtime_context().get_node_id()
+        if node_id != head_id and ray.get(signal.claim.remote(node_id)):
             threading.Event().wait(600)
         return batch
 
-    ds = ray.data.read_datasource(KafkaDatasource(filled_topic, {"bootstrap.servers": bootstrap}))
-    ds = ds.map_batches(hold_on_doomed, batch_format="pyarrow")
+    # the read tasks spread over the nodes, so that a worker node runs some (Ray's default may
+    # place them all on one node: the head, which cannot be removed)
+    spread = {"scheduling_strategy": "SPREAD"}
+    ds = ray.data.read_datasource(KafkaDatasource(filled_topic, {"bootstrap.servers": bootstrap}), ray_remote_args=spread)
+    ds = ds.map_batches(hold_on_doomed, batch_format="pyarrow", **spread)
     out: dict[str, object] = {}
     reader = threading.Thread(target=lambda: out.update(rows=ds.take_all()), daemon=True)
     reader.start()
-    assert doomed_id in ray.get(signal.wait.remote(180), timeout=200), "no read task ran on the doomed node"
+    chosen = ray.get(signal.wait.remote(180), timeout=200)
+    assert chosen, "no read task ran on a worker node"
+    (doomed,) = [w for w in three_nodes.workers if w.node_id == chosen[0]]
     three_nodes.workers.remove(doomed)
     three_nodes.cluster.remove_node(doomed, allow_graceful=False)
     reader.join(300)
