@@ -17,13 +17,11 @@ import sys
 import time
 from typing import Any
 
+from raykafka.app.bench.missed_targets import READ_KAFKA_PARTS
 from raykafka.benchmarks.scaling import VALUE, summary, topic, write_figures
 
 # the ways of counting, in the order each run takes them: the floor first
 WAYS = ("read_dataset alone", "read_kafka", "Ray Data to_spark (pandas UDF)")
-# read_kafka's two parts: its read tasks reading Kafka into Arrow IPC streams and handing them to
-# Spark (until the DataFrame is returned), then Spark's count, RayDP's reader decoding them
-READ_KAFKA_PARTS = ("read_kafka: the DataFrame made", "read_kafka: Spark's count")
 
 
 def run(args: argparse.Namespace, config: dict[str, Any], admin: Any) -> None:

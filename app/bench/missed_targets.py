@@ -20,6 +20,9 @@ SENDS_FIGURES = {kind: ROOT / f"SCALING.sends-{kind}.json"  # sends --batch [--k
                  for kind in ("batch", "batch-keyed", "confluent")}
 DEMO_WRITE_FIGURES = ROOT / "SCALING.demo-write.json"  # demo-write
 SPARK_READ_FIGURES = ROOT / "SCALING.spark-read.json"  # python -m raykafka.benchmarks.spark_read
+# read_kafka's two parts as that command names them (it imports these): its read tasks reading
+# Kafka into Arrow IPC streams and handing them to Spark, then Spark's count
+READ_KAFKA_PARTS = ("read_kafka: the DataFrame made", "read_kafka: Spark's count")
 
 LATENCY_PATH = (
     "**Send → acknowledgement latency at `linger.ms=0`.** A warm message takes {calls} actor calls\n"
@@ -385,7 +388,7 @@ def spark_side(path: Path = SPARK_READ_FIGURES) -> str:
     figures = _quoted(path, "s", lambda command, day, f: SPARK_SIDE_FIGURES_TEXT.format(
         command=command, taken=day, alone=f["spark read: read_dataset alone"], whole=f["spark read: read_kafka"],
         over=f["spark read: read_kafka, over read_dataset's median"],
-        made=f["spark read: read_kafka: the DataFrame made"], count=f["spark read: read_kafka: Spark's count"]),
+        made=f[f"spark read: {READ_KAFKA_PARTS[0]}"], count=f[f"spark read: {READ_KAFKA_PARTS[1]}"]),
         "Each part timed: `python -m raykafka.benchmarks.spark_read --out SCALING.spark-read.json`. ")
     return SPARK_SIDE_TOPIC + figures + SPARK_SIDE_CLOSE
 

@@ -73,18 +73,18 @@ def signal(three_nodes: Any) -> Any:
             import threading
 
             self.event = threading.Event()
-            self.where: list[str] = []
+            self.chosen: str | None = None
 
         def claim(self, where: str) -> bool:
             """Whether `where` is the chosen node: the first to claim."""
-            if not self.where:
-                self.where.append(where)
+            if self.chosen is None:
+                self.chosen = where
                 self.event.set()
-            return where == self.where[0]
+            return where == self.chosen
 
-        def wait(self, timeout: float) -> list[str]:
+        def wait(self, timeout: float) -> str | None:
             self.event.wait(timeout)
-            return self.where
+            return self.chosen
 
     return Signal.options(max_concurrency=4, scheduling_strategy=NodeAffinitySchedulingStrategy(
         three_nodes.head_id, soft=False)).remote()

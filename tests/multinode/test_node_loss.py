@@ -97,8 +97,8 @@ def test_a_read_task_on_a_removed_node_is_run_again_elsewhere(three_nodes, boots
     reader = threading.Thread(target=lambda: out.update(rows=ds.take_all()), daemon=True)
     reader.start()
     chosen = ray.get(signal.wait.remote(180), timeout=200)
-    assert chosen, "no read task ran on a worker node"
-    (doomed,) = [w for w in three_nodes.workers if w.node_id == chosen[0]]
+    assert chosen is not None, "no read task ran on a worker node"
+    (doomed,) = [w for w in three_nodes.workers if w.node_id == chosen]
     three_nodes.workers.remove(doomed)
     three_nodes.cluster.remove_node(doomed, allow_graceful=False)
     reader.join(300)
