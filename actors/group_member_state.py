@@ -457,7 +457,11 @@ class MemberRuntime:
         interval = self.config["topic.metadata.refresh.interval.ms"] / 1000
         if self.subscription.has_patterns:
             interval = min(interval, self.config["metadata.max.age.ms"] / 1000)
-        counts = {t: len(self.cluster.metadata.partitions(t)) for t in self.topics}
+        counts = {t: len(self.cluster.metadata.partitions(t)) for t in self.topics}  # the leader's: what it split
+        unknown = [t for t, n in counts.items() if not n]
+        if unknown:  # a member that resolved no offset (its claims all committed, or none) may know no
+            # count yet: asked now, as Sarama's client.Partitions does, lest the first look take one for a change
+            counts.update({t: n for t, n in (await self._partition_counts() or {}).items() if t in unknown})
         while True:
             await asyncio.sleep(interval)
             if await self._look_up_subscription():
@@ -466,18 +470,24 @@ class MemberRuntime:
                     return
                 counts = {t: len(self.cluster.metadata.partitions(t)) for t in self.topics}
                 continue
-            try:
-                metadata = await self.cluster.refresh_metadata(self.topics)
-            except KafkaError as exc:
-                if is_fatal(exc):
-                    raise
+            now = await self._partition_counts()
+            if now is None:
                 continue
-            now = {t: len(metadata.partitions(t)) for t in self.topics}
             if any(now[t] != counts.get(t, 0) for t in self.topics if now[t]):
                 self._rebalance(f"partition count changed {counts} -> {now}", seen_here=True)  # the leader rebalances
                 if self._rejoin is None:
                     return
             counts = now
+
+    async def _partition_counts(self) -> dict[str, int] | None:
+        """Each subscribed topic's partition count, from a fresh look-up; None if it failed."""
+        try:
+            metadata = await self.cluster.refresh_metadata(self.topics)
+        except KafkaError as exc:
+            if is_fatal(exc):
+                raise
+            return None
+        return {t: len(metadata.partitions(t)) for t in self.topics}
 
     async def _look_up_subscription(self) -> bool:
         """With patterns: the topics they match now become the subscription the next join sends;

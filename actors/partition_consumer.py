@@ -95,6 +95,7 @@ class PartitionConsumer:
         self._ctx: PartitionContext | None = None
         self._broker_actors = broker_consumer_actors(self.config)
         self._brokers: dict[int, Any] = {}  # slot -> its broker consumer
+        self._suspect: set[int] = set()  # slots whose broker consumer failed a call: looked up again
         self._watches: dict[int, asyncio.Task] = {}  # slot -> the watch on its broker consumer
         self.metrics = ConsumerMetrics(consumer_id)
 
@@ -242,24 +243,38 @@ class PartitionConsumer:
                     raise BrokerConsumerGone(f"broker consumer of broker {node_id}: {death_cause(exc)}") from exc
                 await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
             except ray.exceptions.RayActorError as exc:
+                self._forget(slot, broker_consumer)
                 raise BrokerConsumerGone(f"broker consumer of broker {node_id}: {death_cause(exc)}") from exc
         self._watch(slot, broker_consumer)
 
     async def unsubscribe(self, node_id: int, topic: str, partition: int, sub_id: int) -> None:
+        slot = broker_slot(node_id, self._broker_actors)
+        broker_consumer = self._broker_consumer(slot)
         try:
-            await self._broker_consumer(broker_slot(node_id, self._broker_actors)).unsubscribe.remote(
-                node_id, topic, partition, sub_id)
+            await broker_consumer.unsubscribe.remote(node_id, topic, partition, sub_id)
         except ray.exceptions.RayActorError as exc:
+            self._forget(slot, broker_consumer)
             raise BrokerConsumerGone(f"broker consumer of broker {node_id}: {death_cause(exc)}") from exc
 
     def _broker_consumer(self, slot: int) -> Any:
         """The broker consumer the driver made for `slot`; one made here if leadership moved to a
-        broker whose slot had none (its handle is kept: a named actor lives as long as its creator
-        holds it)."""
+        broker whose slot had none (its handle is kept: a named actor lives as long as a handle
+        to it does). After a call to it failed (`_forget`), looked up by name again."""
         handle = self._brokers.get(slot)
-        if handle is None:
-            handle = self._brokers[slot] = new_broker_consumer(self.config, self.consumer_id, slot)
+        if handle is None or slot in self._suspect:
+            self._suspect.discard(slot)
+            found = new_broker_consumer(self.config, self.consumer_id, slot)  # the live one, or a new one
+            if handle is None or found._actor_id != handle._actor_id:
+                handle = self._brokers[slot] = found
         return handle
+
+    def _forget(self, slot: int, broker_consumer: Any) -> None:
+        """`broker_consumer` failed a call: the next call for `slot` looks the actor up by name
+        again. Ray restarts a broker consumer that crashed, under the same name (the look-up finds
+        it, and the handle held stays); but one that another partition consumer made dies for good
+        with its creator, and then the look-up makes a new one (kept in place of the dead one)."""
+        if self._brokers.get(slot) is broker_consumer:
+            self._suspect.add(slot)
 
     def _watch(self, slot: int, broker_consumer: Any) -> None:
         """Keep a `watch` call open on the broker consumer of `slot`: it fails only when that
@@ -274,6 +289,7 @@ class PartitionConsumer:
                 await broker_consumer.watch.remote()
             except ray.exceptions.RayActorError as exc:
                 self._watches.pop(slot, None)  # the next subscription there watches anew
+                self._forget(slot, broker_consumer)
                 if self.closed:
                     return
                 reason = f"broker consumer {slot} died: {death_cause(exc)}"

@@ -102,6 +102,7 @@ class PartitionConsumerState:
         self.error_reported = False
         self.buffer: deque[pa.RecordBatch] = deque()
         self.reading = 0  # fed batches acked but not yet read into the buffer
+        self._retries: set[asyncio.Task] = set()  # dispatches retried in the background (`_dispatch_or_retry`)
 
     @property
     def has_news(self) -> bool:
@@ -266,22 +267,39 @@ class PartitionConsumerState:
     async def resume(self) -> None:
         if self.paused:
             self.paused = False
-            await self.dispatch()
+            await self._dispatch_or_retry("resume")
 
     async def seek(self, offset: Any) -> tuple[int, int]:
         """Drop what is buffered and continue from `offset` (anything `start` accepts); return the
-        offset and the seek count that later poll answers carry."""
-        await self._unsubscribe()  # reads of the old subscription buffer nothing from here on
+        offset and the seek count that later poll answers carry. A target that cannot be looked
+        up raises, and changes nothing."""
         target = (await resolve_offsets(self.ctx.cluster, self.topic, [self.partition], offset))[self.partition]
-        cond = self.ctx.changed  # shared with the host's other partitions: not held across the lookup
+        await self._unsubscribe()  # reads of the old subscription buffer nothing from here on
+        cond = self.ctx.changed  # shared with the host's other partitions: not held across the look-ups
         async with cond:
             self.buffer.clear()
             self.seeks += 1
             self.offset = target
             cond.notify_all()
             offset, seeks = self.offset, self.seeks
-        await self.dispatch()
+        await self._dispatch_or_retry("seek")
         return offset, seeks
+
+    async def _dispatch_or_retry(self, what: str) -> None:
+        """Subscribe again after a resume or a seek, which are the caller's and take effect at
+        once, as Java's do: a dispatch that fails for now (no leader, no broker reachable) goes
+        on in the background as a redispatch does (`_retry`), rather than raising with the
+        partition left subscribed nowhere; a fatal error fails the partition."""
+        try:
+            await self.dispatch()
+        except (KafkaError, OSError, BrokerConsumerGone) as exc:
+            if is_fatal(exc):
+                await self.fail(self.sub_id, -1, f"dispatch after {what} failed: {type(exc).__name__}: {exc}")
+                return
+            log.warning("consumer/%s/%d dispatch after %s failed, retrying: %s", self.topic, self.partition, what, exc)
+            task = asyncio.get_running_loop().create_task(self._retry(self.dispatch, f"dispatch after {what}"))
+            self._retries.add(task)
+            task.add_done_callback(self._retries.discard)
 
     async def close(self) -> None:
         self.closed = True

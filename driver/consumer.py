@@ -379,6 +379,7 @@ class Consumer:
         """The partition cannot go on: dropped from its partition consumer and left out from now
         on (the next call goes on with the rest)."""
         host = self._hosts[self._slots.pop(key)]
+        self._seeks.pop(key, None)
         if host is not None:
             host.unassign.remote(*key)  # a dead host has nothing to drop
         self._ended.add(key)
@@ -421,6 +422,7 @@ class Consumer:
         """Stop consuming `topic`/`partition` (also one that failed): its partition consumer drops
         it and goes on with the others (and ends at `close`)."""
         key = (topic, partition)
+        self._seeks.pop(key, None)  # an assignment again counts its seeks afresh
         if key in self._ended:
             self._ended.discard(key)
             return

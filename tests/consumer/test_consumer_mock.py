@@ -4,6 +4,7 @@ a subscribed topic growing."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import ray
@@ -16,6 +17,7 @@ from raykafka.mock import MockCluster, PartitionState
 from raykafka.wire import messages
 from raykafka.wire.cluster import Cluster
 from raykafka.wire.config import parse_config
+from raykafka.wire.errors import BY_NAME
 from raykafka.wire.fetch import log_bounds
 
 pytestmark = [pytest.mark.ray]
@@ -103,6 +105,35 @@ def test_8_brokers_share_2_broker_consumers_and_a_killed_one_heals_with_no_gap_a
     assert live_actors_of() == [], "close leaves no consumer actor"
 
 
+def test_a_broker_consumer_dead_with_the_partition_consumer_that_made_it_is_made_again(ray_session, kit):
+    """Leadership of t/0, then t/1, moves to broker 3, whose slot has no broker consumer: the
+    partition consumer of t/0 makes it (and owns it), that of t/1 finds it by name. The first
+    one's death takes the broker consumer with it for good: t/1's partition consumer then finds
+    (or makes) a live one by name, rather than calling the dead one for ever, and reads on."""
+    config = {"bootstrap.servers": None, "fetch.max.wait.ms": 100, "broker.consumer.actors": 3,
+              "partition.consumer.actors": 2}
+    with MockCluster(n_brokers=3, topics={"t": 2}) as cluster, \
+            Consumer({**config, "bootstrap.servers": cluster.bootstrap}) as consumer:
+        consumer.assign("t", 0, "earliest")
+        consumer.assign("t", 1, "earliest")
+        hosts = {p: consumer._hosts[consumer._slots[("t", p)]] for p in (0, 1)}
+        assert hosts[0] is not hosts[1], "one partition consumer each"
+        assert sorted(consumer._brokers) == [1, 2], "broker 3's slot has no broker consumer yet"
+        for p in (0, 1):
+            cluster.move_leader("t", p, 3)
+            kit.mock_produce(cluster, "t", p, [b"a"])
+            assert consumer.read_all(timeout=20).column("partition").to_pylist() == [p]
+        ray.kill(hosts[0], no_restart=True)
+        kit.mock_produce(cluster, "t", 1, [b"b"])
+        read = []
+        for _ in range(6):
+            read += consumer.read_all(timeout=5).select(["partition", "offset"]).to_pylist()
+            if {"partition": 1, "offset": 1} in read:
+                break
+        assert {"partition": 1, "offset": 1} in read, read
+        assert ("t", 1) not in consumer.failed
+
+
 # a partition whose consumer has not taken its batch this long pauses: long enough that a feed
 # its consumer is slow to take on a busy machine (another test's processes beside it) does not
 # pause the partition before its buffer is full, which is what the test below watches
@@ -182,6 +213,37 @@ def test_a_seek_while_the_long_poll_is_out_reads_on_by_catch_up_fetches(ray_sess
         assert [(0, offset) for offset in range(3, 10)] == [tp for tp in caught_up if tp[0] == 0 and tp[1] < 10][:7]
 
 
+def test_a_partition_assigned_again_after_a_seek_reads_from_its_new_start(ray_session, kit):
+    """assign, seek, unassign, assign again: the new assignment counts its seeks afresh, so its
+    polls are not dropped as answers from before the old assignment's seek."""
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster, \
+            Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 100}) as consumer:
+        kit.mock_produce(cluster, "t", 0, [b"v%d" % i for i in range(10)], per_batch=5)
+        consumer.assign("t", 0, "earliest")
+        consumer.seek("t", 0, 3)
+        assert consumer.read_all(timeout=20).column("offset").to_pylist() == list(range(3, 10))
+        consumer.unassign("t", 0)
+        consumer.assign("t", 0, "earliest")
+        assert consumer.read_all(timeout=10).column("offset").to_pylist() == list(range(10))
+
+
+def test_a_resume_while_no_leader_is_known_returns_and_subscribes_once_one_is(ray_session, kit):
+    """resume() during a leader election (Metadata answers LEADER_NOT_AVAILABLE for the topic a
+    few times) returns, as Java's does, rather than raising with the partition subscribed
+    nowhere; the partition subscribes once the leader is known, and reads what comes after."""
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster, \
+            Consumer({"bootstrap.servers": cluster.bootstrap, "fetch.max.wait.ms": 100}) as consumer:
+        kit.mock_produce(cluster, "t", 0, [b"a"])
+        consumer.assign("t", 0, "earliest")
+        assert consumer.read_all(timeout=20).column("offset").to_pylist() == [0]
+        consumer.pause("t", 0)
+        cluster.fail_next(messages.METADATA, BY_NAME["LEADER_NOT_AVAILABLE"].code, count=3, topic="t")
+        consumer.resume("t", 0)
+        _wait(lambda: cluster.faults["error/Metadata/LEADER_NOT_AVAILABLE"] == 3, "the three look-ups refused")
+        kit.mock_produce(cluster, "t", 0, [b"b", b"c"])
+        assert consumer.read_all(timeout=20).column("offset").to_pylist() == [1, 2]
+
+
 def test_log_bounds_ask_list_offsets_only_for_a_log_that_no_longer_starts_at_zero(kit):
     """A 1-byte Fetch at 0 gives start and end where the log starts at 0; the partition whose
     log starts at 7 answers OFFSET_OUT_OF_RANGE and is the only one ListOffsets is asked for."""
@@ -239,6 +301,39 @@ def test_a_new_partition_triggers_a_rebalance_that_picks_it_up(ray_session, kit)
             assert group.status()[0]["generation_id"] > generation
             kit.mock_produce(cluster, "g", 2, [b"new"])
             _wait(lambda: (2, b"new") in ray.get(seen.get.remote()), "the message in partition 2 processed")
+        finally:
+            group.close()
+
+
+def test_members_whose_claims_are_all_committed_see_no_partition_count_change(ray_session, kit):
+    """A group starts again where every partition has a committed offset: its members resolve no
+    offset, so a follower may know no partition count yet. Its partition check must not take the
+    first count it looks up for the topic growing: no rebalance follows the first split."""
+    with MockCluster(n_brokers=1, topics={"c": 2}) as cluster:
+        for p in (0, 1):
+            kit.mock_produce(cluster, "c", p, [b"x"])
+        config = {"bootstrap.servers": cluster.bootstrap, "group.id": "steady", "auto.offset.reset": "earliest",
+                  "topic.metadata.refresh.interval.ms": 300, "heartbeat.interval.ms": 200,
+                  "session.timeout.ms": 6000, "fetch.max.wait.ms": 100}
+
+        first = ConsumerGroup(config, ["c"], lambda batch: None, members=1)
+        try:
+            _wait(lambda: sum(len(s["committed"]) for s in first.status()) >= 2, "both partitions committed")
+        finally:
+            first.close()
+        group = ConsumerGroup(config, ["c"], lambda batch: None, members=2)
+
+        def split():  # each member one partition, both in the same generation
+            statuses = group.status()
+            return sorted(tuple(s["claims"].get("c", [])) for s in statuses) == [(0,), (1,)] and \
+                len({s["generation_id"] for s in statuses}) == 1
+
+        try:
+            _wait(split, "the split")
+            generations = {s["generation_id"] for s in group.status()}
+            time.sleep(3)  # ten partition checks
+            assert split()
+            assert {s["generation_id"] for s in group.status()} == generations, group.status()
         finally:
             group.close()
 
