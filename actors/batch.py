@@ -197,13 +197,16 @@ class MessageBatch:
                        created_ms=min(b.created_ms for b in batches), nbytes=sum(b.nbytes for b in batches))
 
 
+MAY_BE_WRITTEN = "a request may have written it"  # what an OutcomeUnknownError's text says, wherever it is made
+
+
 def timed_out(possibly_written: bool, delivery_timeout_ms: int | None, why: str) -> DeliveryTimeoutError:
     """The error of messages whose delivery.timeout.ms ran out, wherever they waited: an
     `OutcomeUnknownError` if the broker may have written them (`MessageBatch.possibly_written`),
     else a `DeliveryTimeoutError`, which says they are not in the log. `why` says where they waited."""
     if possibly_written:
         return OutcomeUnknownError(f"outcome unknown within delivery.timeout.ms={delivery_timeout_ms} "
-                                   f"(a request may have written it): {why}")
+                                   f"({MAY_BE_WRITTEN}): {why}")
     return DeliveryTimeoutError(f"not delivered within delivery.timeout.ms={delivery_timeout_ms}: {why}")
 
 

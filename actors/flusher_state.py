@@ -46,6 +46,7 @@ UNKNOWN_PRODUCER_ID = BY_NAME["UNKNOWN_PRODUCER_ID"].code
 UNKNOWN_TOPIC_OR_PARTITION = BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"].code
 SEQUENCE_BROKEN = (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID)
 WRITTEN = (NONE, DUPLICATE_SEQUENCE_NUMBER)  # answers that say the batch is in the log
+LEFT_OUT = "the Produce response left the partition out"  # the cause named for a partition it did not answer
 # retriable answers after which the batch may be in the log all the same: the leader appended it
 # and then timed out waiting for its replicas (REQUEST_TIMED_OUT), or says so outright
 POSSIBLY_APPENDED = (BY_NAME["REQUEST_TIMED_OUT"].code, BY_NAME["NOT_ENOUGH_REPLICAS_AFTER_APPEND"].code)
@@ -252,7 +253,10 @@ class FlusherState:
         offsets looked up for batches written without one, or why they could not be)."""
         for batch in batches:
             tp = (batch.topic, batch.partition)
-            answer = answers.get(tp) or ProduceAnswer(UNKNOWN_TOPIC_OR_PARTITION)
+            answer = answers.get(tp)
+            if answer is None:  # the answer leaves the partition out: the broker may have appended it all the same
+                answer = ProduceAnswer(UNKNOWN_TOPIC_OR_PARTITION, error_message=LEFT_OUT)
+                batch.possibly_written = True
             code = answer.error_code
             if code in WRITTEN:
                 offset = located.get(tp, answer.base_offset)

@@ -24,7 +24,7 @@ from typing import Any
 import ray
 
 from ..wire.errors import DeliveryTimeoutError, OutcomeUnknownError, ProducerClosedError
-from .batch import MessageBatch, timed_out
+from .batch import MAY_BE_WRITTEN, MessageBatch, timed_out
 
 
 class HoldBackoff:
@@ -132,5 +132,5 @@ def closed_groups(waiting: list[MessageBatch], what: str) -> list[tuple[list[Mes
     `split_written`: `ProducerClosedError`, or `OutcomeUnknownError` where the broker may have
     written it."""
     why = f"producer closed while the message waited for {what}"
-    return [(group, OutcomeUnknownError(f"{why}; a request may have written it") if possibly
+    return [(group, OutcomeUnknownError(f"{why}; {MAY_BE_WRITTEN}") if possibly
              else ProducerClosedError(why)) for possibly, group in split_written(waiting)]

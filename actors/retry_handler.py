@@ -48,11 +48,11 @@ from typing import Any
 import ray
 
 from ..wire.cluster import Cluster
-from ..wire.errors import ProducerClosedError
 from .batch import MessageBatch
 from .broker_registry import BrokerRegistry, RetryWriters
 from .broker_worker import BrokerWorker
 from .calls import CallWindow, pipeline_error
+from .hold import closed_groups
 from .idempotence import EndedSequences
 from .options import create
 from .producer_results import Mailbox, Reports, WorkerList, report_failed
@@ -123,8 +123,8 @@ class RetryHandler:
                 ref = self.ctx.topic_dispatcher.dispatch.remote(batches)
             except Exception as exc:  # the TopicDispatcher is gone: the producer is closing
                 log.info("producer/retry: cannot forward %d batches: %s", len(batches), exc)
-                report_failed(self.mailbox.report, batches, ProducerClosedError(
-                    f"producer closed while the message waited for a retry ({exc})"))
+                for group, error in closed_groups(batches, f"a retry ({exc})"):  # "outcome unknown" if possibly written
+                    report_failed(self.mailbox.report, group, error)
                 continue
             window.submit(ref, batches)
 

@@ -61,6 +61,7 @@ from ..wire.errors import (
     BufferExhaustedError,
     ConfigError,
     FlushInCallbackError,
+    KafkaError,
     MessageTooLargeError,
     PipelineError,
     ProducerClosedError,
@@ -411,9 +412,12 @@ class Producer:
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Let the transaction's messages end, then abort it. If an actor of the pipeline died (the
-        transaction owner too), the pipeline is replaced, and the transactional.id initialized
-        again on the new one (which aborts what the old epoch left open)."""
+        transaction owner too), or a message of the transaction failed in the pipeline (its
+        partition's sequence may have a gap: `ProducerTransactions.failed_in_pipeline`), the
+        pipeline is replaced, and the transactional.id initialized again on the new one (a new
+        epoch, numbering from 0, which also aborts what the old epoch left open)."""
         transactions = self._transactional()
+        failed = transactions.failed_in_pipeline  # read before the abort ends the transaction
         try:
             transactions.abort_transaction(timeout)
             broken: Exception | None = None
@@ -423,6 +427,9 @@ class Producer:
             self._watchdog.scan_now()
             if self._watchdog.dead:
                 broken = PipelineError(self._watchdog.dead_actors())
+        if broken is None and failed is not None:
+            broken = KafkaError(f"a message of the aborted transaction failed in the pipeline, so its "
+                                f"partition's sequence may have a gap: {failed!r}")
         if broken is not None:
             self._renew_transactional(broken, timeout)
 
@@ -457,10 +464,12 @@ class Producer:
     def flush(self, timeout: float | None = None) -> int:
         """Send everything gathered and wait until every message sent so far has ended.
 
-        Returns how many are still unresolved (0 unless `timeout` ran out). From an `on_delivery`
-        callback it raises `FlushInCallbackError`: it would wait for the callback's own thread."""
+        Returns how many are still unresolved (0 unless `timeout` ran out). From a delivery
+        callback (`on_delivery`, or a done-callback of a future it returned) it raises
+        `FlushInCallbackError`: it would wait for the callback's own thread."""
         if self._settlement.in_callback():
-            raise FlushInCallbackError("flush() called from an on_delivery callback would wait forever for the "
+            raise FlushInCallbackError("flush() called from a delivery callback (on_delivery, or a future's "
+                                       "done-callback) would wait forever for the "
                                        "reports that the callback's own thread delivers; flush from another thread")
         return self._wait_resolved(None if timeout is None else time.monotonic() + timeout)
 
@@ -487,9 +496,11 @@ class Producer:
         `delivery.timeout.ms` bounds) for what was sent, then shuts the pipeline down in order,
         all of it bounded (`CLOSE_GRACE` s, or what is left of `timeout`: driver/producer_close.py).
         Once an actor of the pipeline has died it does not wait for what that actor held: the
-        living stages close in order and deliver what they have, and the rest fails with a
-        `ProducerClosedError` naming the dead actor. It does not raise for a dead actor; no actor of this producer is left.
-        From an `on_delivery` callback it is `close(0)` (`Closer.close_from_callback`)."""
+        living stages close in order and deliver what they have, and the rest fails with an
+        `OutcomeUnknownError` naming the dead actor (a request may have carried it). It does
+        not raise for a dead actor; no actor of this producer is left.
+        From a delivery callback (`on_delivery`, or a done-callback of a future it returned) it
+        is `close(0)` (`Closer.close_from_callback`)."""
         self._closer.close(timeout)
 
     def _fail_unresolved(self, error: Exception) -> None:

@@ -5,8 +5,10 @@ One per Producer, made by it once its threads and its watchdog run; `Producer.cl
 `delivery.timeout.ms`) until what was sent has ended, then stops the threads and shuts the
 pipeline down in Sarama's order (`ProducerPipeline.shut_down`), all of it bounded (`CLOSE_GRACE`
 s, or what is left of `timeout`, but at least CLOSE_MIN); the results thread is stopped last and
-the mailboxes' last reports taken, then what is left unresolved fails with a
-`ProducerClosedError` saying why, and every actor of the producer is killed. From an
+the mailboxes' last reports taken, then what is left unresolved fails, and every actor of the
+producer is killed: a message still gathered here with a `ProducerClosedError` (it was never
+handed on), one handed to the pipeline with an `OutcomeUnknownError` saying why (nothing
+answered for it, and a request may have carried it). From an
 `on_delivery` callback it is Java's close(0) (`close_from_callback`); with Ray shut down under
 the producer it only fails what is pending (`ray_gone`, the Producer's).
 
@@ -22,7 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..wire.errors import ProducerClosedError
+from ..actors.batch import MAY_BE_WRITTEN, MessageBatch
+from ..actors.producer_results import Outcome
+from ..wire.errors import OutcomeUnknownError, ProducerClosedError
 from .accumulator import Accumulator
 from .producer_healer import Healer
 from .producer_pipeline import CLOSE_MIN, left
@@ -96,6 +100,9 @@ class Closer:
             state.pipeline.shut_down(stop_by, self.pending, dog.dead_names("broker_worker"))
         finally:
             self.take_last_results()
+            with state.cond:
+                gathered = self.acc.take()
+            self.fail_gathered(ProducerClosedError("producer closed before the message was handed on"), gathered)
             self.fail_unresolved(self.close_error(timeout, deadline))
             dog.stop()
             state.pipeline.kill_all(CLOSE_MIN)
@@ -104,15 +111,17 @@ class Closer:
         """close() from an `on_delivery` callback, whose thread delivers the reports that close
         would wait for: Java's close(0) from a callback. Nothing more is handed on or taken from
         the mailboxes (the results thread ends after this report), every unresolved message
-        ends with a `ProducerClosedError` saying so, and every actor of the pipeline is killed
+        ends saying so (a `ProducerClosedError` if it was still gathered here, else an
+        `OutcomeUnknownError`: the pipeline had it), and every actor of the pipeline is killed
         (Ray lists none within CLOSE_MIN s) before it returns."""
         state = self.state
         with state.cond:
             state.closed = state.stopping = state.results_stopped = True
-            self.acc.clear()  # gathered, never handed on: failed just below
+            gathered = self.acc.take()  # never handed on, nor will be: failed just below
             state.cond.notify_all()
-        self.fail_unresolved(ProducerClosedError("producer closed by its on_delivery callback (close(0)) "
-                                                 "before the message was delivered"))
+        why = "producer closed by a delivery callback (close(0))"
+        self.fail_gathered(ProducerClosedError(f"{why} before the message was handed on"), gathered)
+        self.fail_unresolved(OutcomeUnknownError(f"{why} with the message in its pipeline; {MAY_BE_WRITTEN}"))
         self.watchdog.stop()
         self.metrics.close()
         state.pipeline.kill_all(CLOSE_MIN)
@@ -127,10 +136,20 @@ class Closer:
             return
         self.settlement.take_reports(self.state.pipeline.last_results(LAST_POLL_WAIT))
 
-    def close_error(self, timeout: float | None, deadline: float | None) -> ProducerClosedError:
+    def fail_gathered(self, error: ProducerClosedError, gathered: list[MessageBatch]) -> None:
+        """End with `error` the messages still gathered here (`Accumulator.take`): never handed
+        on, so not written."""
+        self.settlement.resolve([Outcome.failed(b.ids, error, b.topic) for b in gathered])
+
+    def close_error(self, timeout: float | None, deadline: float | None) -> OutcomeUnknownError:
+        """The error of the messages close could not see end: each was handed to the pipeline,
+        whose stages answered for it neither before close's time ran out nor in their last
+        reports, so a request may have carried it (`hold.closed_groups` says the same of what a
+        living stage still held)."""
         dead = self.watchdog.dead_actors()
         if dead:
-            return ProducerClosedError(f"producer closed with the message undelivered: {dead}")
+            return OutcomeUnknownError(f"producer closed with the message in its pipeline; {MAY_BE_WRITTEN}: {dead}")
         if deadline is not None and time.monotonic() >= deadline:
-            return ProducerClosedError(f"producer closed after {timeout}s with the message still undelivered")
-        return ProducerClosedError("producer closed before the message was delivered")
+            return OutcomeUnknownError(f"producer closed after {timeout}s with the message still in its pipeline; "
+                                       f"{MAY_BE_WRITTEN}")
+        return OutcomeUnknownError(f"producer closed with the message in its pipeline; {MAY_BE_WRITTEN}")

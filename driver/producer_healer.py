@@ -26,7 +26,7 @@ from typing import Any
 
 from ..actors.producer_results import Outcome
 from ..wire.errors import PipelineError
-from .producer_log_match import Heal, KeptBatches, LogRead, read_log, written_outcomes
+from .producer_log_match import Heal, KeptBatches, LogRead, read_log, scan_starts, written_outcomes
 from .producer_pipeline import CLOSE_MIN, ProducerPipeline
 from .producer_poller import LAST_POLL_WAIT
 from .producer_settlement import Settlement
@@ -107,7 +107,8 @@ class Healer:
            again; then every actor of it is killed. What a dead worker had not handed over is
            the log scan's (2.) to find.
         2. With idempotence, what the log holds of the unanswered messages, written by the old
-           producer id after each partition's last acknowledged offset, ends as delivered
+           producer id after each partition's last acknowledged offset (or, where an older
+           message is unanswered, since their time: `scan_starts`), ends as delivered
            (`producer_log_match`).
         3. A new pipeline (a new producer id) takes the rest, before anything sent meanwhile."""
         state, settlement, book = self.state, self.settlement, self.settlement.book
@@ -120,7 +121,7 @@ class Healer:
             while state.sender_busy or state.polling:  # calls to the dead pipeline fail at once
                 state.cond.wait(1.0)
             batches = self.kept.unresolved(state.ledger)
-            ends = dict(settlement.acked_ends)
+            ends = scan_starts(settlement.acked_ends, batches, book, state.ledger.open_positions)
             plan = book.scan_plan(state.ledger.open_positions)
         found: list[Outcome] = []
         read = LogRead({}, None)

@@ -20,7 +20,8 @@ differ in nothing the log shows. The rest are sent again, in id order, through t
 pipeline. Without idempotence the log cannot tell whose records they are; the unresolved
 messages are all sent again (at least once).
 
-Where the log is read: a partition from after its last acknowledged offset, and no earlier than
+Where the log is read: a partition from after its last acknowledged offset, unless a message
+older than the last acknowledged there is unresolved (`scan_starts`), and no earlier than
 the first offset stamped at or after the oldest time its unresolved messages can carry
 (ListOffsets by time, less `CLOCK_SKEW_MS`), so another producer's older data is skipped.
 
@@ -123,13 +124,64 @@ def still_open(batches: Iterable[MessageBatch], ledger: Ledger) -> list[MessageB
     return out
 
 
-def acked_ends(ends: dict[TopicPartition, int], entries: Iterable[Outcome]) -> None:
-    """Note in `ends` where each partition's acknowledged messages end (the offset after the last)."""
+class AckedEnd(NamedTuple):
+    """Where a partition's acknowledged messages end: the offset after the last, and the greatest
+    message id acknowledged there."""
+
+    offset: int
+    last_id: int
+
+
+def acked_ends(ends: dict[TopicPartition, AckedEnd], entries: Iterable[Outcome]) -> None:
+    """Note in `ends` where each partition's acknowledged messages end (`AckedEnd`)."""
     for ids, topic, partition, first_offset, _append, error in entries:
-        if error is None and first_offset >= 0:
-            end = first_offset + len(ids)
-            if end > ends.get((topic, partition), -1):
-                ends[(topic, partition)] = end
+        if error is None and first_offset >= 0 and len(ids):
+            end, last = first_offset + len(ids), _greatest(ids)
+            old = ends.get((topic, partition))
+            if old is None or end > old.offset or last > old.last_id:
+                ends[(topic, partition)] = AckedEnd(end, last) if old is None else \
+                    AckedEnd(max(end, old.offset), max(last, old.last_id))
+
+
+def _greatest(ids: Any) -> int:
+    if isinstance(ids, range):
+        return ids[-1] if ids.step > 0 else ids[0]
+    if isinstance(ids, np.ndarray):
+        return int(ids.max())
+    return max(ids)
+
+
+def scan_starts(ends: Mapping[TopicPartition, AckedEnd], unresolved: Iterable[MessageBatch], book: SequenceBook,
+                is_open: Callable[[Any], np.ndarray]) -> dict[TopicPartition, int]:
+    """The partitions whose log a heal may read from their acknowledged end: those where no
+    unresolved message is older than the last one acknowledged there. In a partition the log
+    holds a producer's messages in the order they were handed on (their ids), so only an older
+    one may sit before that end: a batch answered with a retriable error after the broker had
+    appended it (REQUEST_TIMED_OUT) while a later one was acknowledged. Such a partition is read
+    from the time its unresolved messages carry instead (`read_log`). A noted message is
+    counted in the partitions its notes name; one no note names, in every partition of its topic."""
+    oldest: dict[TopicPartition | str, int] = {}  # (topic, partition), or a topic: the oldest open id there
+
+    def note(where: TopicPartition | str, mid: int) -> None:
+        if mid < oldest.get(where, mid + 1):
+            oldest[where] = mid
+
+    for (topic, partition, _pid, _epoch), notes in book.notes.items():
+        for n in notes.values():
+            idx = is_open(n.ids)
+            if len(idx):
+                note((topic, partition), int(np.asarray(n.ids)[idx].min()))
+    noted = book.noted_ids()
+    for batch in unresolved:
+        unnoted = [int(i) for i in _id_list(batch.ids) if int(i) not in noted]
+        if unnoted:
+            note(batch.topic, min(unnoted))
+    starts = {}
+    for (topic, partition), end in ends.items():
+        older = min(oldest.get((topic, partition), end.last_id + 1), oldest.get(topic, end.last_id + 1))
+        if older > end.last_id:
+            starts[(topic, partition)] = end.offset
+    return starts
 
 
 class SequenceBook:
@@ -323,7 +375,8 @@ class LogRead(NamedTuple):
 def read_log(config: Any, plan: Mapping[TopicPartition, PartitionScan], ends: Mapping[TopicPartition, int],
              bump: tuple[int, int] | None) -> LogRead:
     """Bump `bump` (the old producer id and epoch) if the broker can, then read each planned
-    partition for its writers' records, from its acknowledged end (`ends`) or the first offset
+    partition for its writers' records, from its acknowledged end (`ends`, as `scan_starts` gives
+    them) or the first offset
     stamped at or after its `earliest_ms` less `CLOCK_SKEW_MS`, whichever is later.
 
     A dead BrokerWorker's last requests may still be on their way when the log is first read: its

@@ -11,7 +11,8 @@ again through the healed pipeline.
 
 It is the one writer of what a heal reads of the outcomes: the `SequenceBook` (which message each
 numbered record is) and the acknowledged ends of each partition (`acked_ends`). It keeps the
-threads inside an `on_delivery` call (`in_callback`), which `flush` and `close` ask about.
+threads inside the caller's callbacks, `on_delivery` or a future's (`in_callback`), which
+`flush` and `close` ask about.
 
 Calls the ledger, the futures, the open transaction (`note_outcomes`) and the caller's callback;
 no actor and no Ray.
@@ -22,14 +23,15 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..actors.producer_results import Outcome, Reports
 from ..wire.errors import PipelineError
 from .message_futures import set_future, settle_futures
 from .producer_ledger import RecordMetadata, Settled
-from .producer_log_match import SequenceBook, acked_ends
+from .producer_log_match import AckedEnd, SequenceBook, acked_ends
 from .producer_state import ProducerState
 
 log = logging.getLogger("raykafka.producer")
@@ -49,11 +51,11 @@ class Settlement:
         self.on_delivery = on_delivery
         self.request_heal = request_heal
         self.transactions = transactions
-        self.callback_threads: set[int] = set()  # the threads inside an on_delivery call now (`deliver`)
+        self.callback_threads: set[int] = set()  # the threads running the caller's callbacks now (`calling_back`)
         self.successes: queue.Queue | None = queue.Queue() if return_successes else None
         self.errors: queue.Queue | None = queue.Queue() if return_errors else None
         self.book = SequenceBook()  # which message each numbered record is, until it ends
-        self.acked_ends: dict[tuple[str, int], int] = {}  # (topic, partition) -> after the last acked offset
+        self.acked_ends: dict[tuple[str, int], AckedEnd] = {}  # (topic, partition) -> where its acked messages end
 
     def heals_from(self, error: Exception | None) -> bool:
         """Whether `error` is an actor's death (or failure) this producer heals from."""
@@ -98,11 +100,12 @@ class Settlement:
             transactions = self.transactions()
             if transactions is not None:  # a failed message keeps its transaction from committing
                 transactions.note_outcomes(entries)
-            self.complete_finished()
-            for future, meta, error in settle_futures(state.futures_condition, settled):
-                set_future(future, meta, error)
-            if self.successes is not None or self.errors is not None or self.on_delivery is not None:
-                self.report(settled)
+            with self.calling_back():  # the caller's code runs here: its futures' callbacks, on_delivery
+                self.complete_finished()
+                for future, meta, error in settle_futures(state.futures_condition, settled):
+                    set_future(future, meta, error)
+                if self.successes is not None or self.errors is not None or self.on_delivery is not None:
+                    self.report(settled)
         finally:
             with state.cond:
                 state.settling -= 1
@@ -123,22 +126,30 @@ class Settlement:
                     log.exception("%s: on_delivery callback raised", self.name)
 
     def deliver(self, meta: RecordMetadata | None, error: Exception | None) -> None:
-        """One `on_delivery` call (`report` makes it only when there is one), its thread known
-        meanwhile as a callback's by its identity (`in_callback`), so that no other thread is
-        taken for it and nothing outlives the call (a callback that closes the producer is called
-        again within, for the messages that fails)."""
+        """One `on_delivery` call (`report` makes it only when there is one, inside
+        `calling_back`)."""
         assert self.on_delivery is not None
+        self.on_delivery(meta, error)
+
+    @contextmanager
+    def calling_back(self) -> Iterator[None]:
+        """Meanwhile the calling thread runs the caller's code (a future's done-callbacks, which
+        setting it calls, and `on_delivery`) and is known by its identity (`in_callback`): while
+        it does, flush() and close() there would wait for the outcomes this very thread is
+        settling (`settling` is raised), so flush() raises and close() is close(0). Nested calls
+        (a callback that closes the producer settles what that fails, within) keep it known until
+        the outermost ends."""
         me = threading.get_ident()
         within = me in self.callback_threads
         self.callback_threads.add(me)
         try:
-            self.on_delivery(meta, error)
+            yield
         finally:
             if not within:
                 self.callback_threads.discard(me)
 
     def in_callback(self) -> bool:
-        """Whether the calling thread is inside an `on_delivery` call of this producer."""
+        """Whether the calling thread is inside a callback of this producer's outcomes (`calling_back`)."""
         return threading.get_ident() in self.callback_threads
 
     def complete_finished(self) -> None:

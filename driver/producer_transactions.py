@@ -21,8 +21,9 @@ Producer's results; `note_failure`, for one it refused itself), which the commit
 cannot commit (abortable, or fatal if the broker said fenced).
 
 An actor of the pipeline that dies makes the transaction abortable (its messages fail with
-`PipelineError`; a commit raises `TransactionAbortableError`); `Producer.abort_transaction` then
-replaces the whole pipeline and initializes the transactional.id again on the new one, which
+`PipelineError`; a commit raises `TransactionAbortableError`), and so does a message that fails
+in the pipeline (`failed_in_pipeline`: its partition's sequence may have a gap); in either case
+`Producer.abort_transaction` then replaces the whole pipeline and initializes the transactional.id again on the new one, which
 aborts what the old epoch left open, so the next transaction goes through a pipeline alive.
 
 `close()` with a transaction open neither commits nor aborts it, as Java's does: its messages
@@ -67,6 +68,7 @@ class ProducerTransactions:
         self._taking_sends = False  # begin_transaction .. commit/abort: `send` is taken
         self._in_transaction = False  # begin_transaction .. commit/abort done: failures count
         self._failure: Exception | None = None  # the transaction's first message that failed
+        self._failed_in_pipeline: Exception | None = None  # the first of them that failed in the pipeline
 
     # -- on every send, and on every outcome -----------------------------------------
 
@@ -79,12 +81,24 @@ class ProducerTransactions:
 
     def note_outcomes(self, entries: Iterable[Any]) -> None:
         """The Producer's results (`Outcome`s): keep the first failure of the open transaction."""
-        if not self._in_transaction or self._failure is not None:
+        if not self._in_transaction or self._failed_in_pipeline is not None:
             return
         for entry in entries:
             if entry.error is not None:
+                with self._lock:
+                    if self._in_transaction and self._failed_in_pipeline is None:
+                        self._failed_in_pipeline = entry.error
                 self.note_failure(entry.error)
                 return
+
+    @property
+    def failed_in_pipeline(self) -> Exception | None:
+        """The first message of the open transaction that failed in the pipeline, if one did. A
+        numbered batch that failed there for good leaves its partition's sequence with a gap, which
+        the broker holds against every later batch of this epoch (OUT_OF_ORDER_SEQUENCE_NUMBER),
+        so the abort renews the producer's epoch (`Producer.abort_transaction`), as Java's
+        TransactionManager bumps it after a failed batch (KIP-360)."""
+        return self._failed_in_pipeline
 
     def note_failure(self, error: Exception) -> None:
         """A message of the open transaction failed (in the pipeline, or refused where it was
@@ -107,7 +121,7 @@ class ProducerTransactions:
     def begin_transaction(self) -> None:
         self._ask(self.owner.begin_transaction.remote(), self.default_timeout)
         with self._lock:
-            self._failure = None
+            self._failure = self._failed_in_pipeline = None
             self._in_transaction = self._taking_sends = True
 
     def send_offsets_to_transaction(self, offsets: Any, group_id: str, timeout: float | None = None, *,
@@ -166,7 +180,7 @@ class ProducerTransactions:
     def _ended(self) -> None:
         with self._lock:
             self._in_transaction = False
-            self._failure = None
+            self._failure = self._failed_in_pipeline = None
 
     def _timeout(self, timeout: float | None) -> float:
         if timeout is None:

@@ -258,8 +258,8 @@ class ProducerClosedError(KafkaError):
 
 class FlushInCallbackError(KafkaError):
     """`Producer.flush()` (or a call that flushes, such as `commit_transaction`) was called from
-    an `on_delivery` callback: it would wait for the reports that the callback's own thread
-    delivers, forever. Refused at once, as Java's flush refuses it (IllegalStateException)."""
+    a delivery callback (`on_delivery`, or a done-callback of a message's future): it would wait
+    for the reports that the callback's own thread delivers, forever. Refused at once, as Java's flush refuses it (IllegalStateException)."""
 
 
 class BufferExhaustedError(KafkaError):

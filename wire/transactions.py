@@ -133,6 +133,9 @@ FATAL = FENCED | _codes("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "CLUSTER_AUTHOR
                         "INVALID_PRODUCER_ID_MAPPING", "INVALID_TXN_STATE", "UNSUPPORTED_VERSION",
                         "UNSUPPORTED_FOR_MESSAGE_FORMAT")
 ABORTABLE = _codes("TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "OPERATION_NOT_ATTEMPTED")
+# TxnOffsetCommit's group metadata is not the group's now (a rebalance came first): Java's
+# TxnOffsetCommitHandler makes it abortable (CommitFailedException), not fatal
+GROUP_MOVED_ON = _codes("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "FENCED_INSTANCE_ID")
 _UNKNOWN_TOPIC_OR_PARTITION = BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"].code
 _REQUEST_TIMED_OUT = BY_NAME["REQUEST_TIMED_OUT"].code
 
@@ -147,7 +150,8 @@ def classify(api: Api, code: int) -> Action:
         return Action.RETRY
     if code in FATAL:
         return Action.FATAL
-    if code in ABORTABLE or api is messages.ADD_PARTITIONS_TO_TXN:
+    if code in ABORTABLE or api is messages.ADD_PARTITIONS_TO_TXN or (
+            api is messages.TXN_OFFSET_COMMIT and code in GROUP_MOVED_ON):
         return Action.ABORTABLE
     return Action.FATAL  # a handler of Java's meets an error it does not expect: fatal
 

@@ -16,6 +16,7 @@ from raykafka.wire.errors import (
     BY_NAME,
     BrokerError,
     DeliveryTimeoutError,
+    OutcomeUnknownError,
     ProducerFencedError,
     TransactionAbortableError,
     UnknownOffsetError,
@@ -80,6 +81,20 @@ def test_an_unanswered_partition_and_a_fatal_error_fail_with_the_cause():
     (outcome,), _ = s.take_results()
     assert isinstance(outcome.error, BrokerError) and outcome.error.code == INVALID_RECORD
     assert "bad" in str(outcome.error)
+
+
+def test_a_partition_the_answer_leaves_out_may_be_written_and_ends_as_outcome_unknown():
+    """A Produce answer that names another partition only: the broker may have appended this one
+    all the same, so it is retried as possibly written and, its retries spent, ends as "outcome
+    unknown", naming what was wrong with the answer."""
+    s = state(max_retries=1)
+    s.handle_response(0, [batch()], {("t", 1): ProduceAnswer(0, 5)}, {})
+    (retried,) = s.take_retries()
+    assert retried.possibly_written
+    s.handle_response(1, [retried], {}, {})
+    (outcome,), _ = s.take_results()
+    assert isinstance(outcome.error, OutcomeUnknownError), repr(outcome.error)
+    assert "left the partition out" in str(outcome.error)
 
 
 def test_in_a_transaction_a_failed_batch_names_what_it_makes_of_the_transaction():

@@ -20,7 +20,13 @@ from raykafka.actors.options import CALLS_IN_FLIGHT
 from raykafka.driver.producer import Producer
 from raykafka.mock import MockCluster
 from raykafka.wire import messages
-from raykafka.wire.errors import BY_NAME, BrokerError, BufferExhaustedError, DeliveryTimeoutError
+from raykafka.wire.errors import (
+    BY_NAME,
+    BrokerError,
+    BufferExhaustedError,
+    DeliveryTimeoutError,
+    OutcomeUnknownError,
+)
 
 from ..tiers import default_keeps
 from .local_producer import LocalProducer
@@ -297,6 +303,27 @@ def test_buffer_memory_blocks_send_then_raises_after_max_block_ms(ray_session):
         finally:
             producer.close(30)
         assert len(log_of(cluster, "t", 0)) == len(accepted)
+
+
+@pytest.mark.ray
+def test_a_close_that_gives_up_on_a_written_message_says_its_outcome_is_unknown(ray_session, wait_for):
+    """The broker writes the message and holds its answer past close's time: the message is in
+    the log, so close ends it as "outcome unknown", never as "not delivered"."""
+    with MockCluster(n_brokers=1, topics={"t": 1}) as cluster:
+        cluster.delay(messages.PRODUCE, 30.0)
+        producer = Producer(config(cluster, **{"request.timeout.ms": 60_000}))
+        try:
+            future = producer.send("t", b"written")
+            wait_for(lambda: log_of(cluster, "t", 0) == [b"written"], timeout=30)
+            started = time.monotonic()
+            producer.close(1)
+            assert time.monotonic() - started < 20
+            error = future.exception(10)
+            assert isinstance(error, OutcomeUnknownError) and error.possibly_written, repr(error)
+            assert "closed" in str(error)
+        finally:
+            cluster.delay(messages.PRODUCE, 0)
+            producer.close(10)
 
 
 # the ray case is slow: test_retries_exhausted_fail_exactly_those_messages_with_the_cause[ray] keeps the retry path on Ray

@@ -1,8 +1,8 @@
-"""`close()` and `flush()` called from an `on_delivery` callback, on the thread that delivers
-the reports, which they would wait for. As Java does: `close()` there is `close(0)` (nothing more
-delivered, what is unresolved ends with a `ProducerClosedError` saying so, every actor stopped,
-and it returns), and `flush()` there raises `FlushInCallbackError`; from any other thread, even
-while a callback runs, both behave as ever. On tansu, with Ray."""
+"""`close()` and `flush()` called from a delivery callback (`on_delivery`, or a done-callback of a
+message's future), on the thread that delivers the reports, which they would wait for. As Java
+does: `close()` there is `close(0)` (nothing more delivered, what is unresolved ends saying so,
+every actor stopped, and it returns), and `flush()` there raises `FlushInCallbackError`; from any
+other thread, even while a callback runs, both behave as ever. On tansu, with Ray."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_close_from_a_callback_is_close_0_and_returns(ray_session, bootstrap, to
         assert returned.wait(RETURNS_WITHIN), "close() from on_delivery never returned"
         errors = [f.exception(10) for f in later]
         assert all(isinstance(e, ProducerClosedError) for e in errors), errors[:3]
-        assert "closed by its on_delivery callback" in str(errors[0])
+        assert "closed by a delivery callback" in str(errors[0])
         assert live_actors(producer.name) == []
         with pytest.raises(ProducerClosedError):
             producer.send(topic, b"after")
@@ -85,4 +85,31 @@ def test_flush_from_a_callback_raises_and_other_threads_still_flush(ray_session,
         assert producer.send(topic, b"second") is not None and producer.flush(30) == 0
     finally:
         release.set()
+        producer.close(10)
+
+
+def test_flush_and_close_from_a_futures_done_callback_act_as_from_on_delivery(ray_session, bootstrap, topic_name,
+                                                                              live_actors):
+    """A future's done-callback runs on the thread that sets it, as on_delivery does: there
+    flush() raises FlushInCallbackError and close() is close(0), returning; no actor is left."""
+    topic = _topic(bootstrap, topic_name)
+    raised: list = []
+    returned = threading.Event()
+
+    def done(_future):
+        try:
+            producer.flush()
+        except Exception as exc:  # noqa: BLE001 - what flush raised is the outcome under test
+            raised.append(exc)
+        producer.close()
+        returned.set()
+
+    # lingering, so that the future is still pending when its callback is added
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 500})
+    try:
+        producer.send(topic, b"first").add_done_callback(done)
+        assert returned.wait(RETURNS_WITHIN), "close() from a done-callback never returned"
+        assert [type(e) for e in raised] == [FlushInCallbackError]
+        assert live_actors(producer.name) == []
+    finally:
         producer.close(10)

@@ -5,10 +5,20 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
+import numpy as np
+
 from raykafka.actors.batch import MessageBatch
 from raykafka.actors.producer_results import Outcome
 from raykafka.driver.producer_ledger import Ledger
-from raykafka.driver.producer_log_match import KeptBatches, PartitionScan, acked_ends, written_outcomes
+from raykafka.driver.producer_log_match import (
+    AckedEnd,
+    KeptBatches,
+    PartitionScan,
+    SequenceBook,
+    acked_ends,
+    scan_starts,
+    written_outcomes,
+)
 from raykafka.wire.fetch import WrittenRecord
 
 
@@ -69,11 +79,39 @@ def test_a_record_stamped_at_log_append_still_ends_its_message_the_timestamp_onl
     assert [(o.ids[0], o.first_offset) for o in found] == [(1, 50), (0, 51)]
 
 
-def test_acked_ends_keep_the_furthest_acknowledged_offset_of_each_partition():
+def test_acked_ends_keep_the_furthest_acknowledged_offset_and_message_of_each_partition():
     ends: dict = {}
     acked_ends(ends, [Outcome(range(0, 3), "t", 0, 10), Outcome(range(3, 4), "t", 0, 5),
                       Outcome.failed([5], RuntimeError("x"), "t", 1), Outcome(range(6, 8), "t", 1, -1)])
-    assert ends == {("t", 0): 13}
+    assert ends == {("t", 0): AckedEnd(13, 3)}
+    acked_ends(ends, [Outcome(np.array([9, 4]), "t", 2, 0)])
+    assert ends[("t", 2)] == AckedEnd(2, 9)
+
+
+def test_a_heal_reads_from_the_acknowledged_end_only_where_no_older_message_is_unresolved():
+    """t/0: A (noted, sequence 0) was answered REQUEST_TIMED_OUT after the broker appended it, and
+    B (sequence 2), sent after it, acknowledged: A may sit before B's end, so t/0 is read from
+    its time, not from the end. t/1's unresolved message is newer than its last acknowledged
+    one: its end stands. u: a message no note names is older than u/0's last acknowledged one,
+    and may be in any partition of u."""
+    ledger, book = Ledger(), SequenceBook()
+    a = _noted(book, ledger, "t", 0, [b"a0", b"a1"], [[], []], seq=0)
+    b = _noted(book, ledger, "t", 0, [b"b0", b"b1"], [[], []], seq=2)
+    c = _noted(book, ledger, "t", 1, [b"c"], [[]], seq=0)
+    d = _noted(book, ledger, "t", 1, [b"d"], [[]], seq=1)
+    lost = sent(ledger, "u", [b"e"])  # its BrokerWorker died before the driver polled its note
+    f = sent(ledger, "u", [b"f"])
+    acked = [Outcome(list(b.ids), "t", 0, 10), Outcome(list(c.ids), "t", 1, 4), Outcome(list(f.ids), "u", 0, 7)]
+    ledger.settle(acked)
+    ends: dict = {}
+    acked_ends(ends, acked)
+    kept = KeptBatches()
+    kept.keep([a, b, c, d, lost, f], ledger)
+    starts = scan_starts(ends, kept.unresolved(ledger), book, ledger.open_positions)
+    assert starts == {("t", 1): 5}
+    ledger.settle([Outcome(list(a.ids), "t", 0, 8), Outcome(list(lost.ids), "u", 1, 0)])
+    assert scan_starts(ends, kept.unresolved(ledger), book, ledger.open_positions) == {
+        ("t", 0): 12, ("t", 1): 5, ("u", 0): 8}
 
 
 def test_the_log_is_read_again_for_records_that_land_after_the_first_read(monkeypatch):
@@ -153,7 +191,6 @@ def test_a_record_is_its_message_by_partition_and_sequence_not_by_what_it_holds(
     """A (partition 0, header msg-id A) and B (partition 1, header msg-id B) hold the same null
     key and value at the same time; the log holds only B, at partition 1 offset 7. B ends
     delivered there; A is not found, so it goes again."""
-    from raykafka.driver.producer_log_match import SequenceBook
 
     ledger, book = Ledger(), SequenceBook()
     a = _noted(book, ledger, "t", 0, [b"same"], [[("msg-id", b"A")]], seq=0)
@@ -166,7 +203,6 @@ def test_a_record_is_its_message_by_partition_and_sequence_not_by_what_it_holds(
 def test_without_a_note_a_record_is_matched_by_its_headers_and_explicit_partition_too():
     """The note of B was lost (its BrokerWorker died before the driver polled it): the
     record is matched by what it holds, headers and an explicit partition included."""
-    from raykafka.driver.producer_log_match import SequenceBook
     from raykafka.wire.record_encoding import encode_header_lists
 
     ledger, book = Ledger(), SequenceBook()
@@ -183,7 +219,6 @@ def test_without_a_note_a_record_is_matched_by_its_headers_and_explicit_partitio
 
 
 def test_the_book_names_messages_by_sequence_across_notes_and_forgets_ended_ones():
-    from raykafka.driver.producer_log_match import SequenceBook
 
     ledger, book = Ledger(), SequenceBook()
     first = _noted(book, ledger, "t", 0, [b"a", b"b"], [[], []], seq=0)

@@ -183,6 +183,11 @@ def test_an_empty_transactional_id_is_refused() -> None:
     (messages.ADD_PARTITIONS_TO_TXN, "MESSAGE_TOO_LARGE", Action.ABORTABLE),  # any other partition error
     (messages.ADD_OFFSETS_TO_TXN, "GROUP_AUTHORIZATION_FAILED", Action.ABORTABLE),
     (messages.END_TXN, "MESSAGE_TOO_LARGE", Action.FATAL),  # unexpected: fatal
+    # the offsets' group metadata is stale (a rebalance came first): the transaction aborts, the producer goes on
+    (messages.TXN_OFFSET_COMMIT, "ILLEGAL_GENERATION", Action.ABORTABLE),
+    (messages.TXN_OFFSET_COMMIT, "UNKNOWN_MEMBER_ID", Action.ABORTABLE),
+    (messages.TXN_OFFSET_COMMIT, "FENCED_INSTANCE_ID", Action.ABORTABLE),
+    (messages.END_TXN, "ILLEGAL_GENERATION", Action.FATAL),
 ])
 def test_errors_are_classified_as_java_does(api: messages.Api, name: str, action: Action) -> None:
     assert classify(api, CODE[name]) is action
