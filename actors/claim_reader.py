@@ -221,8 +221,8 @@ class ClaimReader:
         problem = None
         for tp, fetch, outcome in answer.parts:
             claim = claims.get(tp)
-            if claim is None or claim.done:
-                continue
+            if claim is None or claim.done or positions.get(tp) is not fetch:
+                continue  # revoked meanwhile, or claimed again since (a new fetch, at its own offset)
             claim.high_watermark = fetch.high_watermark
             if isinstance(outcome, Data):
                 self._take(claim, fetch, outcome, answer)
