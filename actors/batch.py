@@ -197,7 +197,8 @@ class MessageBatch:
                        created_ms=min(b.created_ms for b in batches), nbytes=sum(b.nbytes for b in batches))
 
 
-MAY_BE_WRITTEN = "a request may have written it"  # what an OutcomeUnknownError's text says, wherever it is made
+# what an OutcomeUnknownError made at a time-out or a close adds: why the outcome is unknown
+MAY_BE_WRITTEN = "a request may have written it"
 
 
 def timed_out(possibly_written: bool, delivery_timeout_ms: int | None, why: str) -> DeliveryTimeoutError:

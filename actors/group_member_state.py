@@ -457,27 +457,33 @@ class MemberRuntime:
         interval = self.config["topic.metadata.refresh.interval.ms"] / 1000
         if self.subscription.has_patterns:
             interval = min(interval, self.config["metadata.max.age.ms"] / 1000)
-        counts = {t: len(self.cluster.metadata.partitions(t)) for t in self.topics}  # the leader's: what it split
-        unknown = [t for t, n in counts.items() if not n]
-        if unknown:  # a member that resolved no offset (its claims all committed, or none) may know no
-            # count yet: asked now, as Sarama's client.Partitions does, lest the first look take one for a change
-            counts.update({t: n for t, n in (await self._partition_counts() or {}).items() if t in unknown})
+        counts = self._known_counts()
         while True:
             await asyncio.sleep(interval)
             if await self._look_up_subscription():
                 self._rebalance(f"subscribed topics changed to {self.topics}", seen_here=True)  # the rejoin subscribes
                 if self._rejoin is None:
                     return
-                counts = {t: len(self.cluster.metadata.partitions(t)) for t in self.topics}
+                counts = self._known_counts()
                 continue
             now = await self._partition_counts()
             if now is None:
                 continue
-            if any(now[t] != counts.get(t, 0) for t in self.topics if now[t]):
+            # a topic this member knew nothing of (it resolved no offset: its claims all committed,
+            # or none) takes its first count from this look, rather than taking it for a change;
+            # the leader, which split the partitions, knows every count and sees a topic grow
+            counts.update({t: n for t, n in now.items() if counts.get(t) is None})
+            if any(now[t] != counts[t] for t in self.topics if now[t]):
                 self._rebalance(f"partition count changed {counts} -> {now}", seen_here=True)  # the leader rebalances
                 if self._rejoin is None:
                     return
             counts = now
+
+    def _known_counts(self) -> dict[str, int | None]:
+        """Each subscribed topic's partition count as this member's metadata has it: None for a
+        topic it has no metadata of, 0 for one the broker said does not exist."""
+        metadata = self.cluster.metadata
+        return {t: len(metadata.partitions(t)) if t in metadata.topics else None for t in self.topics}
 
     async def _partition_counts(self) -> dict[str, int] | None:
         """Each subscribed topic's partition count, from a fresh look-up; None if it failed."""

@@ -173,8 +173,9 @@ class TopicDispatcher:
         """Each topic's batches on, in the order they came, in one call to the PartitionDispatcher:
         a burst of retries reaches a broker together, its partitions' batches side by side in
         each request, not one batch a request."""
-        if self.closed:
-            self._fail_all(batches, ProducerClosedError("producer closed before the message was sent"))
+        if self.closed:  # a retry may come after close: one the broker may have written is "outcome unknown"
+            for group, error in closed_groups(batches, "its topic's dispatcher"):
+                self._fail_all(group, error)
             return
         for topic, own in by_topic(batches).items():
             if self.awaiting.holds(topic):  # behind those already waiting for metadata

@@ -100,6 +100,15 @@ class Accumulator:
         self.open, self.ready = {}, []
         self.count = self.nbytes = 0
 
+    def drop(self) -> list[tuple[str, Any]]:
+        """Drop everything, and say which messages it held: (topic, their ids) for each open
+        buffer and ready batch. Nothing is sealed (no columns built, nothing put in the object
+        store): they are about to fail."""
+        held = [(batch.topic, batch.ids) for batch in self.ready]
+        held += [(topic, [row[0] for row in buf.rows]) for topic, buf in self.open.items()]
+        self.clear()
+        return held
+
 
 def shared(values: Any) -> Any:
     """A large column put in the object store once, for the flusher alone to read (`SharedColumn`)."""

@@ -420,9 +420,12 @@ class Consumer:
 
     def unassign(self, topic: str, partition: int) -> None:
         """Stop consuming `topic`/`partition` (also one that failed): its partition consumer drops
-        it and goes on with the others (and ends at `close`)."""
+        it and goes on with the others (and ends at `close`). What was polled for it and not yet
+        handed out is dropped, as Java's consumer drops what it fetched for a partition it no
+        longer has: an assignment again starts where it is told to."""
         key = (topic, partition)
         self._seeks.pop(key, None)  # an assignment again counts its seeks afresh
+        self._ready = deque(item for item in self._ready if item[0] != key)
         if key in self._ended:
             self._ended.discard(key)
             return

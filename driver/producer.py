@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from ..actors.batch import RECORD_OVERHEAD, MessageBatch
+from ..actors.batch import MAY_BE_WRITTEN, RECORD_OVERHEAD, MessageBatch
 from ..actors.metrics import ProducerMetrics
 from ..actors.producer_results import Outcome
 from ..wire.config import parse_config
@@ -63,6 +63,7 @@ from ..wire.errors import (
     FlushInCallbackError,
     KafkaError,
     MessageTooLargeError,
+    OutcomeUnknownError,
     PipelineError,
     ProducerClosedError,
     TransactionStateError,
@@ -413,13 +414,13 @@ class Producer:
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Let the transaction's messages end, then abort it. If an actor of the pipeline died (the
         transaction owner too), or a message of the transaction failed in the pipeline (its
-        partition's sequence may have a gap: `ProducerTransactions.failed_in_pipeline`), the
+        partition's sequence may have a gap: `ProducerTransactions.abort_transaction`), the
         pipeline is replaced, and the transactional.id initialized again on the new one (a new
         epoch, numbering from 0, which also aborts what the old epoch left open)."""
         transactions = self._transactional()
-        failed = transactions.failed_in_pipeline  # read before the abort ends the transaction
+        failed: Exception | None = None
         try:
-            transactions.abort_transaction(timeout)
+            failed = transactions.abort_transaction(timeout)
             broken: Exception | None = None
         except PipelineError as exc:
             broken = exc
@@ -545,14 +546,17 @@ class Producer:
 
     def ray_gone(self) -> None:
         """Ray was shut down under this producer, and its actors with it: fail what is still
-        pending, say no more sends, and let the background threads end."""
+        pending (what was still gathered here as not delivered, what the pipeline had as outcome
+        unknown), say no more sends, and let the background threads end."""
         with self._state.cond:
             if self._state.stopping:
                 return
             self._state.closed = self._state.stopping = True
-            self._acc.clear()  # nothing to hand them to; failed just below
+            gathered = self._acc.drop()  # nothing to hand them to; failed just below
             self._state.cond.notify_all()
-        self._fail_unresolved(ProducerClosedError("Ray was shut down before the message was delivered"))
+        self._settlement.fail_gathered(gathered, ProducerClosedError("Ray was shut down before the message was delivered"))
+        self._fail_unresolved(OutcomeUnknownError(f"Ray was shut down with the message in the producer's pipeline; "
+                                                  f"{MAY_BE_WRITTEN}"))
 
     def __enter__(self) -> Producer:
         return self

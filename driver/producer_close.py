@@ -9,7 +9,8 @@ the mailboxes' last reports taken, then what is left unresolved fails, and every
 producer is killed: a message still gathered here with a `ProducerClosedError` (it was never
 handed on), one handed to the pipeline with an `OutcomeUnknownError` saying why (nothing
 answered for it, and a request may have carried it). From an
-`on_delivery` callback it is Java's close(0) (`close_from_callback`); with Ray shut down under
+delivery callback (`on_delivery`, or a future's done-callback) it is Java's close(0)
+(`close_from_callback`); with Ray shut down under
 the producer it only fails what is pending (`ray_gone`, the Producer's).
 
 Reads and sets the `ProducerState`'s flags; calls the `Settlement` (the last reports, the
@@ -24,8 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..actors.batch import MAY_BE_WRITTEN, MessageBatch
-from ..actors.producer_results import Outcome
+from ..actors.batch import MAY_BE_WRITTEN
 from ..wire.errors import OutcomeUnknownError, ProducerClosedError
 from .accumulator import Accumulator
 from .producer_healer import Healer
@@ -101,15 +101,15 @@ class Closer:
         finally:
             self.take_last_results()
             with state.cond:
-                gathered = self.acc.take()
-            self.fail_gathered(ProducerClosedError("producer closed before the message was handed on"), gathered)
+                gathered = self.acc.drop()
+            self.settlement.fail_gathered(gathered, ProducerClosedError("producer closed before the message was handed on"))
             self.fail_unresolved(self.close_error(timeout, deadline))
             dog.stop()
             state.pipeline.kill_all(CLOSE_MIN)
 
     def close_from_callback(self) -> None:
-        """close() from an `on_delivery` callback, whose thread delivers the reports that close
-        would wait for: Java's close(0) from a callback. Nothing more is handed on or taken from
+        """close() from a delivery callback (`on_delivery`, or a future's done-callback), whose
+        thread delivers the reports that close would wait for: Java's close(0) from a callback. Nothing more is handed on or taken from
         the mailboxes (the results thread ends after this report), every unresolved message
         ends saying so (a `ProducerClosedError` if it was still gathered here, else an
         `OutcomeUnknownError`: the pipeline had it), and every actor of the pipeline is killed
@@ -117,10 +117,10 @@ class Closer:
         state = self.state
         with state.cond:
             state.closed = state.stopping = state.results_stopped = True
-            gathered = self.acc.take()  # never handed on, nor will be: failed just below
+            gathered = self.acc.drop()  # never handed on, nor will be: failed just below
             state.cond.notify_all()
         why = "producer closed by a delivery callback (close(0))"
-        self.fail_gathered(ProducerClosedError(f"{why} before the message was handed on"), gathered)
+        self.settlement.fail_gathered(gathered, ProducerClosedError(f"{why} before the message was handed on"))
         self.fail_unresolved(OutcomeUnknownError(f"{why} with the message in its pipeline; {MAY_BE_WRITTEN}"))
         self.watchdog.stop()
         self.metrics.close()
@@ -135,11 +135,6 @@ class Closer:
         if self.poller.is_alive() or self.ray_session.gone():
             return
         self.settlement.take_reports(self.state.pipeline.last_results(LAST_POLL_WAIT))
-
-    def fail_gathered(self, error: ProducerClosedError, gathered: list[MessageBatch]) -> None:
-        """End with `error` the messages still gathered here (`Accumulator.take`): never handed
-        on, so not written."""
-        self.settlement.resolve([Outcome.failed(b.ids, error, b.topic) for b in gathered])
 
     def close_error(self, timeout: float | None, deadline: float | None) -> OutcomeUnknownError:
         """The error of the messages close could not see end: each was handed to the pipeline,

@@ -72,6 +72,11 @@ class Settlement:
         if reports.outcomes:
             self.resolve(reports.outcomes, pipeline)
 
+    def fail_gathered(self, gathered: list[tuple[str, Any]], error: Exception) -> None:
+        """End with `error` the messages `Accumulator.drop` took: (topic, ids) still gathered in
+        the driver, never handed on (so not written)."""
+        self.resolve([Outcome.failed(ids, error, topic) for topic, ids in gathered])
+
     def fail_handed_on(self, failed: list[tuple[list[Any], Exception]], pipeline: Any = None) -> None:
         """Batches whose hand-over (to `pipeline`) failed (`TopicRoutes`): each ends with its call's
         cause, unless the cause is an actor's death the producer heals from (then they go again

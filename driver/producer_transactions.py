@@ -22,7 +22,7 @@ cannot commit (abortable, or fatal if the broker said fenced).
 
 An actor of the pipeline that dies makes the transaction abortable (its messages fail with
 `PipelineError`; a commit raises `TransactionAbortableError`), and so does a message that fails
-in the pipeline (`failed_in_pipeline`: its partition's sequence may have a gap); in either case
+in the pipeline (its partition's sequence may have a gap: `abort_transaction` says so); in either case
 `Producer.abort_transaction` then replaces the whole pipeline and initializes the transactional.id again on the new one, which
 aborts what the old epoch left open, so the next transaction goes through a pipeline alive.
 
@@ -91,15 +91,6 @@ class ProducerTransactions:
                 self.note_failure(entry.error)
                 return
 
-    @property
-    def failed_in_pipeline(self) -> Exception | None:
-        """The first message of the open transaction that failed in the pipeline, if one did. A
-        numbered batch that failed there for good leaves its partition's sequence with a gap, which
-        the broker holds against every later batch of this epoch (OUT_OF_ORDER_SEQUENCE_NUMBER),
-        so the abort renews the producer's epoch (`Producer.abort_transaction`), as Java's
-        TransactionManager bumps it after a failed batch (KIP-360)."""
-        return self._failed_in_pipeline
-
     def note_failure(self, error: Exception) -> None:
         """A message of the open transaction failed (in the pipeline, or refused where it was
         given, as a message larger than max.request.size): the first such is kept."""
@@ -156,14 +147,24 @@ class ProducerTransactions:
                 "abort_transaction() replaces the producer's pipeline") from None
         self._ended()
 
-    def abort_transaction(self, timeout: float | None = None) -> None:
+    def abort_transaction(self, timeout: float | None = None) -> Exception | None:
         """Let every message sent in the transaction end (delivered, or failed), then EndTxn(abort):
-        a read_committed reader never sees them. Within `timeout` or `TransactionTimeoutError`."""
+        a read_committed reader never sees them. Within `timeout` or `TransactionTimeoutError`.
+
+        Returns the first message of the transaction that failed in the pipeline, if one did
+        (known once every message has ended). A numbered batch that failed there for good
+        leaves its partition's sequence with a gap, which the broker holds against every later
+        batch of this epoch (OUT_OF_ORDER_SEQUENCE_NUMBER), so the Producer then renews its epoch,
+        as Java's TransactionManager bumps it after a failed batch (KIP-360). Whether the failed
+        message was numbered is not known here (a topic that does not exist fails it before), so
+        any such failure renews it."""
         deadline = time.monotonic() + self._timeout(timeout)
         self._end_sends("abort_transaction", deadline)
+        failed = self._failed_in_pipeline
         left = max(0.001, deadline - time.monotonic())
         self._ask(self.owner.abort_transaction.remote(int(left * 1000)), left)
         self._ended()
+        return failed
 
     # -- utilities -------------------------------------------------------------------
 

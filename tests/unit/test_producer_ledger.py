@@ -6,6 +6,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 
 import numpy as np
+import pytest
 
 from raykafka.actors.producer_results import Outcome
 from raykafka.driver.accumulator import FLUSH_MESSAGES, Accumulator
@@ -70,6 +71,23 @@ def test_the_accumulator_wakes_the_sender_when_a_buffer_opens_and_when_it_is_ful
     batches = acc.take()
     assert [b.topic for b in batches] == ["b", "a"]  # in the order the topics were first sent to
     assert list(batches[0].ids) == list(range(0, FLUSH_MESSAGES, 2))
+    assert acc.count == acc.nbytes == 0 and not acc.open and not acc.ready
+
+
+def test_dropping_the_accumulator_names_every_message_it_held_and_seals_nothing(monkeypatch):
+    """At a close (or Ray gone), what is still gathered fails: `drop` says which messages, a ready
+    batch's and an open buffer's, without sealing the open ones (no columns built, nothing put in
+    Ray's object store, which may be gone)."""
+    from raykafka.driver import accumulator
+
+    acc = Accumulator()
+    for i in range(3):
+        acc.add("a", (i, b"v", None, 1, None, -1), 10)
+    acc.seal()
+    acc.add("b", (3, b"w", None, 1, None, -1), 10)
+    monkeypatch.setattr(accumulator, "shared", lambda values: pytest.fail("sealed while dropped"))
+    held = acc.drop()
+    assert [(topic, list(ids)) for topic, ids in held] == [("a", [0, 1, 2]), ("b", [3])]
     assert acc.count == acc.nbytes == 0 and not acc.open and not acc.ready
 
 
