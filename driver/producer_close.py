@@ -8,10 +8,9 @@ s, or what is left of `timeout`, but at least CLOSE_MIN); the results thread is 
 the mailboxes' last reports taken, then what is left unresolved fails, and every actor of the
 producer is killed: a message still gathered here with a `ProducerClosedError` (it was never
 handed on), one handed to the pipeline with an `OutcomeUnknownError` saying why (nothing
-answered for it, and a request may have carried it). From an
-delivery callback (`on_delivery`, or a future's done-callback) it is Java's close(0)
-(`close_from_callback`); with Ray shut down under
-the producer it only fails what is pending (`ray_gone`, the Producer's).
+answered for it, and a request may have carried it). From a delivery callback (`on_delivery`,
+or a future's done-callback) it is Java's close(0) (`close_from_callback`); with Ray shut down
+under the producer it only fails what is pending (`ray_gone`, the Producer's).
 
 Reads and sets the `ProducerState`'s flags; calls the `Settlement` (the last reports, the
 batches the sender could not hand on), the watchdog (who died), the pipeline in use (shut down,
@@ -109,11 +108,11 @@ class Closer:
 
     def close_from_callback(self) -> None:
         """close() from a delivery callback (`on_delivery`, or a future's done-callback), whose
-        thread delivers the reports that close would wait for: Java's close(0) from a callback. Nothing more is handed on or taken from
-        the mailboxes (the results thread ends after this report), every unresolved message
-        ends saying so (a `ProducerClosedError` if it was still gathered here, else an
-        `OutcomeUnknownError`: the pipeline had it), and every actor of the pipeline is killed
-        (Ray lists none within CLOSE_MIN s) before it returns."""
+        thread delivers the reports that close would wait for: Java's close(0) from a callback.
+        Nothing more is handed on or taken from the mailboxes (the results thread ends after
+        this report), every unresolved message ends saying so (a `ProducerClosedError` if it was
+        still gathered here, else an `OutcomeUnknownError`: the pipeline had it), and every
+        actor of the pipeline is killed (Ray lists none within CLOSE_MIN s) before it returns."""
         state = self.state
         with state.cond:
             state.closed = state.stopping = state.results_stopped = True
