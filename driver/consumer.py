@@ -37,6 +37,7 @@ longer exists is unassigned.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -61,6 +62,7 @@ from ..wire.cluster import Cluster
 from ..wire.config import parse_config
 from ..wire.errors import ConsumerError, KafkaError
 from ..wire.fetch import high_watermarks
+from ..wire.fetch_round import back_off
 from ..wire.loop import LoopThread
 from ..wire.serde import Deserializers, concat_batches
 from ..wire.subscription import TopicSubscription, external_topics, is_pattern
@@ -138,10 +140,21 @@ class Consumer:
         return self._run(go())
 
     def high_watermarks(self, topic: str, partitions: list[int] | None = None) -> dict[int, int]:
-        """Where each partition ends now (from a Fetch response's high watermark)."""
+        """Where each partition ends now (from a Fetch response's high watermark). A retriable
+        error (a leader election, a broker away) is retried `retry.backoff.ms` apart for up to
+        `request.timeout.ms`, as Java's `endOffsets` retries until its timeout."""
         async def go() -> dict[int, int]:
             assert self._cluster is not None
-            return await high_watermarks(self._cluster, topic, partitions)
+            loop = asyncio.get_running_loop()
+            give_up = loop.time() + self.config["request.timeout.ms"] / 1000
+            while True:
+                try:
+                    return await high_watermarks(self._cluster, topic, partitions)
+                except KafkaError as exc:
+                    if not exc.retriable or loop.time() + self.config["retry.backoff.ms"] / 1000 > give_up:
+                        raise
+                    log.info("consumer %s: end offsets of %s failed, retrying: %s", self.id, topic, exc)
+                await back_off(self.config)
         return self._run(go())
 
     end_offsets = high_watermarks
