@@ -6,7 +6,10 @@ producer id, its epoch and the sequence numbers.
   them.
 - `PartitionSequences` (one per partition, in its LeaderDispatcherState) numbers each batch as it
   leaves, in the partition's order, and after a broken sequence decides whether to number anew
-  under a new producer id (`reset`: only when every batch before the broken one has ended).
+  under a new producer id (`reset`: only when every batch before the broken one has ended). A
+  transactional producer cannot (`NoNewProducerId`): the partition is then `broken` for this
+  epoch, and its LeaderDispatcher fails its batches at once as abortable until the abort
+  renews the epoch.
 - `EndedSequences` (one in each mailbox where outcomes are decided: each BrokerWorker's and the
   RetryHandler's, actors/producer_results.py) knows, per partition and numbering, which
   sequences ended there; the RetryHandler merges them (`intervals`, `merge`) into the first
@@ -33,6 +36,11 @@ from ..wire.errors import KafkaError
 from ..wire.record_batch import SEQUENCE_MASK
 
 log = logging.getLogger("raykafka.producer.idempotence")
+
+
+class NoNewProducerId(KafkaError):
+    """This producer cannot number anew under another id: a transactional producer's id and epoch
+    come from init_transactions alone (the abort renews them)."""
 
 
 class SequenceSpan(NamedTuple):
@@ -90,6 +98,9 @@ class PartitionSequences:
         self.next_sequence = 0
         self.numbering = 0
         self.path = path
+        # why no batch of this epoch can be written in the partition any more: its sequence broke
+        # with every batch before it ended, and it cannot number anew (`NoNewProducerId`)
+        self.broken: str | None = None
 
     def number(self, batch: Any) -> None:
         """Give `batch` its sequences as it leaves, unless it carries this numbering's already
@@ -123,6 +134,12 @@ class PartitionSequences:
             return False
         try:
             self.producer_id, self.producer_epoch = new_producer_id()
+        except NoNewProducerId as exc:
+            self.broken = (f"{self.path}: the sequence broke at {base_sequence} of producer {self.producer_id} "
+                           f"epoch {self.producer_epoch}, every batch before it ended (one failed for good), and "
+                           f"{exc}: no batch of this epoch can be written here; abort the transaction")
+            log.warning("%s", self.broken)
+            return False
         except KafkaError as exc:
             log.warning("%s cannot get a new producer id: %s", self.path, exc)
             return False

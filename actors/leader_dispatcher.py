@@ -55,6 +55,7 @@ from ..wire.errors import (
     BY_NAME,
     BrokerError,
     KafkaError,
+    TransactionAbortableError,
     TransactionStateError,
 )
 from ..wire.loop import LoopThread
@@ -63,7 +64,7 @@ from .batch import FIN, RESET, SYN, MessageBatch
 from .caller_order import calls_to
 from .calls import CallWindow, pipeline_error, when_returned
 from .hold import HoldBackoff, SelfTimer, Wake, closed_groups, split_expired, timed_out_groups
-from .idempotence import PartitionSequences
+from .idempotence import NoNewProducerId, PartitionSequences
 from .options import ASK_GROUP
 from .producer_results import report_failed
 
@@ -145,6 +146,9 @@ class LeaderDispatcherState:
             return
         if batch.flags & RESET:
             self.reset_producer_id(batch.producer_id, batch.numbering, batch.base_sequence)
+            return
+        if self.sequences.broken is not None and not batch.is_control:  # it would be refused until it timed out
+            self.backend.return_errors([batch], TransactionAbortableError(self.sequences.broken))
             return
         if batch.retries > self.retry_level:
             if batch.flags & FIN:  # cannot happen: a chaser never outruns its own level
@@ -514,7 +518,7 @@ class PartitionRoute:
 
     def new_producer_id(self) -> tuple[int, int]:
         if self.ctx.config["transactional.id"] is not None:  # its id is the transactional.id's alone
-            raise KafkaError("a transactional producer gets its producer id from init_transactions only")
+            raise NoNewProducerId("a transactional producer gets its producer id from init_transactions only")
         return self.actor.loop.run(init_producer_id(self.actor.cluster), self.ctx.timeout)
 
     def first_unresolved(self, producer_id: int, numbering: int) -> int:

@@ -338,6 +338,37 @@ def test_a_broken_sequence_behind_an_unresolved_batch_keeps_the_producer_id():
     assert (state.producer_id, state.numbering) == (8, 1)
 
 
+def test_a_transactional_sequence_broken_for_good_fails_the_partitions_batches_at_once():
+    """A transactional producer's batch failed for good, leaving a gap: the next one is refused
+    OUT_OF_ORDER_SEQUENCE with every batch before it ended. The producer cannot number anew
+    under another id (init_transactions alone gives one), so that batch and every later one of
+    the partition fail at once as abortable, naming the gap, rather than being refused until
+    delivery.timeout.ms; the abort renews the epoch (driver/producer.py)."""
+    from raykafka.actors.idempotence import NoNewProducerId
+    from raykafka.wire.errors import TransactionAbortableError
+
+    def no_new_id():
+        raise NoNewProducerId("a transactional producer gets its producer id from init_transactions only")
+
+    backend = FakeBackend()
+    backend.new_producer_id = no_new_id
+    state = LeaderDispatcherState("t", 0, backend, producer_id=7, producer_epoch=0)
+    lost, after = msg("lost"), msg("after")
+    state.dispatch(lost)  # sequence 0: it fails for good
+    state.dispatch(after)  # sequence 1: refused, the broker still expects 0
+    backend.first_unresolved_sequence = after.base_sequence  # every batch before it ended
+    reset = MessageBatch.control("t", 0, RESET)
+    reset.producer_id, reset.base_sequence = 7, after.base_sequence
+    state.dispatch(reset)
+    after.retries = 1
+    state.dispatch(after)
+    state.dispatch(msg("later"))
+    assert [(values, type(error)) for values, error in backend.errors] == [
+        ([b"after"], TransactionAbortableError), ([b"later"], TransactionAbortableError)]
+    assert "sequence broke at 1" in str(backend.errors[0][1])
+    assert backend.data() == ["lost", "after"], "nothing more went to the broker"
+
+
 class FakeCalls:
     """A `CallWindow`'s `drain`: `outstanding` calls left, each `drain` without a timeout waits them out."""
 
