@@ -7,9 +7,9 @@ producer id, its epoch and the sequence numbers.
 - `PartitionSequences` (one per partition, in its LeaderDispatcherState) numbers each batch as it
   leaves, in the partition's order, and after a broken sequence decides whether to number anew
   under a new producer id (`reset`: only when every batch before the broken one has ended). A
-  transactional producer cannot (`NoNewProducerId`): the partition is then `broken` for this
-  epoch, and its LeaderDispatcher fails its batches at once as abortable until the abort
-  renews the epoch.
+  transactional producer cannot (`NoNewProducerId`): once the same batch is refused twice so,
+  the partition is `broken` for this epoch, and its LeaderDispatcher fails its batches at once
+  as abortable until the abort renews the epoch.
 - `EndedSequences` (one in each mailbox where outcomes are decided: each BrokerWorker's and the
   RetryHandler's, actors/producer_results.py) knows, per partition and numbering, which
   sequences ended there; the RetryHandler merges them (`intervals`, `merge`) into the first
@@ -99,8 +99,10 @@ class PartitionSequences:
         self.numbering = 0
         self.path = path
         # why no batch of this epoch can be written in the partition any more: its sequence broke
-        # with every batch before it ended, and it cannot number anew (`NoNewProducerId`)
+        # twice at the same batch with every batch before it ended, and it cannot number anew
+        # (`NoNewProducerId`)
         self.broken: str | None = None
+        self._broken_once: tuple[int, int] | None = None  # (numbering, base sequence) of the first such break
 
     def number(self, batch: Any) -> None:
         """Give `batch` its sequences as it leaves, unless it carries this numbering's already
@@ -121,8 +123,8 @@ class PartitionSequences:
         yet, that batch comes round again and the sequence heals: nothing to do. If every batch
         before it has ended, the broker lost this producer's sequence: number from 0 under a new
         producer id (not a local epoch bump: tansu fences those for good). True if renumbered."""
-        if broken != self.producer_id or self.producer_id < 0 or numbering != self.numbering:
-            return False  # stale: the partition already numbers anew
+        if broken != self.producer_id or self.producer_id < 0 or numbering != self.numbering or self.broken:
+            return False  # stale: the partition already numbers anew (or can no more)
         try:
             first = first_unresolved(self.producer_id, self.numbering)
         except Exception as exc:  # cannot tell: keep the id, the batch is retried and asks again
@@ -135,9 +137,17 @@ class PartitionSequences:
         try:
             self.producer_id, self.producer_epoch = new_producer_id()
         except NoNewProducerId as exc:
-            self.broken = (f"{self.path}: the sequence broke at {base_sequence} of producer {self.producer_id} "
-                           f"epoch {self.producer_epoch}, every batch before it ended (one failed for good), and "
-                           f"{exc}: no batch of this epoch can be written here; abort the transaction")
+            # the first time, the batch before may have landed since the broker refused this one
+            # (ended as written, not failed): its retry then goes through. Refused again with
+            # nothing unresolved before it, the gap is real: a batch before it failed for good
+            if self._broken_once != (numbering, base_sequence):
+                self._broken_once = (numbering, base_sequence)
+                log.info("%s sequence broke at %d with every batch before it ended: retrying it once", self.path,
+                         base_sequence)
+                return False
+            self.broken = (f"{self.path}: the sequence broke twice at {base_sequence} of producer {self.producer_id} "
+                           f"epoch {self.producer_epoch} with every batch before it ended (one failed for good), "
+                           f"and {exc}: no batch of this epoch can be written here; abort the transaction")
             log.warning("%s", self.broken)
             return False
         except KafkaError as exc:

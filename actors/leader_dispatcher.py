@@ -147,9 +147,6 @@ class LeaderDispatcherState:
         if batch.flags & RESET:
             self.reset_producer_id(batch.producer_id, batch.numbering, batch.base_sequence)
             return
-        if self.sequences.broken is not None and not batch.is_control:  # it would be refused until it timed out
-            self.backend.return_errors([batch], TransactionAbortableError(self.sequences.broken))
-            return
         if batch.retries > self.retry_level:
             if batch.flags & FIN:  # cannot happen: a chaser never outruns its own level
                 log.warning("%s dropping a chaser from above the retry level (%d > %d)", self.path,
@@ -297,6 +294,9 @@ class LeaderDispatcherState:
         self._send_selected(batch)
 
     def _send_selected(self, batch: MessageBatch) -> None:
+        if self.sequences.broken is not None and not batch.is_control:  # it would be refused until it timed out
+            self.backend.return_errors([batch], TransactionAbortableError(self.sequences.broken))
+            return
         self.sequences.number(batch)
         batch.partition = self.partition
         self.backend.send(batch)

@@ -74,6 +74,7 @@ POLL_WAIT = 0.2  # seconds a poll waits on one partition consumer
 CLOSE_TIMEOUT = 30.0  # seconds the partition consumers get to close
 MAX_HEALS = 3  # replacements of a partition's consumer in a row with no record of it handed out between them
 NEW_TOPIC_START = "earliest"  # where a topic that comes to match a pattern is read from
+RUN_MARGIN = 1.0  # s a retried look-up gives up before `_run_bound`, so that its own last error is raised
 
 __all__ = ["Consumer", "ConsumerError"]
 
@@ -122,11 +123,17 @@ class Consumer:
 
     # -- metadata from the driver ---------------------------------------------
 
+    @property
+    def _run_bound(self) -> float:
+        """Seconds a look-up from the driver may take (`_run`): 2 x request.timeout.ms, 60 s by
+        default, as Java's default.api.timeout.ms."""
+        return self.config["request.timeout.ms"] / 1000 * 2
+
     def _run(self, coro: Any) -> Any:
         if self._loop is None:
             self._loop = LoopThread("raykafka-consumer")
             self._cluster = Cluster(self.config)
-        return self._loop.run(coro, self.config["request.timeout.ms"] / 1000 * 2)
+        return self._loop.run(coro, self._run_bound)
 
     def partitions_for(self, topic: str) -> list[int]:
         return sorted(self._leaders(topic))
@@ -141,20 +148,27 @@ class Consumer:
 
     def high_watermarks(self, topic: str, partitions: list[int] | None = None) -> dict[int, int]:
         """Where each partition ends now (from a Fetch response's high watermark). A retriable
-        error (a leader election, a broker away) is retried `retry.backoff.ms` apart for up to
-        `request.timeout.ms`, as Java's `endOffsets` retries until its timeout."""
+        error (a leader election, a broker away) is retried `retry.backoff.ms` apart, as Java's
+        `endOffsets` retries until its timeout; all of it within `_run_bound`, after which the
+        last error is raised. Another error is raised at once."""
         async def go() -> dict[int, int]:
             assert self._cluster is not None
-            loop = asyncio.get_running_loop()
-            give_up = loop.time() + self.config["request.timeout.ms"] / 1000
-            while True:
-                try:
-                    return await high_watermarks(self._cluster, topic, partitions)
-                except KafkaError as exc:
-                    if not exc.retriable or loop.time() + self.config["retry.backoff.ms"] / 1000 > give_up:
-                        raise
-                    log.info("consumer %s: end offsets of %s failed, retrying: %s", self.id, topic, exc)
-                await back_off(self.config)
+            last: KafkaError | None = None
+            try:
+                async with asyncio.timeout(self._run_bound - RUN_MARGIN):
+                    while True:
+                        try:
+                            return await high_watermarks(self._cluster, topic, partitions)
+                        except KafkaError as exc:
+                            if not exc.retriable:
+                                raise
+                            last = exc
+                            log.info("consumer %s: end offsets of %s failed, retrying: %s", self.id, topic, exc)
+                        await back_off(self.config)
+            except TimeoutError:
+                if last is None:
+                    raise
+                raise last from None
         return self._run(go())
 
     end_offsets = high_watermarks

@@ -17,7 +17,7 @@ from raykafka.mock import MockCluster, PartitionState
 from raykafka.wire import messages
 from raykafka.wire.cluster import Cluster
 from raykafka.wire.config import parse_config
-from raykafka.wire.errors import BY_NAME
+from raykafka.wire.errors import BY_NAME, BrokerError
 from raykafka.wire.fetch import log_bounds
 
 pytestmark = [pytest.mark.ray]
@@ -239,10 +239,24 @@ def test_a_resume_while_no_leader_is_known_returns_and_subscribes_once_one_is(ra
         consumer.pause("t", 0)
         cluster.fail_next(messages.METADATA, BY_NAME["LEADER_NOT_AVAILABLE"].code, count=3, topic="t")
         consumer.resume("t", 0)
+        _wait(lambda: cluster.faults["error/Metadata/LEADER_NOT_AVAILABLE"] == 3, "the three look-ups refused")
         kit.mock_produce(cluster, "t", 0, [b"b", b"c"])
-        # read_all's end offsets look the leader up too: it waits out the election as resume does
         assert consumer.read_all(timeout=20).column("offset").to_pylist() == [1, 2]
+
+
+def test_end_offsets_wait_out_a_leader_election_and_raise_a_lasting_error_at_once(ray_session):
+    """The driver's end-offset look-up (read_all's, batches' until the end) retries a retriable
+    error, as Java's endOffsets does, and raises one that retrying cannot mend at once."""
+    with MockCluster(n_brokers=1, topics={"t": 2}) as cluster, \
+            Consumer({"bootstrap.servers": cluster.bootstrap, "retry.backoff.ms": 50}) as consumer:
+        cluster.fail_next(messages.METADATA, BY_NAME["LEADER_NOT_AVAILABLE"].code, count=3, topic="t")
+        assert consumer.end_offsets("t") == {0: 0, 1: 0}
         assert cluster.faults["error/Metadata/LEADER_NOT_AVAILABLE"] == 3
+        cluster.fail_next(messages.METADATA, BY_NAME["TOPIC_AUTHORIZATION_FAILED"].code, topic="t")
+        started = time.monotonic()
+        with pytest.raises(BrokerError, match="TOPIC_AUTHORIZATION_FAILED"):
+            consumer.end_offsets("t")
+        assert time.monotonic() - started < 5
 
 
 def test_log_bounds_ask_list_offsets_only_for_a_log_that_no_longer_starts_at_zero(kit):

@@ -341,7 +341,8 @@ def test_a_broken_sequence_behind_an_unresolved_batch_keeps_the_producer_id():
 def test_a_transactional_sequence_broken_for_good_fails_the_partitions_batches_at_once():
     """A transactional producer's batch failed for good, leaving a gap: the next one is refused
     OUT_OF_ORDER_SEQUENCE with every batch before it ended. The producer cannot number anew
-    under another id (init_transactions alone gives one), so that batch and every later one of
+    under another id (init_transactions alone gives one). The first time, the batch is retried
+    (the one before it may have landed meanwhile); refused so again, it and every later batch of
     the partition fail at once as abortable, naming the gap, rather than being refused until
     delivery.timeout.ms; the abort renews the epoch (driver/producer.py)."""
     from raykafka.actors.idempotence import NoNewProducerId
@@ -361,12 +362,18 @@ def test_a_transactional_sequence_broken_for_good_fails_the_partitions_batches_a
     reset.producer_id, reset.base_sequence = 7, after.base_sequence
     state.dispatch(reset)
     after.retries = 1
+    state.dispatch(after)  # retried once, with its own numbers
+    assert backend.errors == [] and backend.data() == ["lost", "after", "after"]
+    state.dispatch(reset)  # refused again, nothing unresolved before it: the gap is real
+    after.retries = 2
     state.dispatch(after)
-    state.dispatch(msg("later"))
+    state.dispatch(msg("later"))  # new: it waits behind the retries, for their chasers
+    state.dispatch(chaser(1))
+    state.dispatch(chaser(2))
     assert [(values, type(error)) for values, error in backend.errors] == [
         ([b"after"], TransactionAbortableError), ([b"later"], TransactionAbortableError)]
-    assert "sequence broke at 1" in str(backend.errors[0][1])
-    assert backend.data() == ["lost", "after"], "nothing more went to the broker"
+    assert "sequence broke twice at 1" in str(backend.errors[0][1])
+    assert backend.data() == ["lost", "after", "after"], "nothing more went to the broker"
 
 
 class FakeCalls:
