@@ -43,6 +43,14 @@ pytestmark = [pytest.mark.broker, pytest.mark.ray, pytest.mark.timeout(600)]
 BLOCKS, BLOCK_ROWS = 8, 25_000
 
 
+def process_gone(pid: int) -> bool:
+    """The process has exited (or is a zombie): asked once, so that it cannot end between two looks."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def blocks_dataset(tag: str):
     import ray
 
@@ -145,8 +153,7 @@ def test_a_writer_killed_mid_block_is_fenced_and_its_rows_aborted(ray_session, b
                 if 0 < seen < BLOCK_ROWS:
                     held.append(seen)
                     ray.kill(writer, no_restart=False)  # Ray restarts it; its init_transactions fences the attempt
-                    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie",
-                             timeout=30)
+                    wait_for(lambda: process_gone(pid), timeout=30)
                     return
             finally:
                 os.kill(broker.process.pid, signal.SIGCONT)
