@@ -95,18 +95,14 @@ class Accumulator:
         batches, self.ready = self.ready, []
         return batches
 
-    def clear(self) -> None:
-        """Drop everything (nothing left to hand it to: the ledger fails those messages)."""
-        self.open, self.ready = {}, []
-        self.count = self.nbytes = 0
-
     def drop(self) -> list[tuple[str, Any]]:
-        """Drop everything, and say which messages it held: (topic, their ids) for each open
-        buffer and ready batch. Nothing is sealed (no columns built, nothing put in the object
-        store): they are about to fail."""
+        """Drop everything (nothing left to hand it to), and say which messages it held: (topic,
+        their ids) for each open buffer and ready batch, for the ledger to fail. Nothing is
+        sealed (no columns built, nothing put in the object store)."""
         held = [(batch.topic, batch.ids) for batch in self.ready]
         held += [(topic, [row[0] for row in buf.rows]) for topic, buf in self.open.items()]
-        self.clear()
+        self.open, self.ready = {}, []
+        self.count = self.nbytes = 0
         return held
 
 
